@@ -1,0 +1,60 @@
+/* api.h - the network face of opsd: REST under /api/v1, the WebSocket stream, /metrics,
+ * /healthz, on libwebsockets running on the daemon's libuv loop.
+ *
+ * The api reads and writes the point table and owns the stream clients; it never blocks
+ * the loop (no file or database I/O here). Threads: loop thread only. */
+#ifndef OPSD_API_API_H
+#define OPSD_API_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/buf.h"
+#include "live/live.h"
+#include "live/stream.h"
+
+enum api_role { ROLE_NONE, ROLE_VIEWER, ROLE_OPERATOR, ROLE_ADMIN };
+
+struct api_token {
+    char *name;
+    char *token;
+    enum api_role role;
+};
+
+struct api_config {
+    char host[128];
+    int port;
+    char *tls_cert;              /* both set: HTTPS/WSS */
+    char *tls_key;
+    struct api_token *tokens;    /* none: every request allowed (loopback only) */
+    size_t ntokens;
+    uint32_t max_clients;
+    uint32_t max_subscriptions;
+    int64_t slow_client_timeout_ms;
+};
+
+/* What the daemon adds to /api/v1/status and /metrics (called on the loop thread). */
+struct api_hooks {
+    void *ud;
+    void (*status_json)(void *ud, struct buf *out);   /* appends ,"key":value... */
+    void (*metrics_text)(void *ud, struct buf *out);  /* appends Prometheus lines */
+};
+
+struct api;
+
+/* Listens at once. Returns NULL with the reason logged (port in use, bad certificate). The
+ * configuration is copied. */
+struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *live,
+                    struct live_stream *stream, const struct api_hooks *hooks);
+/* Closes every connection and the listener; run the loop afterwards so handles close. */
+void api_free(struct api *api);
+/* Replaces the tokens (a reload); the rest of the configuration needs a restart. */
+void api_set_tokens(struct api *api, const struct api_token *tokens, size_t n);
+
+const char *api_role_name(enum api_role r);
+int api_role_parse(const char *s, enum api_role *out);
+void api_tokens_free(struct api_token *t, size_t n);
+struct api_token *api_tokens_copy(const struct api_token *t, size_t n);
+
+#endif

@@ -1,0 +1,88 @@
+/* api_int.h - internals shared by the api's files (server.c, rest.c, ws.c, metrics.c). */
+#ifndef OPSD_API_API_INT_H
+#define OPSD_API_API_INT_H
+
+#include <libwebsockets.h>
+
+#include "api/api.h"
+
+#define API_BODY_MAX      (16u << 20)
+#define WS_RX_MAX         (1u << 20)
+#define WS_FRAME_BUDGET   (1u << 20)   /* values per frame stop once it passes this size */
+#define WS_CTL_MAX        256          /* queued replies per client before it is dropped */
+
+struct ws_client;
+
+struct api_metrics {
+    uint64_t http_requests[6];        /* by status class: index code/100 */
+    uint64_t samples_ingested;
+    uint64_t ws_connections_total;
+    uint64_t ws_slow_disconnects;
+    uint64_t ws_bytes_sent;
+    uint64_t ws_rejected;
+    double loop_lag_s;                /* worst lag seen in the last second */
+    double loop_lag_max_window;
+};
+
+struct api {
+    struct api_config cfg;
+    uv_loop_t *loop;
+    struct lws_context *ctx;
+    struct live *live;
+    struct live_stream *stream;
+    struct api_hooks hooks;
+    uv_timer_t tick;                  /* stream intervals */
+    uv_timer_t house;                 /* slow clients, loop lag */
+    uint64_t house_expected_ns;
+    bool tick_armed;
+    int open_handles;                 /* timers still closing after api_free */
+    struct ws_client *clients;        /* doubly linked list */
+    uint32_t nclients;
+    struct api_metrics m;
+    int64_t started_ms;
+};
+
+/* An HTTP request being read or answered. */
+struct http_req {
+    struct api *api;
+    struct lws *wsi;
+    int method;                       /* LWSHUMETH_* */
+    char path[1024];
+    enum api_role role;
+    struct buf body;
+    bool body_too_large;
+    /* answer */
+    int status;
+    const char *ctype;
+    const char *retry_after;
+    struct buf resp;                  /* LWS_PRE head reserved */
+    size_t sent;
+    bool headers_sent;
+    bool close_after;
+};
+
+/* rest.c */
+void rest_dispatch(struct http_req *r);
+void rest_error(struct http_req *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void rest_json(struct http_req *r, int status);
+/* Query argument "name" (without '='), URL-decoded, into buf; NULL when absent. */
+const char *rest_arg(struct http_req *r, const char *name, char *buf, int len);
+
+/* ws.c */
+int ws_filter(struct api *api, struct lws *wsi);
+int ws_established(struct api *api, struct lws *wsi, void **user);
+int ws_receive(struct ws_client *c, const void *in, size_t len);
+int ws_writeable(struct ws_client *c);
+void ws_closed(struct ws_client *c);
+void ws_init(struct api *api);
+void ws_release(struct api *api);
+void ws_housekeeping(struct api *api, int64_t now_mono_ms);
+
+/* server.c */
+enum api_role api_auth(struct api *api, struct lws *wsi, bool allow_query_token);
+
+/* metrics.c */
+void metrics_write(struct api *api, struct buf *out);
+
+#endif

@@ -1,0 +1,344 @@
+/* rest.c - the REST routes under /api/v1, /healthz and /metrics.
+ *
+ * Each handler reads the request (path, query, body) and leaves a complete answer in
+ * r->resp with r->status set. Writes validate a whole batch before applying anything, so a
+ * bad item changes nothing. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "core/jsonw.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+
+#define LIST_DEFAULT 1000
+#define LIST_MAX     10000
+#define SAMPLES_MAX  100000
+#define FUTURE_MAX_MS (24 * 3600 * 1000LL)
+
+static bool need_role(struct http_req *r, enum api_role role)
+{
+    if (r->role >= role)
+        return true;
+    rest_error(r, 403, "forbidden", "this needs the %s role; the token has %s", api_role_name(role),
+               api_role_name(r->role));
+    return false;
+}
+
+static json_t *parse_body(struct http_req *r)
+{
+    json_error_t e;
+    json_t *j = json_loadb(r->body.data ? r->body.data : "", r->body.len, JSON_REJECT_DUPLICATES, &e);
+    if (!j)
+        rest_error(r, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)",
+                   e.text, e.line, e.column);
+    return j;
+}
+
+static void get_health(struct http_req *r)
+{
+    jw_raw(&r->resp, "{\"status\":\"ok\"}\n");
+    rest_json(r, 200);
+}
+
+static void get_status(struct http_req *r)
+{
+    struct api *api = r->api;
+    struct live_stats ls;
+    struct live_stream_stats ss;
+    live_stats(api->live, &ls);
+    live_stream_stats(api->stream, &ss);
+    buf_printf(&r->resp,
+               "{\"version\":\"%s\",\"uptime_s\":%lld,\"points\":%u,\"clients\":%u,"
+               "\"subscriptions\":%llu,\"point_updates\":%llu",
+               OPSD_VERSION, (long long)((now_ms() - api->started_ms) / 1000), ls.points,
+               api->nclients, (unsigned long long)ss.subs, (unsigned long long)ls.updates);
+    if (api->hooks.status_json)
+        api->hooks.status_json(api->hooks.ud, &r->resp);
+    jw_raw(&r->resp, "}\n");
+    rest_json(r, 200);
+}
+
+static void get_metrics(struct http_req *r)
+{
+    metrics_write(r->api, &r->resp);
+    r->status = 200;
+    r->ctype = "text/plain; version=0.0.4";
+}
+
+static void get_points(struct http_req *r)
+{
+    char prefix[LIVE_NAME_MAX + 16], cursor[LIVE_NAME_MAX + 16], lim[32];
+    const char *p = rest_arg(r, "prefix", prefix, sizeof prefix);
+    const char *cur = rest_arg(r, "cursor", cursor, sizeof cursor);
+    const char *l = rest_arg(r, "limit", lim, sizeof lim);
+    int64_t limit = LIST_DEFAULT;
+    if (l && (parse_int64(l, &limit) < 0 || limit < 1 || limit > LIST_MAX)) {
+        rest_error(r, 400, "bad_request", "'limit' must be a whole number from 1 to %d", LIST_MAX);
+        return;
+    }
+    if (cur && !*cur)
+        cur = NULL;
+    uint32_t *idx = xnew(uint32_t, (size_t)limit + 1);
+    size_t total = 0;
+    size_t n = live_range(r->api->live, p, cur, idx, (size_t)limit + 1, &total);
+    bool more = n > (size_t)limit;
+    if (more)
+        n = (size_t)limit;
+    jw_raw(&r->resp, "{\"points\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            buf_putc(&r->resp, ',');
+        live_json_point(r->api->live, idx[i], &r->resp);
+    }
+    jw_raw(&r->resp, "],\"next\":");
+    if (more && n)
+        jw_str(&r->resp, live_name(r->api->live, idx[n - 1]));
+    else
+        jw_raw(&r->resp, "null");
+    buf_printf(&r->resp, ",\"total\":%zu}\n", total);
+    free(idx);
+    rest_json(r, 200);
+}
+
+static uint32_t find_point(struct http_req *r, const char *name)
+{
+    uint32_t idx = live_find(r->api->live, name);
+    if (idx == LIVE_NONE)
+        rest_error(r, 404, "unknown_point", "no point named '%.200s'", name);
+    return idx;
+}
+
+static void get_point(struct http_req *r, const char *name)
+{
+    uint32_t idx = find_point(r, name);
+    if (idx == LIVE_NONE)
+        return;
+    live_json_point(r->api->live, idx, &r->resp);
+    jw_raw(&r->resp, "\n");
+    rest_json(r, 200);
+}
+
+/* Converts a JSON value for a point of type t. Returns NULL on success or the reason. */
+static const char *json_to_value(json_t *j, enum pt_type t, struct pt_value *out)
+{
+    out->type = t;
+    switch (t) {
+    case PT_DOUBLE:
+        if (!json_is_number(j))
+            return "a number";
+        out->u.d = json_number_value(j);
+        return NULL;
+    case PT_INT:
+        if (json_is_integer(j)) {
+            out->u.i = json_integer_value(j);
+            return NULL;
+        }
+        if (json_is_real(j) && json_real_value(j) == floor(json_real_value(j)) &&
+            fabs(json_real_value(j)) < 9.2e18) {
+            out->u.i = (int64_t)json_real_value(j);
+            return NULL;
+        }
+        return "a whole number";
+    case PT_BOOL:
+        if (!json_is_boolean(j))
+            return "true or false";
+        out->u.b = json_is_true(j);
+        return NULL;
+    case PT_STRING:
+        if (!json_is_string(j) || json_string_length(j) > LIVE_STRING_MAX ||
+            strlen(json_string_value(j)) != json_string_length(j))
+            return "a string of at most 4096 bytes without NUL";
+        out->u.s = json_string_value(j);
+        return NULL;
+    }
+    return "a value";
+}
+
+/* Reads optional "ts" and "quality" of a sample object. Returns NULL or the reason. */
+static const char *sample_meta(json_t *o, int64_t now, int64_t *ts, enum pt_quality *q)
+{
+    *ts = now;
+    *q = Q_GOOD;
+    json_t *jts = json_object_get(o, "ts");
+    if (jts) {
+        if (json_is_integer(jts))
+            *ts = json_integer_value(jts);
+        else if (!json_is_string(jts) || parse_time_ms(json_string_value(jts), ts) < 0)
+            return "'ts' must be milliseconds since the epoch or an RFC 3339 time";
+        if (*ts < 0)
+            return "'ts' is before 1970";
+        if (*ts > now + FUTURE_MAX_MS)
+            return "'ts' is more than a day in the future";
+    }
+    json_t *jq = json_object_get(o, "quality");
+    if (jq && (!json_is_string(jq) || pt_quality_parse(json_string_value(jq), q) < 0))
+        return "'quality' must be good, uncertain or bad";
+    return NULL;
+}
+
+static void put_point(struct http_req *r, const char *name)
+{
+    if (!need_role(r, ROLE_OPERATOR))
+        return;
+    uint32_t idx = find_point(r, name);
+    if (idx == LIVE_NONE)
+        return;
+    struct live *l = r->api->live;
+    struct pt_view v;
+    live_view(l, idx, &v);
+    if (!v.writable) {
+        rest_error(r, 409, "not_writable", "point '%s' is not writable", name);
+        return;
+    }
+    json_t *j = parse_body(r);
+    if (!j)
+        return;
+    json_t *jv = json_object_get(j, "value");
+    struct pt_value val;
+    int64_t ts;
+    enum pt_quality q;
+    const char *why;
+    if (!json_is_object(j) || !jv) {
+        rest_error(r, 400, "bad_request", "the body is {\"value\": ...}");
+    } else if ((why = json_to_value(jv, v.type, &val))) {
+        rest_error(r, 400, "wrong_type", "point '%s' is %s: 'value' must be %s", name,
+                   pt_type_name(v.type), why);
+    } else if ((why = sample_meta(j, now_ms(), &ts, &q))) {
+        rest_error(r, 400, "bad_request", "%s", why);
+    } else {
+        live_set(l, idx, &val, ts, q, q == Q_GOOD ? NULL : "set by a client");
+        r->api->m.samples_ingested++;
+        log_info("api", "point %s written (role %s)", name, api_role_name(r->role));
+        live_json_point(l, idx, &r->resp);
+        jw_raw(&r->resp, "\n");
+        rest_json(r, 200);
+    }
+    json_decref(j);
+}
+
+struct staged {
+    uint32_t idx;
+    struct pt_value v;
+    int64_t ts;
+    enum pt_quality q;
+};
+
+static void post_samples(struct http_req *r)
+{
+    if (!need_role(r, ROLE_OPERATOR))
+        return;
+    json_t *j = parse_body(r);
+    if (!j)
+        return;
+    struct live *l = r->api->live;
+    json_t *arr = json_object_get(j, "samples");
+    struct staged *st = NULL;
+    size_t n = 0;
+    if (!json_is_object(j) || !json_is_array(arr)) {
+        rest_error(r, 400, "bad_request", "the body is {\"samples\":[{\"point\":..,\"value\":..}]}");
+        goto out;
+    }
+    n = json_array_size(arr);
+    if (n > SAMPLES_MAX) {
+        rest_error(r, 413, "too_large", "at most %d samples per request, got %zu", SAMPLES_MAX, n);
+        goto out;
+    }
+    st = xnew(struct staged, n ? n : 1);
+    int64_t now = now_ms();
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i);
+        json_t *jp = json_object_get(o, "point"), *jv = json_object_get(o, "value");
+        const char *why;
+        if (!json_is_object(o) || !json_is_string(jp) || !jv) {
+            rest_error(r, 400, "bad_request", "samples[%zu] needs 'point' (a name) and 'value'", i);
+            goto bad_item;
+        }
+        const char *name = json_string_value(jp);
+        st[i].idx = live_findn(l, name, json_string_length(jp));
+        if (st[i].idx == LIVE_NONE) {
+            rest_error(r, 404, "unknown_point", "samples[%zu]: no point named '%.200s'", i, name);
+            goto bad_item;
+        }
+        if ((why = json_to_value(jv, live_type(l, st[i].idx), &st[i].v))) {
+            rest_error(r, 400, "wrong_type", "samples[%zu]: point '%.200s' is %s: 'value' must be %s",
+                       i, name, pt_type_name(live_type(l, st[i].idx)), why);
+            goto bad_item;
+        }
+        if ((why = sample_meta(o, now, &st[i].ts, &st[i].q))) {
+            rest_error(r, 400, "bad_request", "samples[%zu]: %s", i, why);
+            goto bad_item;
+        }
+        continue;
+    bad_item:
+        /* Name the index in the error object: {"error":{...,"index":i}} */
+        if (r->resp.len > 3 && r->resp.data[r->resp.len - 3] == '}') {
+            r->resp.len -= 3;
+            buf_printf(&r->resp, ",\"index\":%zu}}\n", i);
+        }
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        live_set(l, st[i].idx, &st[i].v, st[i].ts, st[i].q, st[i].q == Q_GOOD ? NULL : "reported by the source");
+    r->api->m.samples_ingested += n;
+    buf_printf(&r->resp, "{\"accepted\":%zu}\n", n);
+    rest_json(r, 200);
+out:
+    free(st);
+    json_decref(j);
+}
+
+static void get_root(struct http_req *r)
+{
+    jw_raw(&r->resp,
+           "<!doctype html><html><head><meta charset=\"utf-8\"><title>opsd</title></head><body>"
+           "<h1>opsd</h1><ul>"
+           "<li><a href=\"/api/v1/status\">/api/v1/status</a></li>"
+           "<li><a href=\"/api/v1/points?limit=100\">/api/v1/points</a></li>"
+           "<li><a href=\"/metrics\">/metrics</a></li>"
+           "<li>WebSocket stream: /api/v1/stream</li></ul></body></html>\n");
+    r->status = 200;
+    r->ctype = "text/html; charset=utf-8";
+}
+
+void rest_dispatch(struct http_req *r)
+{
+    const char *p = r->path;
+    int m = r->method;
+    bool get = m == LWSHUMETH_GET || m == LWSHUMETH_HEAD;
+    static const char points_pfx[] = "/api/v1/points/";
+    if (strcmp(p, "/healthz") == 0) {
+        if (get)
+            return get_health(r);
+    } else if (strcmp(p, "/metrics") == 0) {
+        if (get)
+            return get_metrics(r);
+    } else if (strcmp(p, "/") == 0) {
+        if (get)
+            return get_root(r);
+    } else if (strcmp(p, "/api/v1/status") == 0) {
+        if (get)
+            return get_status(r);
+    } else if (strcmp(p, "/api/v1/points") == 0) {
+        if (get)
+            return get_points(r);
+    } else if (strncmp(p, points_pfx, sizeof points_pfx - 1) == 0) {
+        const char *name = p + sizeof points_pfx - 1;
+        if (get)
+            return get_point(r, name);
+        if (m == LWSHUMETH_PUT)
+            return put_point(r, name);
+    } else if (strcmp(p, "/api/v1/samples") == 0) {
+        if (m == LWSHUMETH_POST)
+            return post_samples(r);
+    } else if (strcmp(p, "/api/v1/stream") == 0) {
+        return rest_error(r, 400, "bad_request", "/api/v1/stream is a WebSocket: send an upgrade");
+    } else {
+        return rest_error(r, 404, "not_found", "no such path: %.200s", p);
+    }
+    rest_error(r, 405, "method_not_allowed", "this method is not allowed on %.200s", p);
+}

@@ -1,0 +1,420 @@
+/* server.c - libwebsockets on the daemon's libuv loop: the listener, the HTTP request life
+ * cycle (headers, bounded body, answer written in chunks as the socket takes them),
+ * authentication, and the api's timers.
+ *
+ * One lws protocol serves both HTTP and the WebSocket stream; the per-connection user data
+ * holds either an HTTP request or a stream client. An answer is built whole in memory (REST
+ * answers are bounded by their limits) and written 64 KiB per writeable callback so that
+ * HTTP/2 flow control and slow readers are respected. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "core/jsonw.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+
+#define HTTP_CHUNK (64u << 10)
+
+struct pss {
+    struct http_req *req;
+    struct ws_client *ws;
+};
+
+static const char *const role_names[] = {"none", "viewer", "operator", "admin"};
+
+const char *api_role_name(enum api_role r) { return role_names[r]; }
+
+int api_role_parse(const char *s, enum api_role *out)
+{
+    for (int i = 1; i < 4; i++) {
+        if (strcmp(s, role_names[i]) == 0) {
+            *out = (enum api_role)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+struct api_token *api_tokens_copy(const struct api_token *t, size_t n)
+{
+    struct api_token *c = xnew(struct api_token, n ? n : 1);
+    for (size_t i = 0; i < n; i++) {
+        c[i].name = xstrdup(t[i].name);
+        c[i].token = xstrdup(t[i].token);
+        c[i].role = t[i].role;
+    }
+    return c;
+}
+
+void api_tokens_free(struct api_token *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) {
+        free(t[i].name);
+        free(t[i].token);
+    }
+    free(t);
+}
+
+void api_set_tokens(struct api *api, const struct api_token *tokens, size_t n)
+{
+    api_tokens_free(api->cfg.tokens, api->cfg.ntokens);
+    api->cfg.tokens = api_tokens_copy(tokens, n);
+    api->cfg.ntokens = n;
+}
+
+/* Compares without an early exit, so timing does not reveal how much of a token matched. */
+static bool token_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = (unsigned char)(la != lb);
+    for (size_t i = 0; i < la; i++)
+        d |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return d == 0;
+}
+
+enum api_role api_auth(struct api *api, struct lws *wsi, bool allow_query_token)
+{
+    if (api->cfg.ntokens == 0)
+        return ROLE_ADMIN;
+    char hdr[512];
+    const char *tok = NULL;
+    int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    if (n > 0 && n < (int)sizeof hdr && lws_hdr_copy(wsi, hdr, sizeof hdr, WSI_TOKEN_HTTP_AUTHORIZATION) > 0) {
+        if (strncasecmp(hdr, "Bearer ", 7) == 0)
+            tok = hdr + 7;
+    }
+    char arg[512];
+    if (!tok && allow_query_token)
+        tok = lws_get_urlarg_by_name(wsi, "token=", arg, sizeof arg);
+    if (!tok)
+        return ROLE_NONE;
+    for (size_t i = 0; i < api->cfg.ntokens; i++)
+        if (token_equal(tok, api->cfg.tokens[i].token))
+            return api->cfg.tokens[i].role;
+    return ROLE_NONE;
+}
+
+/* ---- HTTP requests ---- */
+
+static void req_free(struct http_req *r)
+{
+    if (!r)
+        return;
+    buf_release(&r->body);
+    buf_release(&r->resp);
+    free(r);
+}
+
+void rest_json(struct http_req *r, int status)
+{
+    r->status = status;
+    r->ctype = "application/json";
+}
+
+void rest_error(struct http_req *r, int status, const char *code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    buf_reset(&r->resp);
+    buf_printf(&r->resp, "{\"error\":{\"code\":\"%s\",\"message\":", code);
+    jw_str(&r->resp, msg);
+    buf_printf(&r->resp, "}}\n");
+    rest_json(r, status);
+}
+
+const char *rest_arg(struct http_req *r, const char *name, char *buf, int len)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s=", name);
+    return lws_get_urlarg_by_name(r->wsi, key, buf, len);
+}
+
+/* Starts writing the answer prepared in r. */
+static void req_respond(struct http_req *r)
+{
+    r->api->m.http_requests[r->status / 100 < 6 ? r->status / 100 : 5]++;
+    lws_callback_on_writable(r->wsi);
+}
+
+/* Writes the next piece of the answer; when it is all out, frees the request and ends the
+ * transaction (lws may reset the per-connection data then: nothing touches pss after). */
+static int req_write(struct pss *pss)
+{
+    struct http_req *r = pss->req;
+    struct lws *wsi = r->wsi;
+    if (!r->headers_sent) {
+        unsigned char hbuf[LWS_PRE + 1024];
+        unsigned char *start = hbuf + LWS_PRE, *p = start, *end = hbuf + sizeof hbuf - 1;
+        if (lws_add_http_common_headers(wsi, (unsigned int)r->status, r->ctype, r->resp.len, &p, end))
+            return -1;
+        if (lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
+                                        (const unsigned char *)"no-store", 8, &p, end))
+            return -1;
+        if (r->retry_after &&
+            lws_add_http_header_by_name(wsi, (const unsigned char *)"retry-after:",
+                                        (const unsigned char *)r->retry_after,
+                                        (int)strlen(r->retry_after), &p, end))
+            return -1;
+        if (lws_finalize_write_http_header(wsi, start, &p, end))
+            return -1;
+        r->headers_sent = true;
+        if (r->resp.len == 0 || r->method == LWSHUMETH_HEAD)
+            goto done;
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    size_t left = r->resp.len - r->sent;
+    size_t n = left < HTTP_CHUNK ? left : HTTP_CHUNK;
+    bool last = n == left;
+    /* lws needs LWS_PRE writable bytes before the data: the head of the buffer for the first
+     * chunk, already-sent bytes for the later ones. */
+    if (lws_write(wsi, (unsigned char *)r->resp.data + r->sent, n,
+                  last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n)
+        return -1;
+    r->sent += n;
+    if (!last) {
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+done:;
+    bool close_after = r->close_after;
+    req_free(r);
+    pss->req = NULL;
+    if (close_after)
+        return -1;
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+static int on_http(struct api *api, struct lws *wsi, struct pss *pss, const char *uri, size_t ulen)
+{
+    struct http_req *r = xzalloc(sizeof *r);
+    pss->req = r;
+    r->api = api;
+    r->wsi = wsi;
+    buf_init(&r->body, API_BODY_MAX);
+    buf_init_head(&r->resp, 256u << 20, LWS_PRE);
+    char *u = NULL;
+    int ul = 0;
+    r->method = lws_http_get_uri_and_method(wsi, &u, &ul);
+    snprintf(r->path, sizeof r->path, "%.*s", (int)ulen, uri);
+    bool has_body = r->method == LWSHUMETH_POST || r->method == LWSHUMETH_PUT ||
+                    r->method == LWSHUMETH_PATCH;
+    if (strcmp(r->path, "/healthz") == 0) {
+        r->role = ROLE_ADMIN;
+    } else {
+        r->role = api_auth(api, wsi, false);
+        if (r->role == ROLE_NONE) {
+            rest_error(r, 401, "unauthorized",
+                       "a valid token is needed: send 'Authorization: Bearer TOKEN'");
+            r->close_after = has_body;
+            req_respond(r);
+            return 0;
+        }
+    }
+    if (has_body) {
+        char cl[32];
+        if (lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
+            int64_t n;
+            if (parse_int64(cl, &n) == 0 && n > (int64_t)API_BODY_MAX) {
+                rest_error(r, 413, "too_large", "the request body is larger than %u MiB",
+                           API_BODY_MAX >> 20);
+                r->close_after = true;
+                req_respond(r);
+                return 0;
+            }
+        }
+        return 0; /* wait for the body */
+    }
+    rest_dispatch(r);
+    req_respond(r);
+    return 0;
+}
+
+static void on_body(struct http_req *r, const void *in, size_t len)
+{
+    if (r->status || r->body_too_large)
+        return;
+    if (buf_append(&r->body, in, len) < 0)
+        r->body_too_large = true;
+}
+
+static void on_body_done(struct http_req *r)
+{
+    if (r->status) /* already answered (401, 413) */
+        return;
+    if (r->body_too_large) {
+        rest_error(r, 413, "too_large", "the request body is larger than %u MiB", API_BODY_MAX >> 20);
+        r->close_after = true;
+    } else {
+        rest_dispatch(r);
+    }
+    req_respond(r);
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    struct lws_vhost *vh = lws_get_vhost(wsi);
+    struct api *api = vh ? lws_get_vhost_user(vh) : NULL;
+    struct pss *pss = user;
+    switch (reason) {
+    case LWS_CALLBACK_HTTP:
+        return on_http(api, wsi, pss, in, len);
+    case LWS_CALLBACK_HTTP_BODY:
+        if (pss->req)
+            on_body(pss->req, in, len);
+        return 0;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        if (pss->req)
+            on_body_done(pss->req);
+        return 0;
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        if (pss && pss->req && pss->req->status)
+            return req_write(pss);
+        return 0;
+    case LWS_CALLBACK_CLOSED_HTTP:
+        if (pss) {
+            req_free(pss->req);
+            pss->req = NULL;
+        }
+        return 0;
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        return ws_filter(api, wsi);
+    case LWS_CALLBACK_ESTABLISHED:
+        return ws_established(api, wsi, (void **)&pss->ws);
+    case LWS_CALLBACK_RECEIVE:
+        return pss->ws ? ws_receive(pss->ws, in, len) : -1;
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        return pss->ws ? ws_writeable(pss->ws) : 0;
+    case LWS_CALLBACK_CLOSED:
+        if (pss->ws) {
+            ws_closed(pss->ws);
+            pss->ws = NULL;
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static const struct lws_protocols protocols[] = {
+    {"opsd", callback, sizeof(struct pss), 65536, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void lws_log(int level, const char *line)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", line);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    /* lws prefixes its own timestamp: drop it ("[2026/11/30 12:00:00:0000] E: ..."). */
+    const char *m = msg;
+    if (*m == '[' && strchr(m, ']'))
+        m = strchr(m, ']') + 2 <= msg + n ? strchr(m, ']') + 2 : m;
+    if (level & LLL_ERR)
+        log_error("lws", "%s", m);
+    else
+        log_warn("lws", "%s", m);
+}
+
+static void on_house(uv_timer_t *t)
+{
+    struct api *api = t->data;
+    uint64_t now = uv_hrtime();
+    double lag = now > api->house_expected_ns ? (double)(now - api->house_expected_ns) / 1e9 : 0;
+    if (lag > api->m.loop_lag_max_window)
+        api->m.loop_lag_max_window = lag;
+    api->house_expected_ns = now + 100 * 1000000ull;
+    static unsigned ticks;
+    if (++ticks % 10 == 0) {
+        api->m.loop_lag_s = api->m.loop_lag_max_window;
+        api->m.loop_lag_max_window = 0;
+        ws_housekeeping(api, (int64_t)(mono_ns() / 1000000u));
+    }
+}
+
+struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *live,
+                    struct live_stream *stream, const struct api_hooks *hooks)
+{
+    struct api *api = xzalloc(sizeof *api);
+    api->cfg = *cfg;
+    api->cfg.tokens = api_tokens_copy(cfg->tokens, cfg->ntokens);
+    api->cfg.tls_cert = cfg->tls_cert ? xstrdup(cfg->tls_cert) : NULL;
+    api->cfg.tls_key = cfg->tls_key ? xstrdup(cfg->tls_key) : NULL;
+    api->loop = loop;
+    api->live = live;
+    api->stream = stream;
+    if (hooks)
+        api->hooks = *hooks;
+    api->started_ms = now_ms();
+
+    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log);
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    void *loops[1] = {loop};
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6 * (strchr(cfg->host, ':') == NULL) |
+                   LWS_SERVER_OPTION_VALIDATE_UTF8;
+    if (cfg->tls_cert)
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    info.foreign_loops = loops;
+    info.port = cfg->port;
+    info.iface = cfg->host;
+    info.protocols = protocols;
+    info.user = api;
+    info.vhost_name = "opsd";
+    info.ssl_cert_filepath = cfg->tls_cert;
+    info.ssl_private_key_filepath = cfg->tls_key;
+    info.fd_limit_per_thread = 1 + cfg->max_clients + 256;
+    info.timeout_secs = 30;
+    info.server_string = "opsd/" OPSD_VERSION;
+    info.pt_serv_buf_size = 64 * 1024;
+    api->ctx = lws_create_context(&info);
+    if (!api->ctx) {
+        log_error("api", "cannot listen on %s:%d (address in use, or a bad TLS certificate?)",
+                  cfg->host, cfg->port);
+        api_tokens_free(api->cfg.tokens, api->cfg.ntokens);
+        free(api->cfg.tls_cert);
+        free(api->cfg.tls_key);
+        free(api);
+        return NULL;
+    }
+    ws_init(api);
+    uv_timer_init(loop, &api->house);
+    api->house.data = api;
+    api->house_expected_ns = uv_hrtime() + 100 * 1000000ull;
+    uv_timer_start(&api->house, on_house, 100, 100);
+    return api;
+}
+
+static void api_handle_closed(uv_handle_t *h)
+{
+    struct api *api = h->data;
+    if (--api->open_handles == 0)
+        free(api);
+}
+
+void api_free(struct api *api)
+{
+    if (!api)
+        return;
+    lws_context_destroy(api->ctx);
+    api->ctx = NULL;
+    ws_release(api);
+    api_tokens_free(api->cfg.tokens, api->cfg.ntokens);
+    free(api->cfg.tls_cert);
+    free(api->cfg.tls_key);
+    /* The api is freed when its timers have closed, in the loop run that follows. */
+    api->open_handles = 2;
+    uv_timer_stop(&api->house);
+    uv_close((uv_handle_t *)&api->house, api_handle_closed);
+    uv_timer_stop(&api->tick);
+    uv_close((uv_handle_t *)&api->tick, api_handle_closed);
+}

@@ -1,0 +1,45 @@
+/* config.h - the daemon's configuration file: server settings, outside points, drivers.
+ *
+ * opsd_config_load() validates everything and collects every error ("FILE:LINE: PATH:
+ * REASON") before the daemon touches anything, so an invalid file changes nothing. Sections
+ * of modules that this build does not have are accepted with a warning. */
+#ifndef OPSD_CONFIG_H
+#define OPSD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "drivers/driver.h"
+#include "live/decl.h"
+
+struct opsd_config {
+    char *path;
+    char *listen;                 /* "host:port" */
+    char *data_dir;
+    enum log_level log_level;
+    bool log_level_set;
+    struct api_config api;        /* host/port filled from listen by opsd_config_finish */
+    struct pt_decl *points;       /* the top-level points: section */
+    size_t npoints;
+    struct driver **drivers;      /* parsed, not started */
+    size_t ndrivers;
+    uint64_t total_points;
+    char *ignored_sections;       /* names of sections this build ignores, or NULL */
+};
+
+/* Loads and validates FILE. Returns 0, or -1 with every error appended to errors (one per
+ * line). On failure *c is left empty. */
+int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors);
+/* Applies --listen and --data, splits the listen address and checks the cross-field rules
+ * (no tokens: loopback only). Returns 0 or -1 with the reason in errors. */
+int opsd_config_finish(struct opsd_config *c, const char *listen, const char *data_dir,
+                       struct buf *errors);
+void opsd_config_release(struct opsd_config *c);
+/* True when the server: parts that need a restart differ. */
+bool opsd_config_server_differs(const struct opsd_config *a, const struct opsd_config *b);
+
+#endif

@@ -1,0 +1,29 @@
+/* mem.h - allocation that never returns NULL.
+ *
+ * Out-of-memory is fatal by policy: the wrappers log the caller's file:line and abort.
+ * Every size a peer controls is capped before it reaches these functions, so an abort
+ * here means the machine is really out of memory, not that a client asked for too much.
+ * Thread-safe (they only call malloc and friends). */
+#ifndef OPSD_CORE_MEM_H
+#define OPSD_CORE_MEM_H
+
+#include <stddef.h>
+
+void *mem__alloc(size_t n, const char *file, int line);
+void *mem__zalloc(size_t n, const char *file, int line);
+void *mem__realloc(void *p, size_t n, const char *file, int line);
+char *mem__strdup(const char *s, const char *file, int line);
+char *mem__strndup(const char *s, size_t n, const char *file, int line);
+
+#define xmalloc(n)      mem__alloc((n), __FILE__, __LINE__)
+#define xzalloc(n)      mem__zalloc((n), __FILE__, __LINE__)
+#define xrealloc(p, n)  mem__realloc((p), (n), __FILE__, __LINE__)
+#define xstrdup(s)      mem__strdup((s), __FILE__, __LINE__)
+#define xstrndup(s, n)  mem__strndup((s), (n), __FILE__, __LINE__)
+/* Array helpers: overflow-checked element counts. */
+#define xnew(type, n)   ((type *)mem__zalloc(mem_array_size((n), sizeof(type), __FILE__, __LINE__), __FILE__, __LINE__))
+#define xgrow(p, n)     mem__realloc((p), mem_array_size((n), sizeof(*(p)), __FILE__, __LINE__), __FILE__, __LINE__)
+
+size_t mem_array_size(size_t n, size_t size, const char *file, int line);
+
+#endif

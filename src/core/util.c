@@ -1,0 +1,198 @@
+/* util.c - clocks, durations, number and time parsing, hashing (see util.h). */
+#include "core/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int parse_double(const char *s, double *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_int64(const char *s, int64_t *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_duration_ms(const char *s, int64_t *out_ms)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v < 0 || isspace((unsigned char)*s))
+        return -1;
+    double mult;
+    if (*end == '\0' || strcmp(end, "s") == 0)
+        mult = 1000;
+    else if (strcmp(end, "ms") == 0)
+        mult = 1;
+    else if (strcmp(end, "m") == 0)
+        mult = 60e3;
+    else if (strcmp(end, "h") == 0)
+        mult = 3600e3;
+    else if (strcmp(end, "d") == 0)
+        mult = 86400e3;
+    else
+        return -1;
+    double ms = v * mult;
+    if (ms > 100.0 * 365 * 86400e3)
+        return -1;
+    *out_ms = (int64_t)llround(ms);
+    return 0;
+}
+
+/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar. */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+static int digits(const char **p, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)(*p)[i]))
+            return -1;
+        v = v * 10 + ((*p)[i] - '0');
+    }
+    *p += n;
+    *out = v;
+    return 0;
+}
+
+int parse_time_ms(const char *s, int64_t *out_ms)
+{
+    if (!s || !*s)
+        return -1;
+    if (strchr(s, '-') == NULL || s[0] == '-')
+        return parse_int64(s, out_ms);
+    const char *p = s;
+    int Y, M, D, h, m, sec;
+    if (digits(&p, 4, &Y) || *p++ != '-' || digits(&p, 2, &M) || *p++ != '-' ||
+        digits(&p, 2, &D) || (*p != 'T' && *p != 't' && *p != ' '))
+        return -1;
+    p++;
+    if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &m) || *p++ != ':' ||
+        digits(&p, 2, &sec))
+        return -1;
+    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
+        return -1;
+    int64_t ms = 0;
+    if (*p == '.') {
+        p++;
+        int nd = 0;
+        while (isdigit((unsigned char)*p)) {
+            if (nd < 3)
+                ms = ms * 10 + (*p - '0');
+            nd++;
+            p++;
+        }
+        if (nd == 0)
+            return -1;
+        for (; nd < 3; nd++)
+            ms *= 10;
+    }
+    int64_t off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p++ == '-' ? -1 : 1, oh, om;
+        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om))
+            return -1;
+        off = sign * (oh * 60 + om) * 60000LL;
+    } else {
+        return -1;
+    }
+    if (*p)
+        return -1;
+    int64_t days = days_from_civil(Y, (unsigned)M, (unsigned)D);
+    *out_ms = ((days * 24 + h) * 60 + m) * 60000LL + sec * 1000LL + ms - off;
+    return 0;
+}
+
+uint64_t hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+bool addr_is_loopback(const char *host)
+{
+    return strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
+           strcmp(host, "localhost") == 0;
+}
+
+int split_host_port(const char *s, char *host, size_t hostlen, int *port)
+{
+    const char *colon;
+    const char *h = s;
+    size_t hl;
+    if (*s == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return -1;
+        h = s + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -1;
+        hl = (size_t)(colon - s);
+    }
+    if (hl == 0 || hl >= hostlen)
+        return -1;
+    int64_t p;
+    if (parse_int64(colon + 1, &p) < 0 || p < 0 || p > 65535)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)p;
+    return 0;
+}

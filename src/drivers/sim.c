@@ -1,0 +1,315 @@
+/* sim.c - the simulator driver: many points from one entry, changing like real sensors.
+ *
+ * Each entry of `points:` declares a name pattern (e.g. "tank1-{0000..4999}") with a
+ * pattern (ramp, sine, random_walk, step, constant), a period (how often each point changes),
+ * a wave length (one cycle of the pattern), a range and a resolution. All points of an entry
+ * change together at each multiple of the period on the wall clock, stamped with that time,
+ * as a PLC scan would report them; point k is shifted in phase by k times the golden ratio so
+ * neighbours differ. Values are rounded to the resolution the way a sensor reports them.
+ *
+ * One uv timer per entry, re-armed at every firing for the next multiple of the period, so
+ * timer drift never accumulates. Work per firing is proportional to the entry's points. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "drivers/driver.h"
+#include "live/decl.h"
+
+enum sim_pattern { SIM_RAMP, SIM_SINE, SIM_RANDOM_WALK, SIM_STEP, SIM_CONSTANT };
+static const char *const pattern_names[] = {"ramp", "sine", "random_walk", "step", "constant"};
+
+struct sim_entry {
+    struct pt_decl decl;
+    enum sim_pattern pattern;
+    int64_t period_ms;
+    int64_t wave_ms;
+    double min, max;
+    double resolution;
+};
+
+struct sim_config {
+    struct sim_entry *entries;
+    size_t n;
+    uint64_t points;
+};
+
+struct sim_timer {
+    uv_timer_t timer;
+    struct sim_state *st;
+    const struct sim_entry *e;
+    uint32_t *idx;         /* point indices of the entry */
+    uint64_t n;
+    double *walk;          /* random walk positions, 0..1 */
+    uint64_t rng;
+};
+
+struct sim_state {
+    struct driver *d;
+    struct sim_timer *timers;
+    size_t ntimers;
+    size_t open_handles;
+    bool stopping;
+};
+
+static const char *const entry_keys[] = {"pattern", "period", "wave", "min", "max", "resolution", NULL};
+
+static void sim_free_config(void *p)
+{
+    struct sim_config *c = p;
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        pt_decl_release(&c->entries[i].decl);
+    free(c->entries);
+    free(c);
+}
+
+static void *sim_parse(struct yconf *y, const ynode *n, const char *path)
+{
+    static const char *const keys[] = {"type", "name", "points", NULL};
+    int errs = y->nerrors;
+    yn_check_keys(y, n, path, keys);
+    const ynode *pts = yn_get(y, n, "points");
+    if (!yn_is_seq(pts) || yn_len(pts) == 0) {
+        yconf_error(y, pts ? pts : n, path, "'points' must be a non-empty list of point entries");
+        return NULL;
+    }
+    struct sim_config *c = xzalloc(sizeof *c);
+    c->entries = xnew(struct sim_entry, yn_len(pts));
+    for (size_t i = 0; i < yn_len(pts); i++) {
+        const ynode *pn = yn_at(y, pts, i);
+        char p[256];
+        snprintf(p, sizeof p, "%s.points[%zu]", path, i);
+        struct sim_entry *e = &c->entries[c->n];
+        memset(e, 0, sizeof *e);
+        if (pt_decl_parse(y, pn, p, entry_keys, &e->decl) < 0)
+            continue;
+        c->n++;
+        const char *pat = "sine";
+        e->pattern = SIM_SINE;
+        if (yn_get_str(y, pn, "pattern", p, false, &pat) == 0) {
+            size_t k;
+            for (k = 0; k < ARRAY_LEN(pattern_names); k++)
+                if (strcmp(pat, pattern_names[k]) == 0)
+                    break;
+            if (k == ARRAY_LEN(pattern_names))
+                yconf_error(y, yn_get(y, pn, "pattern"), p,
+                            "unknown pattern '%s' (ramp, sine, random_walk, step, constant)", pat);
+            e->pattern = (enum sim_pattern)k;
+        }
+        e->period_ms = 1000;
+        if (yn_get_duration(y, pn, "period", p, false, &e->period_ms) == 0 && e->period_ms < 10)
+            yconf_error(y, yn_get(y, pn, "period"), p, "'period' must be at least 10ms");
+        e->wave_ms = e->period_ms * 60;
+        if (yn_get_duration(y, pn, "wave", p, false, &e->wave_ms) == 0 && e->wave_ms < 1)
+            yconf_error(y, yn_get(y, pn, "wave"), p, "'wave' must be longer than 0");
+        e->min = 0;
+        e->max = 100;
+        yn_get_double(y, pn, "min", p, false, &e->min);
+        yn_get_double(y, pn, "max", p, false, &e->max);
+        if (e->max < e->min)
+            yconf_error(y, yn_get(y, pn, "max"), p, "'max' (%g) is below 'min' (%g)", e->max, e->min);
+        e->resolution = e->decl.meta.type == PT_DOUBLE ? 0.01 : 1;
+        if (yn_get_double(y, pn, "resolution", p, false, &e->resolution) == 0 && e->resolution <= 0)
+            yconf_error(y, yn_get(y, pn, "resolution"), p, "'resolution' must be above 0");
+        if (e->decl.meta.writable)
+            yconf_error(y, yn_get(y, pn, "writable"), p,
+                        "simulated points are not writable (declare outside points under 'points:')");
+        c->points += e->decl.count;
+    }
+    if (y->nerrors != errs) {
+        sim_free_config(c);
+        return NULL;
+    }
+    return c;
+}
+
+static const struct pt_decl *sim_decl(const void *cfg, size_t i)
+{
+    const struct sim_config *c = cfg;
+    return i < c->n ? &c->entries[i].decl : NULL;
+}
+
+/* ---- running ---- */
+
+static uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+static double frac(double x) { return x - floor(x); }
+
+/* Rounds to the resolution so that the result prints as a short decimal: dividing two
+ * exact integers is correctly rounded, multiplying by 0.01 is not. */
+static double quantize(double v, double res)
+{
+    double inv = 1.0 / res;
+    double r = nearbyint(inv);
+    if (res < 1 && fabs(inv - r) < 1e-9)
+        return nearbyint(v * r) / r;
+    return nearbyint(v / res) * res;
+}
+
+/* Position 0..1 of point k at time t. */
+static double shape(struct sim_timer *t, uint64_t k, int64_t now)
+{
+    const struct sim_entry *e = t->e;
+    double phase = frac((double)k * 0.6180339887498949);
+    double x = (double)(now % (e->wave_ms * 1000)) / (double)e->wave_ms + phase;
+    switch (e->pattern) {
+    case SIM_RAMP: return frac(x);
+    case SIM_SINE: return 0.5 + 0.5 * sin(2 * M_PI * x);
+    case SIM_STEP: return floor(frac(x) * 4) / 3;
+    case SIM_CONSTANT: return 0;
+    case SIM_RANDOM_WALK: {
+        double w = t->walk[k] + ((double)(xorshift(&t->rng) >> 11) / 9007199254740992.0 - 0.5) * 0.04;
+        if (w < 0)
+            w = -w;
+        if (w > 1)
+            w = 2 - w;
+        return t->walk[k] = w;
+    }
+    }
+    return 0;
+}
+
+static void sim_fire(uv_timer_t *h);
+
+static void sim_schedule(struct sim_timer *t)
+{
+    int64_t now = now_ms(), p = t->e->period_ms;
+    int64_t delay = p - now % p;
+    uv_timer_start(&t->timer, sim_fire, (uint64_t)delay, 0);
+}
+
+static void sim_fire(uv_timer_t *h)
+{
+    struct sim_timer *t = h->data;
+    const struct sim_entry *e = t->e;
+    struct live *l = t->st->d->live;
+    int64_t now = now_ms();
+    int64_t ts = now - now % e->period_ms; /* the scan time this firing stands for */
+    double span = e->max - e->min;
+    switch (e->decl.meta.type) {
+    case PT_DOUBLE:
+        for (uint64_t k = 0; k < t->n; k++)
+            live_set_double(l, t->idx[k], quantize(e->min + span * shape(t, k, ts), e->resolution), ts);
+        break;
+    case PT_INT:
+        for (uint64_t k = 0; k < t->n; k++) {
+            struct pt_value v = {PT_INT, {.i = (int64_t)quantize(e->min + span * shape(t, k, ts), e->resolution)}};
+            live_set(l, t->idx[k], &v, ts, Q_GOOD, NULL);
+        }
+        break;
+    case PT_BOOL:
+        for (uint64_t k = 0; k < t->n; k++) {
+            struct pt_value v = {PT_BOOL, {.b = shape(t, k, ts) >= 0.5}};
+            live_set(l, t->idx[k], &v, ts, Q_GOOD, NULL);
+        }
+        break;
+    case PT_STRING:
+        for (uint64_t k = 0; k < t->n; k++) {
+            char s[32];
+            snprintf(s, sizeof s, "state-%d", (int)(shape(t, k, ts) * 3.999));
+            struct pt_value v = {PT_STRING, {.s = s}};
+            live_set(l, t->idx[k], &v, ts, Q_GOOD, NULL);
+        }
+        break;
+    }
+    t->st->d->samples += t->n;
+    sim_schedule(t);
+}
+
+struct collect_ctx {
+    struct live *l;
+    uint32_t *idx;
+};
+
+static int collect_one(void *ud, const char *name, uint64_t i)
+{
+    struct collect_ctx *x = ud;
+    x->idx[i] = live_find(x->l, name);
+    return x->idx[i] == LIVE_NONE;
+}
+
+static int sim_start(struct driver *d)
+{
+    struct sim_config *c = d->cfg;
+    struct sim_state *st = xzalloc(sizeof *st);
+    st->d = d;
+    st->timers = xnew(struct sim_timer, c->n);
+    d->state = st;
+    for (size_t i = 0; i < c->n; i++) {
+        struct sim_timer *t = &st->timers[i];
+        t->st = st;
+        t->e = &c->entries[i];
+        t->n = t->e->decl.count;
+        t->idx = xnew(uint32_t, t->n);
+        struct collect_ctx x = {d->live, t->idx};
+        if (name_pattern_expand(t->e->decl.pattern, collect_one, &x) != 0)
+            log_warn("sim", "driver %s: some points of '%s' are missing", d->name, t->e->decl.pattern);
+        if (t->e->pattern == SIM_RANDOM_WALK) {
+            t->walk = xnew(double, t->n);
+            t->rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)i;
+            for (uint64_t k = 0; k < t->n; k++)
+                t->walk[k] = (double)(xorshift(&t->rng) >> 11) / 9007199254740992.0;
+        }
+        uv_timer_init(d->loop, &t->timer);
+        t->timer.data = t;
+        st->ntimers++;
+        st->open_handles++;
+        /* First values at once, then on the period's multiples. */
+        sim_fire(&t->timer);
+    }
+    log_info("sim", "driver %s: %llu points in %zu entries", d->name,
+             (unsigned long long)c->points, c->n);
+    return 0;
+}
+
+static void sim_closed(uv_handle_t *h)
+{
+    struct sim_timer *t = h->data;
+    struct sim_state *st = t->st;
+    free(t->idx);
+    free(t->walk);
+    if (--st->open_handles == 0) {
+        struct driver *d = st->d;
+        free(st->timers);
+        free(st);
+        driver_free(d);
+    }
+}
+
+static void sim_stop(struct driver *d)
+{
+    struct sim_state *st = d->state;
+    if (!st || st->ntimers == 0) {
+        free(st ? st->timers : NULL);
+        free(st);
+        driver_free(d);
+        return;
+    }
+    st->stopping = true;
+    for (size_t i = 0; i < st->ntimers; i++) {
+        uv_timer_stop(&st->timers[i].timer);
+        uv_close((uv_handle_t *)&st->timers[i].timer, sim_closed);
+    }
+}
+
+const struct driver_type sim_driver_type = {
+    .name = "simulator",
+    .parse = sim_parse,
+    .free_config = sim_free_config,
+    .decl = sim_decl,
+    .start = sim_start,
+    .stop = sim_stop,
+};

@@ -1,0 +1,68 @@
+/* live_int.h - internals of the live module, shared by points.c and stream.c only. */
+#ifndef OPSD_LIVE_LIVE_INT_H
+#define OPSD_LIVE_LIVE_INT_H
+
+#include "live/live.h"
+
+/* A subscription's reference in one of its points: which subscription, which member. */
+struct subref {
+    struct live_sub *sub;
+    uint32_t member;
+};
+
+enum {
+    PF_HAS_VALUE = 1 << 0,
+    PF_DIRTY = 1 << 1,     /* on the change list */
+    PF_REMOVED = 1 << 2,   /* tombstone: hidden from lookups and listings */
+    PF_SEEN = 1 << 3,      /* declared during the current reconciliation */
+    PF_WRITABLE = 1 << 4,
+};
+
+struct point {
+    char *name;
+    uint64_t hash;
+    uint32_t name_len;
+    uint8_t type;
+    uint8_t quality;
+    uint8_t flags;
+    uint32_t owner;
+    char *unit;
+    char *description;
+    char *reason;          /* NULL when good */
+    union {
+        double d;
+        int64_t i;
+        bool b;
+        char *s;
+    } v;
+    int64_t ts;
+    uint64_t seq;          /* bumped on every change; the tuple cache is valid when enc_seq == seq */
+    uint64_t enc_seq;
+    char *enc;             /* cached stream tuple */
+    uint32_t enc_len, enc_cap;
+    struct subref *subs;   /* fan-out: subscriptions that contain this point */
+    uint32_t nsubs, subcap;
+};
+
+struct listener {
+    live_listener_fn fn;
+    void *ud;
+};
+
+struct live {
+    struct point *pts;
+    uint32_t n, cap;
+    uint32_t *hash;        /* open addressing: index + 1, 0 = empty */
+    uint32_t hmask;
+    uint32_t *sorted;      /* indices of live points in name order */
+    uint32_t nsorted;
+    bool sorted_stale;
+    uint32_t *changed;
+    uint32_t nchanged, changed_cap;
+    struct listener listeners[8];
+    int nlisteners;
+    uint32_t nlive;
+    uint64_t updates, changes;
+};
+
+#endif

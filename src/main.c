@@ -1,0 +1,426 @@
+/* main.c - the opsd daemon: command line, wiring of the modules on one libuv loop,
+ * configuration reload, signals and clean shutdown.
+ *
+ * Start-up order: configuration (validated whole) -> data directory -> point table and
+ * stream engine -> points and drivers -> api (listening). Shutdown runs it backwards after
+ * the loop stops. A reload validates the new file first; only a valid one touches anything:
+ * drivers stop, the point table is reconciled (added, updated, removed), new drivers start. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "api/api.h"
+#include "config.h"
+#include "core/buf.h"
+#include "core/jsonw.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "drivers/driver.h"
+#include "live/live.h"
+#include "live/stream.h"
+
+#define RELOAD_QUIET_MS 250
+
+struct daemon {
+    uv_loop_t *loop;
+    struct opsd_config cfg;
+    struct live *live;
+    struct live_stream *stream;
+    struct api *api;
+    struct driver **drivers;      /* running */
+    size_t ndrivers;
+    uint32_t next_driver_id;
+    uv_check_t flush;
+    uv_signal_t sigint, sigterm;
+    uv_fs_event_t watch;
+    uv_timer_t reload_timer;
+    char *cfg_dir, *cfg_base;
+    uint64_t cfg_hash;
+    uint64_t reloads_ok, reloads_failed;
+    const char *cli_listen, *cli_data;
+    bool cli_log_level;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: opsd --config FILE [--data DIR] [--listen ADDR:PORT] [--log-level LEVEL]\n"
+               "            [--log-format text|json]\n"
+               "       opsd --check-config FILE\n"
+               "       opsd --version\n"
+               "\n"
+               "  --config FILE        configuration file (YAML); watched and re-read when it changes\n"
+               "  --data DIR           data directory (overrides server.data_dir)\n"
+               "  --listen ADDR:PORT   listen address (overrides server.listen)\n"
+               "  --log-level LEVEL    debug, info, warn or error (overrides server.log_level)\n"
+               "  --log-format FORMAT  text (default) or json\n"
+               "  --check-config FILE  validate the file, print the result and exit\n");
+}
+
+static uint64_t file_hash(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    uint64_t h = 1469598103934665603ULL;
+    char b[65536];
+    size_t n;
+    while ((n = fread(b, 1, sizeof b, f)) > 0)
+        h = h * 31 + hash_bytes(b, n);
+    fclose(f);
+    return h;
+}
+
+static void print_errors(const struct buf *errors)
+{
+    if (errors->len)
+        fputs(errors->data, stderr);
+}
+
+static void log_errors(const char *what, const struct buf *errors)
+{
+    if (!errors->data)
+        return;
+    char *copy = xstrdup(errors->data), *save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        log_error("config", "%s: %s", what, line);
+    free(copy);
+}
+
+/* ---- points and drivers ---- */
+
+struct decl_ctx {
+    struct live *live;
+    const struct pt_meta *meta;
+};
+
+static int declare_outside(void *ud, const char *name, uint64_t i)
+{
+    struct decl_ctx *x = ud;
+    return live_declare(x->live, name, x->meta) == LIVE_NONE;
+}
+
+static void stop_drivers(struct daemon *d)
+{
+    for (size_t i = 0; i < d->ndrivers; i++)
+        d->drivers[i]->type->stop(d->drivers[i]); /* hands the driver over */
+    free(d->drivers);
+    d->drivers = NULL;
+    d->ndrivers = 0;
+}
+
+/* Reconciles the point table with cfg and starts its drivers; takes the drivers out of cfg. */
+static void apply_points_and_drivers(struct daemon *d, struct opsd_config *cfg)
+{
+    uint64_t t0 = mono_ns();
+    live_mark_all(d->live);
+    for (size_t i = 0; i < cfg->npoints; i++) {
+        struct pt_meta m = cfg->points[i].meta;
+        m.owner = 0;
+        struct decl_ctx x = {d->live, &m};
+        name_pattern_expand(cfg->points[i].pattern, declare_outside, &x);
+    }
+    d->drivers = cfg->drivers;
+    d->ndrivers = cfg->ndrivers;
+    cfg->drivers = NULL;
+    cfg->ndrivers = 0;
+    for (size_t i = 0; i < d->ndrivers; i++) {
+        struct driver *drv = d->drivers[i];
+        drv->id = ++d->next_driver_id;
+        drv->loop = d->loop;
+        drv->live = d->live;
+        driver_declare(drv);
+    }
+    size_t removed = live_sweep(d->live);
+    for (size_t i = 0; i < d->ndrivers; i++) {
+        if (d->drivers[i]->type->start(d->drivers[i]) < 0)
+            log_error("main", "driver %s did not start", d->drivers[i]->name);
+    }
+    struct live_stats st;
+    live_stats(d->live, &st);
+    log_info("main", "%u points (%zu removed), %zu drivers, applied in %.1f ms", st.points, removed,
+             d->ndrivers, (double)(mono_ns() - t0) / 1e6);
+}
+
+/* ---- reload ---- */
+
+static void reload(struct daemon *d)
+{
+    uint64_t h = file_hash(d->cfg.path);
+    if (h == d->cfg_hash)
+        return; /* touched but not changed */
+    struct opsd_config next;
+    struct buf errors;
+    buf_init(&errors, 1 << 20);
+    int rc = opsd_config_load(d->cfg.path, &next, &errors);
+    if (rc == 0)
+        rc = opsd_config_finish(&next, d->cli_listen, d->cli_data, &errors);
+    if (rc < 0) {
+        log_errors("reload refused", &errors);
+        log_error("config", "%s is invalid: the running configuration is kept", d->cfg.path);
+        d->reloads_failed++;
+        d->cfg_hash = h;
+        buf_release(&errors);
+        if (next.path)
+            opsd_config_release(&next);
+        return;
+    }
+    buf_release(&errors);
+    d->cfg_hash = h;
+    if (opsd_config_server_differs(&d->cfg, &next))
+        log_warn("config", "changes under server: (listen, data_dir, tls, limits) take effect after a restart");
+    if (!d->cli_log_level && next.log_level_set)
+        log_set_level(next.log_level);
+    api_set_tokens(d->api, next.api.tokens, next.api.ntokens);
+    stop_drivers(d);
+    apply_points_and_drivers(d, &next);
+    /* Keep the running server settings; take everything else from the new file. */
+    struct opsd_config old = d->cfg;
+    d->cfg = next;
+    free(d->cfg.listen);
+    d->cfg.listen = xstrdup(old.listen);
+    free(d->cfg.data_dir);
+    d->cfg.data_dir = xstrdup(old.data_dir);
+    opsd_config_release(&old);
+    d->reloads_ok++;
+    log_info("config", "reloaded %s", d->cfg.path);
+}
+
+static void on_reload_timer(uv_timer_t *t) { reload(t->data); }
+
+static void on_watch(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+    struct daemon *d = h->data;
+    if (status < 0 || (filename && strcmp(filename, d->cfg_base) != 0))
+        return;
+    /* Editors write in several steps: wait for a quiet moment. */
+    uv_timer_start(&d->reload_timer, on_reload_timer, RELOAD_QUIET_MS, 0);
+}
+
+/* ---- hooks for the api ---- */
+
+static void status_json(void *ud, struct buf *out)
+{
+    struct daemon *d = ud;
+    jw_raw(out, ",\"drivers\":[");
+    for (size_t i = 0; i < d->ndrivers; i++) {
+        struct driver *drv = d->drivers[i];
+        jw_raw(out, i ? ",{\"name\":" : "{\"name\":");
+        jw_str(out, drv->name);
+        jw_raw(out, ",\"type\":");
+        jw_str(out, drv->type->name);
+        buf_printf(out, ",\"points\":%llu,\"samples\":%llu}", (unsigned long long)driver_point_count(drv),
+                   (unsigned long long)drv->samples);
+    }
+    jw_raw(out, "],\"config\":");
+    jw_str(out, d->cfg.path);
+    buf_printf(out, ",\"reloads\":{\"ok\":%llu,\"failed\":%llu}", (unsigned long long)d->reloads_ok,
+               (unsigned long long)d->reloads_failed);
+}
+
+static void metrics_text(void *ud, struct buf *out)
+{
+    struct daemon *d = ud;
+    buf_printf(out, "# HELP opsd_config_reloads_total Configuration reloads, by result.\n"
+                    "# TYPE opsd_config_reloads_total counter\n"
+                    "opsd_config_reloads_total{result=\"ok\"} %llu\n"
+                    "opsd_config_reloads_total{result=\"failed\"} %llu\n",
+               (unsigned long long)d->reloads_ok, (unsigned long long)d->reloads_failed);
+    buf_printf(out, "# HELP opsd_driver_samples_total Values handed to the point table by each driver.\n"
+                    "# TYPE opsd_driver_samples_total counter\n");
+    for (size_t i = 0; i < d->ndrivers; i++)
+        buf_printf(out, "opsd_driver_samples_total{driver=\"%s\",type=\"%s\"} %llu\n", d->drivers[i]->name,
+                   d->drivers[i]->type->name, (unsigned long long)d->drivers[i]->samples);
+}
+
+/* ---- loop plumbing ---- */
+
+static void on_flush(uv_check_t *h)
+{
+    struct daemon *d = h->data;
+    live_flush(d->live);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct daemon *d = h->data;
+    log_info("main", "%s received: shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    uv_stop(d->loop);
+}
+
+static int make_data_dir(const char *dir)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0750) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0750) < 0 && errno != EEXIST)
+        return -1;
+    return access(dir, W_OK | X_OK);
+}
+
+static int check_config(const char *path)
+{
+    struct opsd_config c;
+    struct buf errors;
+    buf_init(&errors, 1 << 20);
+    int rc = opsd_config_load(path, &c, &errors);
+    if (rc == 0)
+        rc = opsd_config_finish(&c, NULL, NULL, &errors);
+    if (rc < 0) {
+        print_errors(&errors);
+        buf_release(&errors);
+        if (c.path)
+            opsd_config_release(&c);
+        return 1;
+    }
+    printf("%s: ok (%llu points, %zu drivers)\n", path, (unsigned long long)c.total_points, c.ndrivers);
+    if (c.ignored_sections)
+        printf("%s: note: this build ignores the sections: %s\n", path, c.ignored_sections);
+    opsd_config_release(&c);
+    buf_release(&errors);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},   {"data", required_argument, NULL, 'd'},
+        {"listen", required_argument, NULL, 'l'},   {"log-level", required_argument, NULL, 'L'},
+        {"log-format", required_argument, NULL, 'F'}, {"check-config", required_argument, NULL, 'C'},
+        {"version", no_argument, NULL, 'V'},        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct daemon d;
+    memset(&d, 0, sizeof d);
+    const char *config = NULL;
+    int o;
+    while ((o = getopt_long(argc, argv, "c:d:l:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': config = optarg; break;
+        case 'd': d.cli_data = optarg; break;
+        case 'l': d.cli_listen = optarg; break;
+        case 'L': {
+            enum log_level lv;
+            if (log_level_parse(optarg, &lv) < 0) {
+                fprintf(stderr, "opsd: unknown log level '%s' (debug, info, warn, error)\n", optarg);
+                return 1;
+            }
+            log_set_level(lv);
+            d.cli_log_level = true;
+            break;
+        }
+        case 'F':
+            if (strcmp(optarg, "json") == 0) {
+                log_set_format(LOG_JSON);
+            } else if (strcmp(optarg, "text") != 0) {
+                fprintf(stderr, "opsd: unknown log format '%s' (text, json)\n", optarg);
+                return 1;
+            }
+            break;
+        case 'C': return check_config(optarg);
+        case 'V': printf("opsd %s\n", OPSD_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 1;
+        }
+    }
+    if (!config || optind != argc) {
+        usage(stderr);
+        return 1;
+    }
+
+    struct buf errors;
+    buf_init(&errors, 1 << 20);
+    if (opsd_config_load(config, &d.cfg, &errors) < 0 ||
+        opsd_config_finish(&d.cfg, d.cli_listen, d.cli_data, &errors) < 0) {
+        print_errors(&errors);
+        buf_release(&errors);
+        if (d.cfg.path)
+            opsd_config_release(&d.cfg);
+        return 1;
+    }
+    buf_release(&errors);
+    if (!d.cli_log_level && d.cfg.log_level_set)
+        log_set_level(d.cfg.log_level);
+    if (d.cfg.ignored_sections)
+        log_warn("config", "this build has no module for: %s (ignored)", d.cfg.ignored_sections);
+    if (make_data_dir(d.cfg.data_dir) < 0) {
+        log_error("main", "data directory %s is not usable: %s", d.cfg.data_dir, strerror(errno));
+        opsd_config_release(&d.cfg);
+        return 2;
+    }
+    d.cfg_hash = file_hash(config);
+    signal(SIGPIPE, SIG_IGN);
+
+    d.loop = uv_default_loop();
+    d.live = live_new();
+    d.stream = live_stream_new(d.live);
+    apply_points_and_drivers(&d, &d.cfg);
+
+    struct api_hooks hooks = {&d, status_json, metrics_text};
+    d.api = api_new(&d.cfg.api, d.loop, d.live, d.stream, &hooks);
+    int rc = 0;
+    if (!d.api) {
+        rc = 2;
+        goto shutdown;
+    }
+
+    uv_check_init(d.loop, &d.flush);
+    d.flush.data = &d;
+    uv_check_start(&d.flush, on_flush);
+    uv_signal_init(d.loop, &d.sigint);
+    uv_signal_init(d.loop, &d.sigterm);
+    d.sigint.data = d.sigterm.data = &d;
+    uv_signal_start(&d.sigint, on_signal, SIGINT);
+    uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+    uv_timer_init(d.loop, &d.reload_timer);
+    d.reload_timer.data = &d;
+    char *c1 = xstrdup(config), *c2 = xstrdup(config);
+    d.cfg_dir = xstrdup(dirname(c1));
+    d.cfg_base = xstrdup(basename(c2));
+    free(c1);
+    free(c2);
+    uv_fs_event_init(d.loop, &d.watch);
+    d.watch.data = &d;
+    if (uv_fs_event_start(&d.watch, on_watch, d.cfg_dir, 0) < 0)
+        log_warn("config", "cannot watch %s: changes need a restart", d.cfg_dir);
+
+    const char *scheme = d.cfg.api.tls_cert ? "https" : "http";
+    log_info("api", "listening on %s://%s:%d/", scheme, d.cfg.api.host, d.cfg.api.port);
+    printf("opsd %s listening on %s://%s:%d/\n", OPSD_VERSION, scheme, d.cfg.api.host, d.cfg.api.port);
+    fflush(stdout);
+
+    uv_run(d.loop, UV_RUN_DEFAULT);
+
+    uv_close((uv_handle_t *)&d.flush, NULL);
+    uv_close((uv_handle_t *)&d.sigint, NULL);
+    uv_close((uv_handle_t *)&d.sigterm, NULL);
+    uv_close((uv_handle_t *)&d.reload_timer, NULL);
+    uv_close((uv_handle_t *)&d.watch, NULL);
+    free(d.cfg_dir);
+    free(d.cfg_base);
+shutdown:
+    stop_drivers(&d);
+    api_free(d.api);
+    uv_run(d.loop, UV_RUN_DEFAULT); /* let every handle finish closing */
+    live_stream_free(d.stream);
+    live_free(d.live);
+    opsd_config_release(&d.cfg);
+    if (uv_loop_close(d.loop) != 0)
+        log_warn("main", "some handles were still open at exit");
+    log_info("main", "stopped");
+    return rc;
+}
