@@ -414,8 +414,9 @@ int main(int argc, char **argv)
     free(d.cfg_base);
 shutdown:
     stop_drivers(&d);
-    api_free(d.api);
+    api_stop(d.api);
     uv_run(d.loop, UV_RUN_DEFAULT); /* let every handle finish closing */
+    api_free(d.api);
     live_stream_free(d.stream);
     live_free(d.live);
     opsd_config_release(&d.cfg);

@@ -47,7 +47,9 @@ struct api;
  * configuration is copied. */
 struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *live,
                     struct live_stream *stream, const struct api_hooks *hooks);
-/* Closes every connection and the listener; run the loop afterwards so handles close. */
+/* Closes every connection, the listener and the api's timers. Then run the loop so that the
+ * handles finish closing, and call api_free(). */
+void api_stop(struct api *api);
 void api_free(struct api *api);
 /* Replaces the tokens (a reload); the rest of the configuration needs a restart. */
 void api_set_tokens(struct api *api, const struct api_token *tokens, size_t n);

@@ -35,7 +35,6 @@ struct api {
     uv_timer_t house;                 /* slow clients, loop lag */
     uint64_t house_expected_ns;
     bool tick_armed;
-    int open_handles;                 /* timers still closing after api_free */
     struct ws_client *clients;        /* doubly linked list */
     uint32_t nclients;
     struct api_metrics m;

@@ -360,8 +360,12 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     void *loops[1] = {loop};
-    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6 * (strchr(cfg->host, ':') == NULL) |
+    /* Explicit vhost: lws_create_context() succeeds even when the port cannot be bound,
+     * lws_create_vhost() does not. */
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
                    LWS_SERVER_OPTION_VALIDATE_UTF8;
+    if (!strchr(cfg->host, ':'))
+        info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     if (cfg->tls_cert)
         info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.foreign_loops = loops;
@@ -377,6 +381,14 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
     info.server_string = "opsd/" OPSD_VERSION;
     info.pt_serv_buf_size = 64 * 1024;
     api->ctx = lws_create_context(&info);
+    if (api->ctx && !lws_create_vhost(api->ctx, &info)) {
+        /* The two-step destroy of a libuv context (see api_stop), done here and now. */
+        lws_context_destroy(api->ctx);
+        for (int i = 0; i < 4; i++)
+            uv_run(loop, UV_RUN_NOWAIT);
+        lws_context_destroy(api->ctx);
+        api->ctx = NULL;
+    }
     if (!api->ctx) {
         log_error("api", "cannot listen on %s:%d (address in use, or a bad TLS certificate?)",
                   cfg->host, cfg->port);
@@ -394,11 +406,18 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
     return api;
 }
 
-static void api_handle_closed(uv_handle_t *h)
+void api_stop(struct api *api)
 {
-    struct api *api = h->data;
-    if (--api->open_handles == 0)
-        free(api);
+    if (!api)
+        return;
+    /* With libuv, lws destroys a context in two steps around a loop run (its handles close
+     * asynchronously): here the first, in api_free() the second. */
+    lws_context_destroy(api->ctx);
+    ws_release(api);
+    uv_timer_stop(&api->house);
+    uv_close((uv_handle_t *)&api->house, NULL);
+    uv_timer_stop(&api->tick);
+    uv_close((uv_handle_t *)&api->tick, NULL);
 }
 
 void api_free(struct api *api)
@@ -406,15 +425,8 @@ void api_free(struct api *api)
     if (!api)
         return;
     lws_context_destroy(api->ctx);
-    api->ctx = NULL;
-    ws_release(api);
     api_tokens_free(api->cfg.tokens, api->cfg.ntokens);
     free(api->cfg.tls_cert);
     free(api->cfg.tls_key);
-    /* The api is freed when its timers have closed, in the loop run that follows. */
-    api->open_handles = 2;
-    uv_timer_stop(&api->house);
-    uv_close((uv_handle_t *)&api->house, api_handle_closed);
-    uv_timer_stop(&api->tick);
-    uv_close((uv_handle_t *)&api->tick, api_handle_closed);
+    free(api);
 }

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds opsd and runs it on the bundled demo configuration (a simulated plant of 2,000+
+# points, data under ./var, listening on http://127.0.0.1:8080/). Ctrl-C stops it.
+# Extra arguments go to opsd, e.g. scripts/demo.sh --listen 127.0.0.1:9090
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh build
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPSD_TESTS=OFF >/dev/null
+cmake --build build -j"$(nproc)" >/dev/null
+echo "opsd: try  curl http://127.0.0.1:8080/api/v1/status  or  build/opsctl watch 'tank1-000*'" >&2
+exec build/opsd --config etc/demo.yaml --data ./var "$@"
