@@ -173,8 +173,8 @@ int yn_check_keys(struct yconf *y, const ynode *map, const char *path, const cha
     int bad = 0;
     size_t n = yn_len(map);
     for (size_t i = 0; i < n; i++) {
-        const char *k;
-        ynode *kn;
+        const char *k = NULL;
+        ynode *kn = NULL;
         yn_pair(y, map, i, &k, &kn);
         if (!k) {
             yconf_error(y, kn, path, "keys must be plain names");
@@ -194,7 +194,7 @@ int yn_check_keys(struct yconf *y, const ynode *map, const char *path, const cha
             bad++;
         }
         for (size_t j = 0; j < i; j++) {
-            const char *k2;
+            const char *k2 = NULL;
             yn_pair(y, map, j, &k2, NULL);
             if (k2 && strcmp(k, k2) == 0) {
                 yconf_error(y, kn, path, "duplicate key '%s'", k);

@@ -175,7 +175,7 @@ uint32_t live_declare(struct live *l, const char *name, const struct pt_meta *me
             l->nlive++;
             l->sorted_stale = true;
             free(p->reason);
-            p->reason = xstrdup("no value yet");
+            p->reason = NULL; /* "no value yet", see live_view */
             point_clear_value(p);
             mark_changed(l, idx);
         }
@@ -183,7 +183,8 @@ uint32_t live_declare(struct live *l, const char *name, const struct pt_meta *me
             point_clear_value(p);
             p->type = (uint8_t)meta->type;
             p->quality = Q_BAD;
-            replace_str(&p->reason, "no value yet");
+            free(p->reason);
+            p->reason = NULL;
             mark_changed(l, idx);
         }
     } else {
@@ -201,7 +202,6 @@ uint32_t live_declare(struct live *l, const char *name, const struct pt_meta *me
         p->hash = h;
         p->type = (uint8_t)meta->type;
         p->quality = Q_BAD;
-        p->reason = xstrdup("no value yet");
         p->seq = 1;
         *slot = idx + 1;
         l->nlive++;
@@ -264,7 +264,12 @@ int live_view(const struct live *l, uint32_t idx, struct pt_view *out)
     }
     out->ts = p->ts;
     out->quality = (enum pt_quality)p->quality;
-    out->reason = p->quality == Q_GOOD ? NULL : p->reason;
+    if (p->quality == Q_GOOD)
+        out->reason = NULL;
+    else if (p->reason)
+        out->reason = p->reason;
+    else
+        out->reason = (p->flags & PF_HAS_VALUE) ? "" : "no value yet";
     out->owner = p->owner;
     return 0;
 }
