@@ -16,6 +16,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 passed=0
 failed=0
 
+echo "== lint"
+if scripts/lint.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+
 echo "== unit tests"
 out=$(cd "$build" && ctest --output-on-failure -j2 2>&1)
 echo "$out"
