@@ -356,7 +356,11 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
         api->hooks = *hooks;
     api->started_ms = now_ms();
 
-    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log);
+    /* OPSD_LWS_LOG=<lws log bitmask> shows libwebsockets' own logs (31: up to debug). */
+    int64_t lws_levels = LLL_ERR | LLL_WARN;
+    if (getenv("OPSD_LWS_LOG"))
+        parse_int64(getenv("OPSD_LWS_LOG"), &lws_levels);
+    lws_set_log_level((int)lws_levels, lws_log);
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     void *loops[1] = {loop};

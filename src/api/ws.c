@@ -21,6 +21,8 @@
 #include "core/mem.h"
 #include "core/util.h"
 
+/* lws' value for a close frame: part of its ABI, left out of the public enum. */
+#define WS_WRITE_CLOSE      ((enum lws_write_protocol)4)
 #define INTERVAL_MIN_MS     50
 #define INTERVAL_DEFAULT_MS 1000
 
@@ -46,6 +48,8 @@ struct ws_client {
     uint32_t nctl;
     int64_t stuck_since;            /* monotonic ms since it has had unsent data, 0 = none */
     bool kill;
+    enum lws_close_status kill_code;
+    bool kill_sent;
     const char *kill_reason;
 };
 
@@ -141,6 +145,7 @@ static void ctl_send(struct ws_client *c, const struct buf *msg)
 {
     if (c->nctl >= WS_CTL_MAX) {
         c->kill = true;
+        c->kill_code = LWS_CLOSE_STATUS_POLICY_VIOLATION;
         c->kill_reason = "too many requests without reading the replies";
         lws_callback_on_writable(c->wsi);
         return;
@@ -365,17 +370,18 @@ int ws_filter(struct api *api, struct lws *wsi)
         log_debug("ws", "upgrade refused: not /api/v1/stream");
         return -1;
     }
-    if (api_auth(api, wsi, true) == ROLE_NONE) {
-        log_info("ws", "upgrade refused: missing or unknown token");
-        api->m.ws_rejected++;
-        return -1;
-    }
-    if (api->nclients >= api->cfg.max_clients) {
-        log_warn("ws", "upgrade refused: %u clients already (limits.max_clients)", api->nclients);
-        api->m.ws_rejected++;
-        return -1;
-    }
     return 0;
+}
+
+/* Refuses a connection that was upgraded: a close status and reason tell a client (a browser
+ * cannot read an HTTP error of a failed upgrade) what went wrong. */
+static void refuse(struct ws_client *c, enum lws_close_status code, const char *why)
+{
+    c->api->m.ws_rejected++;
+    c->kill = true;
+    c->kill_code = code;
+    c->kill_reason = why;
+    lws_callback_on_writable(c->wsi);
 }
 
 int ws_established(struct api *api, struct lws *wsi, void **user)
@@ -393,11 +399,21 @@ int ws_established(struct api *api, struct lws *wsi, void **user)
     api->nclients++;
     api->m.ws_connections_total++;
     *user = c;
+    if (c->role == ROLE_NONE) {
+        log_info("ws", "stream client refused: missing or unknown token");
+        refuse(c, LWS_CLOSE_STATUS_POLICY_VIOLATION, "unauthorized: a valid token is needed");
+    } else if (api->nclients > api->cfg.max_clients) {
+        log_warn("ws", "stream client refused: %u clients already (limits.max_clients)",
+                 api->nclients - 1);
+        refuse(c, (enum lws_close_status)1013 /* try again later */, "too many clients, try again later");
+    }
     return 0;
 }
 
 int ws_receive(struct ws_client *c, const void *in, size_t len)
 {
+    if (c->kill)
+        return 0;
     if (lws_frame_is_binary(c->wsi)) {
         close_with(c->wsi, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE, "binary messages are not supported");
         return -1;
@@ -418,9 +434,22 @@ int ws_receive(struct ws_client *c, const void *in, size_t len)
 int ws_writeable(struct ws_client *c)
 {
     if (c->kill) {
+        /* Returning -1 after lws_close_reason() from a writeable callback drops the socket
+         * before the close frame goes out (lws 4.1 on libuv), so the frame is written here
+         * and the peer's answer (or the timeout) ends the connection. */
         const char *why = c->kill_reason ? c->kill_reason : "closing";
-        close_with(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, why);
-        return -1;
+        unsigned code = c->kill_code ? (unsigned)c->kill_code : LWS_CLOSE_STATUS_POLICY_VIOLATION;
+        unsigned char frame[LWS_PRE + 125];
+        unsigned char *p = frame + LWS_PRE;
+        size_t n = strlen(why) < 123 ? strlen(why) : 123;
+        p[0] = (unsigned char)(code >> 8);
+        p[1] = (unsigned char)code;
+        memcpy(p + 2, why, n);
+        if (c->kill_sent || lws_write(c->wsi, p, n + 2, WS_WRITE_CLOSE) < 0)
+            return -1;
+        c->kill_sent = true;
+        lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
+        return 0;
     }
     if (c->ctl_head) {
         struct ctl_msg *m = c->ctl_head;
@@ -503,6 +532,7 @@ void ws_housekeeping(struct api *api, int64_t now)
                  (long long)(now - c->stuck_since));
         api->m.ws_slow_disconnects++;
         c->kill = true;
+        c->kill_code = LWS_CLOSE_STATUS_POLICY_VIOLATION;
         c->kill_reason = "client too slow";
         close_with(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, "client too slow");
         lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);

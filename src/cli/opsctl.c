@@ -1,3 +1,1434 @@
-/* opsctl.c - placeholder until the command line client lands. */
+/* opsctl.c - the operators' command line for opsd.
+ *
+ *   opsctl [--url URL] [--token TOKEN] [--insecure] status
+ *   opsctl points list [--prefix P] [--limit N] [--json]
+ *   opsctl points get NAME [--json]
+ *   opsctl points set NAME VALUE [--json]
+ *   opsctl watch [--interval D] [--deadband X] NAME|PREFIX* ...
+ *
+ * status and points talk REST (docs/API.md) through one libcurl easy handle, so the pages of a
+ * long list reuse one connection. watch is a libwebsockets client of /api/v1/stream on lws's
+ * own poll loop: one subscription for the plain names, one per PREFIX*, one output line per
+ * value received.
+ *
+ * Error idiom: a function that can fail prints why ("opsctl: ...", on stderr) and returns the
+ * exit status to end with; 0 means carry on. The exit statuses are a contract:
+ *   0  done (watch: stopped by Ctrl-C or SIGTERM)
+ *   1  the server refused the request (printed as "opsctl: <code>: <message>"), an answer
+ *      that makes no sense, or a bad command line
+ *   2  the server could not be reached (the message names the URL), or the stream was cut
+ * Text that comes from the server is printed with its control characters escaped, so a
+ * point's string value cannot drive the terminal.
+ *
+ * Bounds: an answer is read into a buffer capped at ANSWER_MAX; a stream message at
+ * STREAM_MSG_MAX. `points list` asks for pages of at most LIST_PAGE points and keeps at most
+ * TABLE_ROWS rows to align the table: past that, rows are printed with the widths found so
+ * far, so memory stays bounded however many points the server holds. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <libwebsockets.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
-int main(void) { fputs("opsctl: not built yet\n", stderr); return 1; }
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/jsonw.h"
+#include "core/mem.h"
+#include "core/util.h"
+
+#define DEFAULT_URL     "http://127.0.0.1:8080"
+#define ANSWER_MAX      (256u << 20) /* a page of 10,000 points with long strings fits */
+#define STREAM_MSG_MAX  (256u << 20)
+#define SUBSCRIBE_MAX   (1u << 20)   /* the server's cap on a message from a client */
+#define LIST_PAGE       10000        /* the server's largest page */
+#define TABLE_ROWS      10000
+#define CELL_MAX_COLS   60           /* string values are cut to this in tables and watch */
+#define CONNECT_TIMEOUT_MS 10000L
+#define REQUEST_TIMEOUT_MS 120000L
+
+enum { CTL_OK = 0, CTL_ERROR = 1, CTL_UNREACHABLE = 2 };
+
+/* ---- messages ---- */
+
+static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "opsctl: MESSAGE" on stderr and returns status, for `return fail(...)`. */
+static int fail(int status, const char *fmt, ...)
+{
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "opsctl: %s\n", msg);
+    return status;
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "opsctl: %s\nRun 'opsctl --help' for the commands and options.\n", msg);
+    return CTL_ERROR;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: opsctl [--url URL] [--token TOKEN] [--insecure] COMMAND [ARGS]\n"
+          "\n"
+          "commands:\n"
+          "  status                            version, uptime, points, stream clients, drivers\n"
+          "  points list [--prefix P] [--limit N] [--json]\n"
+          "                                    points in name order: name, value, unit, quality\n"
+          "                                    and age of the value; all of them unless --limit\n"
+          "  points get NAME [--json]          one point with its metadata\n"
+          "  points set NAME VALUE [--json]    write a writable point: VALUE is sent as a number\n"
+          "                                    or true/false when it reads as one, else as a\n"
+          "                                    string; '\"42\"' (quotes included) sends the\n"
+          "                                    string 42\n"
+          "  watch [--interval D] [--deadband X] NAME|PREFIX* ...\n"
+          "                                    print each value as it changes, until Ctrl-C:\n"
+          "                                    \"time name value quality\"; NAME* watches every\n"
+          "                                    point whose name starts with NAME (quote it)\n"
+          "\n"
+          "options:\n"
+          "  --url URL        the server, http:// or https:// (default: $OPSD_URL, else\n"
+          "                   " DEFAULT_URL ")\n"
+          "  --token TOKEN    sent as 'Authorization: Bearer TOKEN' (default: $OPSD_TOKEN)\n"
+          "  --insecure       accept a TLS certificate that cannot be verified (self-signed)\n"
+          "  --json           print the server's JSON (status, points list/get/set)\n"
+          "  --prefix P       only the points whose name starts with P\n"
+          "  --limit N        at most N points\n"
+          "  --interval D     at most one update per D for each subscription (default 1s,\n"
+          "                   at least 50ms): 200ms, 5s, 1m\n"
+          "  --deadband X     send a number again only when it moved by more than X\n"
+          "  -h, --help       this help\n"
+          "  --version        opsctl's version\n"
+          "\n"
+          "exit status: 0 done, 1 the server refused the request (or a bad command line),\n"
+          "2 the server could not be reached.\n",
+          f);
+}
+
+/* ---- text helpers ---- */
+
+/* Columns taken by UTF-8 text: one per code point (wide East Asian glyphs are not counted
+ * twice: point names are ASCII, and this only pads tables). */
+static size_t text_cols(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* Appends s with control characters escaped (\n, \t, \xNN), cut to max_cols columns with
+ * "..." when max_cols is not 0. Never splits a UTF-8 sequence. */
+static void text_clean(struct buf *out, const char *s, size_t n, size_t max_cols)
+{
+    size_t cols = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool starts = (c & 0xC0) != 0x80;
+        if (starts && max_cols && cols == max_cols) {
+            jw_raw(out, "...");
+            return;
+        }
+        if (c == '\n') {
+            jw_raw(out, "\\n");
+        } else if (c == '\t') {
+            jw_raw(out, "\\t");
+        } else if (c < 0x20 || c == 0x7f) {
+            buf_printf(out, "\\x%02x", c);
+        } else {
+            buf_putc(out, (char)c);
+        }
+        cols += starts;
+    }
+}
+
+/* Appends a point's value as text: numbers the way the server wrote them, "-" for none. */
+static void value_text(struct buf *out, const json_t *v, size_t max_cols)
+{
+    switch (v ? json_typeof(v) : JSON_NULL) {
+    case JSON_NULL:
+        jw_raw(out, "-");
+        break;
+    case JSON_TRUE:
+        jw_raw(out, "true");
+        break;
+    case JSON_FALSE:
+        jw_raw(out, "false");
+        break;
+    case JSON_INTEGER:
+        jw_int(out, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        jw_double(out, json_real_value(v));
+        break;
+    case JSON_STRING:
+        text_clean(out, json_string_value(v), json_string_length(v), max_cols);
+        break;
+    default: {
+        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (s)
+            text_clean(out, s, strlen(s), max_cols);
+        free(s);
+        break;
+    }
+    }
+}
+
+/* A string member of an object, cleaned, or "" when absent. The result lives in out. */
+static const char *member_text(struct buf *out, const json_t *o, const char *key)
+{
+    buf_reset(out);
+    const json_t *v = json_object_get(o, key);
+    if (json_is_string(v))
+        text_clean(out, json_string_value(v), json_string_length(v), 0);
+    else if (v)
+        value_text(out, v, 0);
+    return out->data ? out->data : "";
+}
+
+/* How long ago: "0.4s", "12.0s", "5m12s", "3h05m", "2d03h"; negative ages (a source clock
+ * ahead of this one) keep their sign. */
+static void fmt_age(char *out, size_t n, int64_t ms)
+{
+    const char *sign = "";
+    if (ms < 0) {
+        sign = "-";
+        ms = -ms;
+    }
+    if (ms < 60000)
+        snprintf(out, n, "%s%.1fs", sign, (double)ms / 1000.0);
+    else if (ms < 3600000)
+        snprintf(out, n, "%s%lldm%02llds", sign, (long long)(ms / 60000), (long long)(ms / 1000 % 60));
+    else if (ms < 86400000)
+        snprintf(out, n, "%s%lldh%02lldm", sign, (long long)(ms / 3600000), (long long)(ms / 60000 % 60));
+    else
+        snprintf(out, n, "%s%lldd%02lldh", sign, (long long)(ms / 86400000), (long long)(ms / 3600000 % 24));
+}
+
+/* Local time of a millisecond timestamp: "HH:MM:SS.mmm", with the date first if with_date. */
+static void fmt_clock(char *out, size_t n, int64_t ts_ms, bool with_date)
+{
+    int64_t ms = ts_ms % 1000;
+    int64_t sec = ts_ms / 1000;
+    if (ms < 0) {
+        ms += 1000;
+        sec--;
+    }
+    time_t t = (time_t)sec;
+    struct tm tm;
+    char base[64];
+    if (!localtime_r(&t, &tm)) {
+        snprintf(out, n, "%lld", (long long)ts_ms);
+        return;
+    }
+    if (with_date)
+        strftime(base, sizeof base, "%Y-%m-%d %H:%M:%S", &tm);
+    else
+        strftime(base, sizeof base, "%H:%M:%S", &tm);
+    snprintf(out, n, "%s.%03d", base, (int)ms);
+}
+
+/* "12s", "5m 12s", "3h 05m", "2d 03h". */
+static void fmt_uptime(char *out, size_t n, int64_t s)
+{
+    if (s < 60)
+        snprintf(out, n, "%llds", (long long)s);
+    else if (s < 3600)
+        snprintf(out, n, "%lldm %02llds", (long long)(s / 60), (long long)(s % 60));
+    else if (s < 86400)
+        snprintf(out, n, "%lldh %02lldm", (long long)(s / 3600), (long long)(s / 60 % 60));
+    else
+        snprintf(out, n, "%lldd %02lldh", (long long)(s / 86400), (long long)(s / 3600 % 24));
+}
+
+static void put_padded(const char *s, size_t width)
+{
+    fputs(s, stdout);
+    for (size_t c = text_cols(s); c < width; c++)
+        putchar(' ');
+}
+
+/* Appends s percent-encoded, except the characters of point names (A-Z a-z 0-9 - _ . : /)
+ * and '~', so that valid names travel as they are. */
+static void url_escape(struct buf *out, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            strchr("-_.:/~", c)) {
+            buf_putc(out, (char)c);
+        } else {
+            buf_putc(out, '%');
+            buf_putc(out, hex[c >> 4]);
+            buf_putc(out, hex[c & 15]);
+        }
+    }
+}
+
+/* True when s is a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static bool is_json_number(const char *s)
+{
+    const char *p = s;
+    if (*p == '-')
+        p++;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (*p >= '0' && *p <= '9')
+            p++;
+    } else {
+        return false;
+    }
+    if (*p == '.') {
+        p++;
+        if (!(*p >= '0' && *p <= '9'))
+            return false;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (!(*p >= '0' && *p <= '9'))
+            return false;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    return *p == '\0';
+}
+
+/* ---- REST over libcurl ---- */
+
+struct ctl {
+    char *url;           /* base URL: scheme lower case, no trailing '/' */
+    const char *token;   /* NULL: none */
+    bool insecure;
+    CURL *curl;
+    struct curl_slist *headers;
+    char err[CURL_ERROR_SIZE];
+};
+
+static size_t on_curl_data(char *p, size_t size, size_t n, void *ud)
+{
+    struct buf *b = ud;
+    return buf_append(b, p, size * n) == 0 ? size * n : 0;
+}
+
+static int ctl_init(struct ctl *c)
+{
+    c->curl = curl_easy_init();
+    if (!c->curl)
+        return fail(CTL_ERROR, "cannot start libcurl");
+    if (c->token) {
+        struct buf h;
+        buf_init(&h, 8192);
+        buf_printf(&h, "Authorization: Bearer %s", c->token);
+        if (h.overflow) {
+            buf_release(&h);
+            return fail(CTL_ERROR, "the token is too long");
+        }
+        c->headers = curl_slist_append(c->headers, h.data);
+        buf_release(&h);
+    }
+    c->headers = curl_slist_append(c->headers, "Accept: application/json");
+    c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
+    if (!c->headers)
+        return fail(CTL_ERROR, "out of memory");
+    CURL *h = c->curl;
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "opsctl/" OPSD_VERSION);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->err);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_curl_data);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
+    /* Point names may hold "/./" or "/../": send them as they are, not normalised away. */
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+    if (c->insecure) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    return CTL_OK;
+}
+
+static void ctl_release(struct ctl *c)
+{
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    curl_slist_free_all(c->headers);
+    free(c->url);
+}
+
+/* Reports an answer with an error status: the server's {"error":{code,message}} when there
+ * is one, else the HTTP status (a proxy, or not opsd at all). */
+static int server_error(struct ctl *c, long status, const json_t *answer)
+{
+    const json_t *e = json_object_get(answer, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const json_t *msg = json_object_get(e, "message");
+    int rc;
+    if (code && json_is_string(msg)) {
+        struct buf a, b;
+        buf_init(&a, 1024);
+        buf_init(&b, 16384);
+        text_clean(&a, code, strlen(code), 64);
+        text_clean(&b, json_string_value(msg), json_string_length(msg), 0);
+        const json_t *idx = json_object_get(e, "index");
+        if (json_is_integer(idx))
+            buf_printf(&b, " (item %lld)", (long long)json_integer_value(idx));
+        rc = fail(CTL_ERROR, "%s: %s", a.data, b.data);
+        buf_release(&a);
+        buf_release(&b);
+    } else {
+        rc = fail(CTL_ERROR, "%s answered HTTP %ld without an opsd error: is it an opsd server?",
+                  c->url, status);
+    }
+    if (status == 401)
+        fprintf(stderr, c->token ? "opsctl: the server refused the token given by --token or $OPSD_TOKEN\n"
+                                 : "opsctl: this server needs a token: give it with --token or $OPSD_TOKEN\n");
+    return rc;
+}
+
+/* Sends METHOD c->url + path (with body when not NULL) and reads the answer. On success
+ * *out is the answer, a JSON object the caller frees; else *out is NULL and the exit status
+ * is returned (the reason printed). */
+static int ctl_request(struct ctl *c, const char *method, const char *path, const struct buf *body,
+                       json_t **out)
+{
+    *out = NULL;
+    struct buf url, resp;
+    buf_init(&url, 1u << 20);
+    buf_init(&resp, ANSWER_MAX);
+    buf_printf(&url, "%s%s", c->url, path);
+    CURL *h = c->curl;
+    int rc = CTL_OK;
+    if (url.overflow) {
+        rc = fail(CTL_ERROR, "the request URL is too long");
+        goto out;
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url.data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->data ? body->data : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    } else {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL);
+    }
+    c->err[0] = '\0';
+    CURLcode cc = curl_easy_perform(h);
+    if (cc == CURLE_WRITE_ERROR && resp.overflow) {
+        rc = fail(CTL_ERROR, "the answer from %s is larger than %u MiB", c->url, ANSWER_MAX >> 20);
+        goto out;
+    }
+    if (cc != CURLE_OK) {
+        rc = fail(CTL_UNREACHABLE, "cannot reach %s: %s", c->url, c->err[0] ? c->err : curl_easy_strerror(cc));
+        if (cc == CURLE_PEER_FAILED_VERIFICATION)
+            fputs("opsctl: to accept a certificate that cannot be verified (self-signed), add --insecure\n",
+                  stderr);
+        goto out;
+    }
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    json_error_t je;
+    json_t *j = json_loadb(resp.data ? resp.data : "", resp.len, 0, &je);
+    if (status < 200 || status > 299) {
+        rc = server_error(c, status, j);
+        json_decref(j);
+    } else if (!json_is_object(j)) {
+        rc = fail(CTL_ERROR, "the answer from %s is not a JSON object (%s): is it an opsd server?", c->url,
+                  j ? "another JSON value" : je.text);
+        json_decref(j);
+    } else {
+        *out = j;
+    }
+out:
+    buf_release(&url);
+    buf_release(&resp);
+    return rc;
+}
+
+/* Prints a JSON answer as it came, indented, for --json. */
+static void print_json(const json_t *j)
+{
+    json_dumpf(j, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    putchar('\n');
+}
+
+/* ---- options and commands ---- */
+
+enum opt_id { O_URL, O_TOKEN, O_INSECURE, O_JSON, O_PREFIX, O_LIMIT, O_INTERVAL, O_DEADBAND, O_HELP, O_VERSION };
+
+#define OPT(id) (1u << (id))
+
+static const struct option_def {
+    const char *name;
+    enum opt_id id;
+    bool has_arg;
+} option_defs[] = {
+    {"--url", O_URL, true},           {"--token", O_TOKEN, true},     {"--insecure", O_INSECURE, false},
+    {"--json", O_JSON, false},        {"--prefix", O_PREFIX, true},   {"--limit", O_LIMIT, true},
+    {"--interval", O_INTERVAL, true}, {"--deadband", O_DEADBAND, true}, {"--help", O_HELP, false},
+    {"-h", O_HELP, false},            {"--version", O_VERSION, false},
+};
+
+struct opts {
+    unsigned seen;          /* OPT(id) bits of the options given */
+    const char *url, *token, *prefix;
+    int64_t limit;          /* 0: no limit */
+    int64_t interval_ms;
+    double deadband;
+    char **args;            /* the words that are not options */
+    int nargs;
+};
+
+/* Parses the whole command line: options may come before or after the command words, as
+ * "--opt value" or "--opt=value"; "--" ends the options. A word that reads as a negative
+ * number ("-3.5") is a value, not an option. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    o->args = xnew(char *, (size_t)argc + 1);
+    bool only_args = false;
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        double num;
+        if (only_args || a[0] != '-' || a[1] == '\0' || parse_double(a, &num) == 0) {
+            o->args[o->nargs++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_args = true;
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        const struct option_def *d = NULL;
+        for (size_t k = 0; k < ARRAY_LEN(option_defs); k++)
+            if (strlen(option_defs[k].name) == nlen && strncmp(option_defs[k].name, a, nlen) == 0)
+                d = &option_defs[k];
+        if (!d)
+            return usage_error("unknown option '%.*s'", (int)nlen, a);
+        const char *val = NULL;
+        if (d->has_arg) {
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
+            else
+                return usage_error("%s needs a value", d->name);
+        } else if (eq) {
+            return usage_error("%s takes no value", d->name);
+        }
+        o->seen |= OPT(d->id);
+        switch (d->id) {
+        case O_URL: o->url = val; break;
+        case O_TOKEN: o->token = val; break;
+        case O_PREFIX: o->prefix = val; break;
+        case O_LIMIT:
+            if (parse_int64(val, &o->limit) < 0 || o->limit < 1)
+                return usage_error("--limit must be a whole number of at least 1, not '%s'", val);
+            break;
+        case O_INTERVAL:
+            if (parse_duration_ms(val, &o->interval_ms) < 0)
+                return usage_error("--interval must be a duration like 500ms, 2s or 1m, not '%s'", val);
+            break;
+        case O_DEADBAND:
+            if (parse_double(val, &o->deadband) < 0 || o->deadband < 0)
+                return usage_error("--deadband must be a number >= 0, not '%s'", val);
+            break;
+        default:
+            break;
+        }
+    }
+    return CTL_OK;
+}
+
+/* Sets c->url from --url, $OPSD_URL or the default: http or https, scheme in lower case,
+ * trailing slashes dropped. */
+static int set_url(struct ctl *c, const char *url)
+{
+    const char *env = getenv("OPSD_URL");
+    if (!url)
+        url = env && *env ? env : DEFAULT_URL;
+    size_t skip;
+    const char *scheme;
+    if (strncasecmp(url, "http://", 7) == 0) {
+        scheme = "http://";
+        skip = 7;
+    } else if (strncasecmp(url, "https://", 8) == 0) {
+        scheme = "https://";
+        skip = 8;
+    } else {
+        return usage_error("the URL '%s' must start with http:// or https://", url);
+    }
+    if (url[skip] == '\0' || url[skip] == '/')
+        return usage_error("the URL '%s' has no host", url);
+    for (const char *p = url; *p; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+            return usage_error("the URL '%s' holds a space or a control character", url);
+    struct buf b;
+    buf_init(&b, 8192);
+    buf_printf(&b, "%s%s", scheme, url + skip);
+    while (b.len > skip && b.data[b.len - 1] == '/')
+        b.data[--b.len] = '\0';
+    if (b.overflow) {
+        buf_release(&b);
+        return usage_error("the URL is too long");
+    }
+    c->url = xstrdup(b.data);
+    buf_release(&b);
+    return CTL_OK;
+}
+
+static int cmd_status(struct ctl *c, const struct opts *o)
+{
+    json_t *j;
+    int rc = ctl_request(c, "GET", "/api/v1/status", NULL, &j);
+    if (rc)
+        return rc;
+    if (o->seen & OPT(O_JSON)) {
+        print_json(j);
+        json_decref(j);
+        return CTL_OK;
+    }
+    struct buf t;
+    buf_init(&t, 1u << 20);
+    char up[64] = "?";
+    const json_t *jup = json_object_get(j, "uptime_s");
+    if (json_is_integer(jup))
+        fmt_uptime(up, sizeof up, json_integer_value(jup));
+    printf("opsd %s at %s, up %s\n", member_text(&t, j, "version"), c->url, up);
+    printf("%-13s %s", "points", member_text(&t, j, "points"));
+    if (json_object_get(j, "point_updates"))
+        printf(" (%s updates)", member_text(&t, j, "point_updates"));
+    printf("\n%-13s %s clients", "stream", member_text(&t, j, "clients"));
+    printf(", %s subscriptions\n", member_text(&t, j, "subscriptions"));
+    if (json_object_get(j, "config")) {
+        printf("%-13s %s", "config", member_text(&t, j, "config"));
+        const json_t *rl = json_object_get(j, "reloads");
+        if (json_is_object(rl)) {
+            printf(" (reloads: %s ok", member_text(&t, rl, "ok"));
+            printf(", %s failed)", member_text(&t, rl, "failed"));
+        }
+        putchar('\n');
+    }
+    const json_t *drv = json_object_get(j, "drivers");
+    if (json_is_array(drv)) {
+        printf("%-13s %zu\n", "drivers", json_array_size(drv));
+        size_t nw = 0, tw = 0;
+        for (size_t i = 0; i < json_array_size(drv); i++) {
+            const json_t *d = json_array_get(drv, i);
+            size_t w = text_cols(member_text(&t, d, "name"));
+            nw = w > nw ? w : nw;
+            w = text_cols(member_text(&t, d, "type"));
+            tw = w > tw ? w : tw;
+        }
+        for (size_t i = 0; i < json_array_size(drv); i++) {
+            json_t *d = json_array_get(drv, i);
+            fputs("  ", stdout);
+            put_padded(member_text(&t, d, "name"), nw + 2);
+            put_padded(member_text(&t, d, "type"), tw + 2);
+            printf("%s points", member_text(&t, d, "points"));
+            const char *key;
+            json_t *v;
+            json_object_foreach(d, key, v) {
+                if (strcmp(key, "name") && strcmp(key, "type") && strcmp(key, "points"))
+                    printf("  %s %s", member_text(&t, d, key), key);
+            }
+            putchar('\n');
+        }
+    }
+    /* Sections added by modules this opsctl does not know yet: shown as they come. */
+    static const char *const known[] = {"version", "uptime_s", "points", "point_updates", "clients",
+                                        "subscriptions", "config", "reloads", "drivers"};
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) {
+        bool k = false;
+        for (size_t i = 0; i < ARRAY_LEN(known); i++)
+            k |= strcmp(key, known[i]) == 0;
+        if (!k) {
+            buf_reset(&t);
+            value_text(&t, v, 0);
+            printf("%-13s %s\n", key, t.data);
+        }
+    }
+    buf_release(&t);
+    json_decref(j);
+    return CTL_OK;
+}
+
+/* ---- points list: an aligned table, bounded ---- */
+
+enum { COL_NAME, COL_VALUE, COL_UNIT, COL_QUALITY, COL_AGE, NCOLS };
+
+static const char *const col_titles[NCOLS] = {"NAME", "VALUE", "UNIT", "QUALITY", "AGE"};
+
+struct table {
+    char **cells;           /* TABLE_ROWS x NCOLS, kept until the widths are known */
+    size_t nrows;
+    size_t width[NCOLS];
+    bool streaming;         /* header printed, widths fixed */
+};
+
+static void table_print_row(const struct table *t, char *const *row)
+{
+    for (int k = 0; k < NCOLS; k++) {
+        if (k == COL_AGE) { /* last column, right-aligned */
+            for (size_t c = text_cols(row[k]); c < t->width[k]; c++)
+                putchar(' ');
+            fputs(row[k], stdout);
+        } else {
+            put_padded(row[k], t->width[k] + 2);
+        }
+    }
+    putchar('\n');
+}
+
+static void table_flush(struct table *t)
+{
+    if (t->streaming)
+        return;
+    char *titles[NCOLS];
+    for (int k = 0; k < NCOLS; k++)
+        titles[k] = (char *)(uintptr_t)col_titles[k]; /* printed only */
+    table_print_row(t, titles);
+    for (size_t r = 0; r < t->nrows; r++) {
+        table_print_row(t, t->cells + r * NCOLS);
+        for (int k = 0; k < NCOLS; k++)
+            free(t->cells[r * NCOLS + k]);
+    }
+    t->nrows = 0;
+    t->streaming = true;
+}
+
+/* Adds one point as a row. */
+static void table_add(struct table *t, const json_t *p, int64_t now)
+{
+    char *row[NCOLS];
+    struct buf b;
+    buf_init(&b, 1u << 16);
+    member_text(&b, p, "name");
+    row[COL_NAME] = xstrdup(b.data ? b.data : "");
+    buf_reset(&b);
+    value_text(&b, json_object_get(p, "value"), CELL_MAX_COLS);
+    row[COL_VALUE] = xstrdup(b.data);
+    member_text(&b, p, "unit");
+    row[COL_UNIT] = xstrdup(b.data ? b.data : "");
+    member_text(&b, p, "quality");
+    if (json_object_get(p, "reason")) {
+        struct buf r;
+        buf_init(&r, 1u << 16);
+        buf_printf(&b, " (%s)", member_text(&r, p, "reason"));
+        buf_release(&r);
+    }
+    row[COL_QUALITY] = xstrdup(b.data ? b.data : "");
+    const json_t *ts = json_object_get(p, "ts");
+    char age[32] = "-";
+    if (json_is_integer(ts) && json_integer_value(ts) > 0 && !json_is_null(json_object_get(p, "value")))
+        fmt_age(age, sizeof age, now - json_integer_value(ts));
+    row[COL_AGE] = xstrdup(age);
+    buf_release(&b);
+
+    if (t->streaming) {
+        table_print_row(t, row);
+        for (int k = 0; k < NCOLS; k++)
+            free(row[k]);
+        return;
+    }
+    if (t->nrows == TABLE_ROWS)
+        table_flush(t);
+    if (!t->cells) {
+        t->cells = xnew(char *, (size_t)TABLE_ROWS * NCOLS);
+        for (int k = 0; k < NCOLS; k++)
+            t->width[k] = strlen(col_titles[k]);
+    }
+    for (int k = 0; k < NCOLS; k++) {
+        size_t w = text_cols(row[k]);
+        t->width[k] = w > t->width[k] ? w : t->width[k];
+    }
+    if (t->streaming) {
+        table_print_row(t, row);
+        for (int k = 0; k < NCOLS; k++)
+            free(row[k]);
+        return;
+    }
+    memcpy(t->cells + t->nrows * NCOLS, row, sizeof row);
+    t->nrows++;
+}
+
+static int cmd_list(struct ctl *c, const struct opts *o)
+{
+    bool json = o->seen & OPT(O_JSON);
+    bool progress = isatty(STDERR_FILENO);
+    uint64_t want = o->limit ? (uint64_t)o->limit : UINT64_MAX, got = 0;
+    struct table t;
+    memset(&t, 0, sizeof t);
+    struct buf path, cursor;
+    buf_init(&path, 1u << 16);
+    buf_init(&cursor, 1u << 16);
+    bool more = true, shown_progress = false;
+    int rc = CTL_OK;
+    int64_t total = -1;
+    if (json)
+        fputs("[", stdout);
+    while (more && got < want) {
+        uint64_t page = want - got < LIST_PAGE ? want - got : LIST_PAGE;
+        buf_reset(&path);
+        buf_printf(&path, "/api/v1/points?limit=%llu", (unsigned long long)page);
+        if (o->prefix) {
+            jw_raw(&path, "&prefix=");
+            url_escape(&path, o->prefix);
+        }
+        if (cursor.len) {
+            jw_raw(&path, "&cursor=");
+            url_escape(&path, cursor.data);
+        }
+        json_t *j;
+        if ((rc = ctl_request(c, "GET", path.data, NULL, &j)))
+            break;
+        const json_t *pts = json_object_get(j, "points");
+        const json_t *next = json_object_get(j, "next");
+        const json_t *jt = json_object_get(j, "total");
+        if (!json_is_array(pts)) {
+            rc = fail(CTL_ERROR, "the answer from %s has no 'points' list", c->url);
+            json_decref(j);
+            break;
+        }
+        if (total < 0 && json_is_integer(jt))
+            total = json_integer_value(jt);
+        int64_t now = now_ms();
+        size_t n = json_array_size(pts);
+        for (size_t i = 0; i < n && got < want; i++, got++) {
+            const json_t *p = json_array_get(pts, i);
+            if (json) {
+                fputs(got ? ",\n  " : "\n  ", stdout);
+                json_dumpf(p, stdout, JSON_COMPACT);
+            } else {
+                table_add(&t, p, now);
+            }
+        }
+        more = json_is_string(next) && n > 0;
+        if (more) {
+            buf_reset(&cursor);
+            jw_rawn(&cursor, json_string_value(next), json_string_length(next));
+        }
+        json_decref(j);
+        if (progress && more && got < want) {
+            uint64_t of = total >= 0 && (uint64_t)total < want ? (uint64_t)total : want;
+            if (of != UINT64_MAX)
+                fprintf(stderr, "\rlisting points: %llu of %llu", (unsigned long long)got, (unsigned long long)of);
+            else
+                fprintf(stderr, "\rlisting points: %llu", (unsigned long long)got);
+            shown_progress = true;
+        }
+    }
+    if (shown_progress)
+        fputs("\r\033[K", stderr);
+    if (json) {
+        fputs(got ? "\n]\n" : "]\n", stdout);
+    } else if (rc == CTL_OK && got == 0) {
+        if (o->prefix)
+            fprintf(stderr, "no point name starts with '%s'\n", o->prefix);
+        else
+            fputs("no points\n", stderr);
+    } else if (got) {
+        table_flush(&t);
+    }
+    for (size_t r = 0; r < t.nrows * NCOLS; r++)
+        free(t.cells[r]);
+    free(t.cells);
+    if (rc == CTL_OK && !json && more && total > 0 && isatty(STDERR_FILENO))
+        fprintf(stderr, "(%llu of %lld points; --limit N shows more)\n", (unsigned long long)got,
+                (long long)total);
+    buf_release(&path);
+    buf_release(&cursor);
+    return rc;
+}
+
+/* ---- points get / set ---- */
+
+static void point_path(struct buf *path, const char *name)
+{
+    jw_raw(path, "/api/v1/points/");
+    url_escape(path, name);
+}
+
+static void print_point(const json_t *p)
+{
+    struct buf a, b;
+    buf_init(&a, 1u << 16);
+    buf_init(&b, 1u << 16);
+    printf("%-12s %s\n", "name", member_text(&a, p, "name"));
+    buf_reset(&a);
+    value_text(&a, json_object_get(p, "value"), 0);
+    const char *unit = member_text(&b, p, "unit");
+    printf("%-12s %s%s%s\n", "value", a.data, *unit ? " " : "", unit);
+    printf("%-12s %s", "quality", member_text(&a, p, "quality"));
+    if (json_object_get(p, "reason"))
+        printf(" (%s)", member_text(&a, p, "reason"));
+    putchar('\n');
+    const json_t *ts = json_object_get(p, "ts");
+    if (json_is_integer(ts) && json_integer_value(ts) > 0) {
+        char when[64], age[32];
+        fmt_clock(when, sizeof when, json_integer_value(ts), true);
+        fmt_age(age, sizeof age, now_ms() - json_integer_value(ts));
+        printf("%-12s %s (%s ago)\n", "time", when, age);
+    } else {
+        printf("%-12s %s\n", "time", "never");
+    }
+    printf("%-12s %s\n", "type", member_text(&a, p, "type"));
+    const json_t *w = json_object_get(p, "writable");
+    printf("%-12s %s\n", "writable", json_is_true(w) ? "yes" : "no");
+    printf("%-12s %s\n", "description", member_text(&a, p, "description"));
+    static const char *const known[] = {"name", "value", "unit", "quality", "reason", "ts",
+                                        "type", "writable", "description"};
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)(uintptr_t)p, key, v) {
+        bool k = false;
+        for (size_t i = 0; i < ARRAY_LEN(known); i++)
+            k |= strcmp(key, known[i]) == 0;
+        if (!k) {
+            buf_reset(&a);
+            value_text(&a, v, 0);
+            printf("%-12s %s\n", key, a.data);
+        }
+    }
+    buf_release(&a);
+    buf_release(&b);
+}
+
+static int cmd_get(struct ctl *c, const struct opts *o)
+{
+    struct buf path;
+    buf_init(&path, 1u << 16);
+    point_path(&path, o->args[2]);
+    json_t *j;
+    int rc = ctl_request(c, "GET", path.data, NULL, &j);
+    buf_release(&path);
+    if (rc)
+        return rc;
+    if (o->seen & OPT(O_JSON))
+        print_json(j);
+    else
+        print_point(j);
+    json_decref(j);
+    return CTL_OK;
+}
+
+/* Appends VALUE as JSON: a JSON number, true or false as it is; a JSON string ("...") as it
+ * is, so that '"42"' can write the string 42; anything else as a string. */
+static int value_json(struct buf *out, const char *text)
+{
+    if (is_json_number(text) || strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
+        return jw_raw(out, text);
+    if (text[0] == '"') {
+        json_t *s = json_loads(text, JSON_DECODE_ANY, NULL);
+        bool ok = json_is_string(s);
+        json_decref(s);
+        if (ok)
+            return jw_raw(out, text);
+    }
+    return jw_str(out, text);
+}
+
+static int cmd_set(struct ctl *c, const struct opts *o)
+{
+    struct buf path, body;
+    buf_init(&path, 1u << 16);
+    buf_init(&body, 1u << 20);
+    point_path(&path, o->args[2]);
+    jw_raw(&body, "{\"value\":");
+    value_json(&body, o->args[3]);
+    jw_raw(&body, "}");
+    json_t *j = NULL;
+    int rc = body.overflow ? fail(CTL_ERROR, "the value is too long") : ctl_request(c, "PUT", path.data, &body, &j);
+    buf_release(&path);
+    buf_release(&body);
+    if (rc)
+        return rc;
+    if (o->seen & OPT(O_JSON)) {
+        print_json(j);
+    } else {
+        struct buf a, b, u;
+        buf_init(&a, 1u << 16);
+        buf_init(&b, 1u << 16);
+        buf_init(&u, 1u << 16);
+        value_text(&b, json_object_get(j, "value"), 0);
+        const char *unit = member_text(&u, j, "unit");
+        printf("%s = %s%s%s", member_text(&a, j, "name"), b.data, *unit ? " " : "", unit);
+        const char *q = member_text(&a, j, "quality");
+        if (strcmp(q, "good") != 0)
+            printf(" (%s)", q);
+        putchar('\n');
+        buf_release(&a);
+        buf_release(&b);
+        buf_release(&u);
+    }
+    json_decref(j);
+    return CTL_OK;
+}
+
+/* ---- watch: the WebSocket stream ---- */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+struct watch {
+    struct ctl *c;
+    struct buf ws_url;       /* for messages: ws://host:port/path */
+    struct buf *msgs;        /* subscribe messages, each with LWS_PRE bytes in front */
+    size_t nmsgs, nsent;
+    struct buf rx;           /* the message being received */
+    bool rx_too_big;
+    bool established;
+    int status;              /* exit status once finished, -1 while watching */
+    size_t name_w, value_w;  /* widest seen so far, to keep the columns steady */
+    int close_code;
+    char close_reason[128];
+    struct buf line;
+};
+
+/* Prints one update frame: one line per value. Returns 0, or the exit status to stop with. */
+static int watch_update(struct watch *w, const json_t *values)
+{
+    if (!json_is_array(values))
+        return fail(CTL_ERROR, "the server sent an update without 'values'");
+    struct buf name, val, q;
+    buf_init(&name, 1u << 16);
+    buf_init(&val, 1u << 16);
+    buf_init(&q, 1u << 16);
+    for (size_t i = 0; i < json_array_size(values); i++) {
+        const json_t *v = json_array_get(values, i);
+        const json_t *jn = json_array_get(v, 0), *jts = json_array_get(v, 2), *jq = json_array_get(v, 3);
+        if (!json_is_string(jn))
+            continue;
+        buf_reset(&name);
+        buf_reset(&val);
+        buf_reset(&q);
+        text_clean(&name, json_string_value(jn), json_string_length(jn), 0);
+        value_text(&val, json_array_get(v, 1), CELL_MAX_COLS);
+        if (json_is_string(jq))
+            text_clean(&q, json_string_value(jq), json_string_length(jq), 32);
+        const json_t *jr = json_array_get(v, 4);
+        if (json_is_string(jr)) {
+            jw_raw(&q, " (");
+            text_clean(&q, json_string_value(jr), json_string_length(jr), 0);
+            jw_raw(&q, ")");
+        }
+        char when[32] = "--:--:--.---";
+        if (json_is_integer(jts) && json_integer_value(jts) > 0)
+            fmt_clock(when, sizeof when, json_integer_value(jts), false);
+        size_t nw = text_cols(name.data), vw = text_cols(val.data);
+        w->name_w = nw > w->name_w ? nw : w->name_w;
+        w->value_w = vw > w->value_w ? (vw < 24 ? vw : 24) : w->value_w;
+        printf("%s ", when);
+        put_padded(name.data, w->name_w + 1);
+        put_padded(val.data, w->value_w + 1);
+        printf("%s\n", q.data ? q.data : "");
+    }
+    buf_release(&name);
+    buf_release(&val);
+    buf_release(&q);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (errno == EPIPE)
+            return CTL_OK; /* the reader went away (| head): a normal end */
+        return fail(CTL_ERROR, "cannot write the output: %s", strerror(errno));
+    }
+    return -1;
+}
+
+/* Handles one message from the server. Returns -1 to go on, or the exit status. */
+static int watch_message(struct watch *w, const char *text, size_t len)
+{
+    json_error_t je;
+    json_t *m = json_loadb(text, len, 0, &je);
+    if (!json_is_object(m)) {
+        json_decref(m);
+        return fail(CTL_ERROR, "the server sent a message that is not a JSON object: %s", je.text);
+    }
+    const char *op = json_string_value(json_object_get(m, "op"));
+    int rc = -1;
+    if (op && strcmp(op, "update") == 0) {
+        rc = watch_update(w, json_object_get(m, "values"));
+    } else if (op && strcmp(op, "error") == 0) {
+        /* A refused subscription: what was asked cannot be watched, so stop and say why. */
+        rc = server_error(w->c, 400, m);
+    }
+    /* pong, unsubscribed and ops added later need nothing. */
+    json_decref(m);
+    return rc;
+}
+
+static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                          size_t len)
+{
+    struct lws_context *ctx = lws_get_context(wsi);
+    struct watch *w = ctx ? lws_context_user(ctx) : NULL;
+    if (!w)
+        return 0;
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+        if (!w->c->token)
+            return 0;
+        unsigned char **p = in, *end = *p + len;
+        struct buf v;
+        buf_init(&v, 8192);
+        buf_printf(&v, "Bearer %s", w->c->token);
+        int bad = v.overflow ||
+                  lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, (unsigned char *)v.data,
+                                               (int)v.len, p, end);
+        buf_release(&v);
+        return bad ? -1 : 0;
+    }
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+        w->established = true;
+        lws_callback_on_writable(wsi);
+        return 0;
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        if (w->nsent < w->nmsgs) {
+            struct buf *m = &w->msgs[w->nsent++];
+            if (lws_write(wsi, (unsigned char *)m->data, m->len, LWS_WRITE_TEXT) < (int)m->len)
+                return -1;
+            if (w->nsent < w->nmsgs)
+                lws_callback_on_writable(wsi);
+        }
+        return 0;
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        if (!w->rx_too_big && buf_append(&w->rx, in, len) < 0)
+            w->rx_too_big = true;
+        if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi))
+            return 0;
+        if (w->rx_too_big) {
+            w->status = fail(CTL_ERROR, "a message from the server is larger than %u MiB", STREAM_MSG_MAX >> 20);
+            return -1;
+        }
+        if (w->status < 0)
+            w->status = watch_message(w, w->rx.data ? w->rx.data : "", w->rx.len);
+        buf_reset(&w->rx);
+        return w->status < 0 ? 0 : -1;
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+        if (len >= 2) {
+            const unsigned char *b = in;
+            w->close_code = b[0] << 8 | b[1];
+            struct buf r;
+            buf_init(&r, sizeof w->close_reason - 4);
+            text_clean(&r, (const char *)b + 2, len - 2, 0);
+            snprintf(w->close_reason, sizeof w->close_reason, "%s", r.data ? r.data : "");
+            buf_release(&r);
+        }
+        return 0;
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+        if (w->status < 0) {
+            /* The detail may be lws's ("HS: ..."); the cause is found by diagnose(). */
+            w->status = CTL_UNREACHABLE;
+            snprintf(w->close_reason, sizeof w->close_reason, "%s", in ? (const char *)in : "");
+        }
+        return 0;
+    case LWS_CALLBACK_CLIENT_CLOSED:
+        if (w->status < 0) {
+            if (w->close_code)
+                w->status = fail(CTL_UNREACHABLE, "the server closed the stream %s (%d %s)", w->ws_url.data,
+                                 w->close_code, w->close_reason);
+            else
+                w->status = fail(CTL_UNREACHABLE, "the connection to %s was closed", w->ws_url.data);
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static const struct lws_protocols watch_protocols[] = {
+    {"opsctl", watch_callback, 0, 65536, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* Builds the subscribe messages: one for the plain names, one per NAME* prefix. */
+static int watch_messages(struct watch *w, const struct opts *o)
+{
+    int nprefix = 0, nnames = 0;
+    w->msgs = xnew(struct buf, (size_t)o->nargs + 1);
+    struct buf *names = &w->msgs[w->nmsgs++];
+    buf_init_head(names, SUBSCRIBE_MAX, LWS_PRE);
+    jw_raw(names, "{\"op\":\"subscribe\",\"id\":\"points\",\"points\":[");
+    for (int i = 1; i < o->nargs; i++) {
+        const char *a = o->args[i];
+        const char *star = strchr(a, '*');
+        if (star && star[1] != '\0')
+            return usage_error("'%s': '*' can only end a name (a prefix, like tank1-*)", a);
+        struct buf *m = names;
+        if (star) {
+            m = &w->msgs[w->nmsgs++];
+            buf_init_head(m, SUBSCRIBE_MAX, LWS_PRE);
+            buf_printf(m, "{\"op\":\"subscribe\",\"id\":\"prefix-%d\",\"prefix\":", ++nprefix);
+            jw_strn(m, a, (size_t)(star - a));
+        } else {
+            if (nnames++)
+                buf_putc(m, ',');
+            jw_str(m, a);
+        }
+        if (star) {
+            if (o->seen & OPT(O_INTERVAL))
+                buf_printf(m, ",\"interval\":%lld", (long long)o->interval_ms);
+            if (o->seen & OPT(O_DEADBAND)) {
+                jw_raw(m, ",\"deadband\":");
+                jw_double(m, o->deadband);
+            }
+            jw_raw(m, "}");
+        }
+    }
+    jw_raw(names, "]");
+    if (o->seen & OPT(O_INTERVAL))
+        buf_printf(names, ",\"interval\":%lld", (long long)o->interval_ms);
+    if (o->seen & OPT(O_DEADBAND)) {
+        jw_raw(names, ",\"deadband\":");
+        jw_double(names, o->deadband);
+    }
+    jw_raw(names, "}");
+    if (nnames == 0) { /* only prefixes: no message for plain names */
+        buf_release(names);
+        w->msgs[0] = w->msgs[--w->nmsgs];
+        if (w->nmsgs == 0)
+            w->nmsgs = 0;
+    }
+    for (size_t i = 0; i < w->nmsgs; i++)
+        if (w->msgs[i].overflow)
+            return usage_error("too many names for one subscription (the server takes messages of %u MiB)",
+                               SUBSCRIBE_MAX >> 20);
+    return CTL_OK;
+}
+
+/* After a failed upgrade: the server closes the socket without saying why, so ask the REST
+ * API, which does (no server, a refused token, ...). */
+static int watch_diagnose(struct watch *w)
+{
+    json_t *j;
+    int rc = ctl_request(w->c, "GET", "/api/v1/status", NULL, &j);
+    if (rc)
+        return rc;
+    json_decref(j);
+    return fail(CTL_UNREACHABLE, "cannot open the stream %s%s%s", w->ws_url.data,
+                w->close_reason[0] ? ": " : "", w->close_reason);
+}
+
+static int cmd_watch(struct ctl *c, const struct opts *o)
+{
+    struct watch w;
+    memset(&w, 0, sizeof w);
+    w.c = c;
+    w.status = -1;
+    buf_init(&w.rx, STREAM_MSG_MAX);
+    buf_init(&w.ws_url, 8192);
+    struct lws_context *ctx = NULL;
+    char *uri = xstrdup(c->url);
+    struct buf path, host;
+    buf_init(&path, 8192);
+    buf_init(&host, 1024);
+    int rc = watch_messages(&w, o);
+    if (rc)
+        goto out;
+    const char *prot, *addr, *p;
+    int port;
+    if (lws_parse_uri(uri, &prot, &addr, &port, &p)) {
+        rc = usage_error("cannot read the URL '%s'", c->url);
+        goto out;
+    }
+    bool tls = strcmp(prot, "https") == 0;
+    buf_printf(&path, "/%s%s/api/v1/stream", p, *p ? "" : "");
+    if (path.len > 15 && strncmp(path.data, "//", 2) == 0) /* "/" + "" gives "//api..." */
+        memmove(path.data, path.data + 1, path.len--);
+    bool v6 = strchr(addr, ':') != NULL;
+    buf_printf(&host, "%s%s%s:%d", v6 ? "[" : "", addr, v6 ? "]" : "", port);
+    buf_printf(&w.ws_url, "%s://%s%s", tls ? "wss" : "ws", host.data, path.data);
+
+    lws_set_log_level(0, NULL); /* failures are reported through the callback */
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    info.protocols = watch_protocols;
+    info.user = &w;
+    info.options = tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
+    info.fd_limit_per_thread = 8;
+    ctx = lws_create_context(&info);
+    if (!ctx) {
+        rc = fail(CTL_ERROR, "cannot start the WebSocket client");
+        goto out;
+    }
+    struct lws_client_connect_info ci;
+    memset(&ci, 0, sizeof ci);
+    ci.context = ctx;
+    ci.address = addr;
+    ci.port = port;
+    ci.path = path.data;
+    ci.host = host.data;
+    ci.origin = host.data;
+    ci.local_protocol_name = "opsctl";
+    ci.alpn = "http/1.1";
+    if (tls)
+        ci.ssl_connection = LCCSCF_USE_SSL;
+    if (tls && c->insecure)
+        ci.ssl_connection |= LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK |
+                             LCCSCF_ALLOW_EXPIRED | LCCSCF_ALLOW_INSECURE;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal; /* no SA_RESTART: the signal ends lws's poll() */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    if (!lws_client_connect_via_info(&ci) && w.status < 0)
+        w.status = CTL_UNREACHABLE;
+    while (w.status < 0 && !stop_signal)
+        if (lws_service(ctx, 0) < 0)
+            break;
+    if (w.status < 0)
+        w.status = stop_signal ? CTL_OK : fail(CTL_UNREACHABLE, "the stream %s stopped", w.ws_url.data);
+    else if (w.status == CTL_UNREACHABLE && !w.established && !w.close_code)
+        w.status = watch_diagnose(&w);
+    rc = w.status;
+out:
+    if (ctx) {
+        w.status = rc; /* closing now is not news */
+        lws_context_destroy(ctx);
+    }
+    for (size_t i = 0; i < w.nmsgs; i++)
+        buf_release(&w.msgs[i]);
+    free(w.msgs);
+    buf_release(&w.rx);
+    buf_release(&w.ws_url);
+    buf_release(&path);
+    buf_release(&host);
+    free(uri);
+    return rc;
+}
+
+/* ---- main ---- */
+
+static const struct command {
+    const char *word1, *word2;   /* "points" "list", or "status" NULL */
+    int min_args, max_args;      /* words after the command */
+    unsigned opts;               /* OPT() bits it takes, beyond the global ones */
+    int (*run)(struct ctl *c, const struct opts *o);
+    const char *synopsis;
+} commands[] = {
+    {"status", NULL, 0, 0, OPT(O_JSON), cmd_status, "status [--json]"},
+    {"points", "list", 0, 0, OPT(O_JSON) | OPT(O_PREFIX) | OPT(O_LIMIT), cmd_list,
+     "points list [--prefix P] [--limit N] [--json]"},
+    {"points", "get", 1, 1, OPT(O_JSON), cmd_get, "points get NAME [--json]"},
+    {"points", "set", 2, 2, OPT(O_JSON), cmd_set, "points set NAME VALUE [--json]"},
+    {"watch", NULL, 1, 100000, OPT(O_INTERVAL) | OPT(O_DEADBAND), cmd_watch,
+     "watch [--interval D] [--deadband X] NAME|PREFIX* ..."},
+};
+
+static const unsigned global_opts = OPT(O_URL) | OPT(O_TOKEN) | OPT(O_INSECURE) | OPT(O_HELP) | OPT(O_VERSION);
+
+static int run(int argc, char **argv)
+{
+    struct opts o;
+    memset(&o, 0, sizeof o);
+    struct ctl c;
+    memset(&c, 0, sizeof c);
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        goto out;
+    if (o.seen & OPT(O_HELP) || (o.nargs == 1 && strcmp(o.args[0], "help") == 0)) {
+        usage(stdout);
+        goto out;
+    }
+    if (o.seen & OPT(O_VERSION)) {
+        printf("opsctl %s\n", OPSD_VERSION);
+        goto out;
+    }
+    if (o.nargs == 0) {
+        usage(stderr);
+        rc = CTL_ERROR;
+        goto out;
+    }
+    const struct command *cmd = NULL;
+    for (size_t i = 0; i < ARRAY_LEN(commands) && !cmd; i++) {
+        if (strcmp(o.args[0], commands[i].word1) != 0)
+            continue;
+        if (!commands[i].word2 || (o.nargs > 1 && strcmp(o.args[1], commands[i].word2) == 0))
+            cmd = &commands[i];
+    }
+    if (!cmd) {
+        if (strcmp(o.args[0], "points") == 0)
+            rc = usage_error(o.nargs > 1 ? "unknown command 'points %s' (list, get, set)"
+                                         : "'points' needs a command%s: list, get or set",
+                             o.nargs > 1 ? o.args[1] : "");
+        else
+            rc = usage_error("unknown command '%s' (status, points, watch)", o.args[0]);
+        goto out;
+    }
+    int nwords = cmd->word2 ? 2 : 1, n = o.nargs - nwords;
+    if (n < cmd->min_args || n > cmd->max_args) {
+        rc = usage_error("usage: opsctl %s", cmd->synopsis);
+        goto out;
+    }
+    unsigned extra = o.seen & ~(global_opts | cmd->opts);
+    for (size_t k = 0; k < ARRAY_LEN(option_defs); k++) {
+        if (extra & OPT(option_defs[k].id)) {
+            rc = usage_error("'%s' takes no %s (usage: opsctl %s)", cmd->word2 ? o.args[1] : o.args[0],
+                             option_defs[k].name, cmd->synopsis);
+            goto out;
+        }
+    }
+    const char *token = o.token;
+    if (!token)
+        token = getenv("OPSD_TOKEN");
+    if (token && *token) {
+        for (const char *p = token; *p; p++) {
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+                rc = usage_error("the token holds a control character");
+                goto out;
+            }
+        }
+        c.token = token;
+    }
+    c.insecure = o.seen & OPT(O_INSECURE);
+    if ((rc = set_url(&c, o.url)) || (rc = ctl_init(&c)))
+        goto out;
+    rc = cmd->run(&c, &o);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (errno != EPIPE && rc == CTL_OK)
+            rc = fail(CTL_ERROR, "cannot write the output: %s", strerror(errno));
+    }
+out:
+    ctl_release(&c);
+    free(o.args);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return fail(CTL_ERROR, "cannot start libcurl");
+    int rc = run(argc, argv);
+    curl_global_cleanup();
+    return rc;
+}
