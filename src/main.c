@@ -38,7 +38,8 @@ struct daemon {
     struct driver **drivers;      /* running */
     size_t ndrivers;
     uint32_t next_driver_id;
-    uv_check_t flush;
+    uv_prepare_t flush_before_poll;   /* changes made by timers (drivers) */
+    uv_check_t flush_after_poll;      /* changes made by I/O (REST writes) */
     uv_signal_t sigint, sigterm;
     uv_fs_event_t watch;
     uv_timer_t reload_timer;
@@ -242,7 +243,16 @@ static void metrics_text(void *ud, struct buf *out)
 
 /* ---- loop plumbing ---- */
 
-static void on_flush(uv_check_t *h)
+/* The change list is handed to listeners twice per loop iteration: before the loop blocks in
+ * poll (so changes made by timers reach the sockets in this same iteration rather than after
+ * the next wake-up) and after poll (changes made by network input). */
+static void on_flush_before_poll(uv_prepare_t *h)
+{
+    struct daemon *d = h->data;
+    live_flush(d->live);
+}
+
+static void on_flush_after_poll(uv_check_t *h)
 {
     struct daemon *d = h->data;
     live_flush(d->live);
@@ -378,9 +388,12 @@ int main(int argc, char **argv)
         goto shutdown;
     }
 
-    uv_check_init(d.loop, &d.flush);
-    d.flush.data = &d;
-    uv_check_start(&d.flush, on_flush);
+    uv_prepare_init(d.loop, &d.flush_before_poll);
+    d.flush_before_poll.data = &d;
+    uv_prepare_start(&d.flush_before_poll, on_flush_before_poll);
+    uv_check_init(d.loop, &d.flush_after_poll);
+    d.flush_after_poll.data = &d;
+    uv_check_start(&d.flush_after_poll, on_flush_after_poll);
     uv_signal_init(d.loop, &d.sigint);
     uv_signal_init(d.loop, &d.sigterm);
     d.sigint.data = d.sigterm.data = &d;
@@ -405,7 +418,8 @@ int main(int argc, char **argv)
 
     uv_run(d.loop, UV_RUN_DEFAULT);
 
-    uv_close((uv_handle_t *)&d.flush, NULL);
+    uv_close((uv_handle_t *)&d.flush_before_poll, NULL);
+    uv_close((uv_handle_t *)&d.flush_after_poll, NULL);
     uv_close((uv_handle_t *)&d.sigint, NULL);
     uv_close((uv_handle_t *)&d.sigterm, NULL);
     uv_close((uv_handle_t *)&d.reload_timer, NULL);

@@ -234,7 +234,7 @@ static void fmt_clock(char *out, size_t n, int64_t ts_ms, bool with_date)
     }
     time_t t = (time_t)sec;
     struct tm tm;
-    char base[64];
+    char base[32];
     if (!localtime_r(&t, &tm)) {
         snprintf(out, n, "%lld", (long long)ts_ms);
         return;
@@ -706,43 +706,59 @@ static void table_print_row(const struct table *t, char *const *row)
     putchar('\n');
 }
 
+static void table_init(struct table *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int k = 0; k < NCOLS; k++)
+        t->width[k] = strlen(col_titles[k]);
+}
+
+/* Prints the header and the rows kept so far; from then on rows are printed as they come. */
 static void table_flush(struct table *t)
 {
     if (t->streaming)
         return;
-    char *titles[NCOLS];
-    for (int k = 0; k < NCOLS; k++)
-        titles[k] = (char *)(uintptr_t)col_titles[k]; /* printed only */
-    table_print_row(t, titles);
+    char titles[NCOLS][8], *row[NCOLS];
+    for (int k = 0; k < NCOLS; k++) {
+        snprintf(titles[k], sizeof titles[k], "%s", col_titles[k]);
+        row[k] = titles[k];
+    }
+    table_print_row(t, row);
     for (size_t r = 0; r < t->nrows; r++) {
         table_print_row(t, t->cells + r * NCOLS);
         for (int k = 0; k < NCOLS; k++)
             free(t->cells[r * NCOLS + k]);
     }
+    free(t->cells);
+    t->cells = NULL;
     t->nrows = 0;
     t->streaming = true;
+}
+
+static void table_release(struct table *t)
+{
+    for (size_t r = 0; r < t->nrows * NCOLS; r++)
+        free(t->cells[r]);
+    free(t->cells);
+    t->cells = NULL;
+    t->nrows = 0;
 }
 
 /* Adds one point as a row. */
 static void table_add(struct table *t, const json_t *p, int64_t now)
 {
     char *row[NCOLS];
-    struct buf b;
+    struct buf b, r;
     buf_init(&b, 1u << 16);
-    member_text(&b, p, "name");
-    row[COL_NAME] = xstrdup(b.data ? b.data : "");
+    buf_init(&r, 1u << 16);
+    row[COL_NAME] = xstrdup(member_text(&b, p, "name"));
     buf_reset(&b);
     value_text(&b, json_object_get(p, "value"), CELL_MAX_COLS);
     row[COL_VALUE] = xstrdup(b.data);
-    member_text(&b, p, "unit");
-    row[COL_UNIT] = xstrdup(b.data ? b.data : "");
+    row[COL_UNIT] = xstrdup(member_text(&b, p, "unit"));
     member_text(&b, p, "quality");
-    if (json_object_get(p, "reason")) {
-        struct buf r;
-        buf_init(&r, 1u << 16);
+    if (json_object_get(p, "reason"))
         buf_printf(&b, " (%s)", member_text(&r, p, "reason"));
-        buf_release(&r);
-    }
     row[COL_QUALITY] = xstrdup(b.data ? b.data : "");
     const json_t *ts = json_object_get(p, "ts");
     char age[32] = "-";
@@ -750,29 +766,21 @@ static void table_add(struct table *t, const json_t *p, int64_t now)
         fmt_age(age, sizeof age, now - json_integer_value(ts));
     row[COL_AGE] = xstrdup(age);
     buf_release(&b);
+    buf_release(&r);
 
+    if (t->nrows == TABLE_ROWS)
+        table_flush(t);
     if (t->streaming) {
         table_print_row(t, row);
         for (int k = 0; k < NCOLS; k++)
             free(row[k]);
         return;
     }
-    if (t->nrows == TABLE_ROWS)
-        table_flush(t);
-    if (!t->cells) {
+    if (!t->cells)
         t->cells = xnew(char *, (size_t)TABLE_ROWS * NCOLS);
-        for (int k = 0; k < NCOLS; k++)
-            t->width[k] = strlen(col_titles[k]);
-    }
     for (int k = 0; k < NCOLS; k++) {
         size_t w = text_cols(row[k]);
         t->width[k] = w > t->width[k] ? w : t->width[k];
-    }
-    if (t->streaming) {
-        table_print_row(t, row);
-        for (int k = 0; k < NCOLS; k++)
-            free(row[k]);
-        return;
     }
     memcpy(t->cells + t->nrows * NCOLS, row, sizeof row);
     t->nrows++;
@@ -784,7 +792,7 @@ static int cmd_list(struct ctl *c, const struct opts *o)
     bool progress = isatty(STDERR_FILENO);
     uint64_t want = o->limit ? (uint64_t)o->limit : UINT64_MAX, got = 0;
     struct table t;
-    memset(&t, 0, sizeof t);
+    table_init(&t);
     struct buf path, cursor;
     buf_init(&path, 1u << 16);
     buf_init(&cursor, 1u << 16);
@@ -856,9 +864,7 @@ static int cmd_list(struct ctl *c, const struct opts *o)
     } else if (got) {
         table_flush(&t);
     }
-    for (size_t r = 0; r < t.nrows * NCOLS; r++)
-        free(t.cells[r]);
-    free(t.cells);
+    table_release(&t);
     if (rc == CTL_OK && !json && more && total > 0 && isatty(STDERR_FILENO))
         fprintf(stderr, "(%llu of %lld points; --limit N shows more)\n", (unsigned long long)got,
                 (long long)total);
@@ -875,7 +881,7 @@ static void point_path(struct buf *path, const char *name)
     url_escape(path, name);
 }
 
-static void print_point(const json_t *p)
+static void print_point(json_t *p)
 {
     struct buf a, b;
     buf_init(&a, 1u << 16);
@@ -891,7 +897,7 @@ static void print_point(const json_t *p)
     putchar('\n');
     const json_t *ts = json_object_get(p, "ts");
     if (json_is_integer(ts) && json_integer_value(ts) > 0) {
-        char when[64], age[32];
+        char when[48], age[32];
         fmt_clock(when, sizeof when, json_integer_value(ts), true);
         fmt_age(age, sizeof age, now_ms() - json_integer_value(ts));
         printf("%-12s %s (%s ago)\n", "time", when, age);
@@ -906,7 +912,7 @@ static void print_point(const json_t *p)
                                         "type", "writable", "description"};
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)(uintptr_t)p, key, v) {
+    json_object_foreach(p, key, v) {
         bool k = false;
         for (size_t i = 0; i < ARRAY_LEN(known); i++)
             k |= strcmp(key, known[i]) == 0;
@@ -1005,6 +1011,7 @@ struct watch {
     struct buf rx;           /* the message being received */
     bool rx_too_big;
     bool established;
+    bool connect_failed;     /* the upgrade failed: the reason is left to watch_diagnose */
     int status;              /* exit status once finished, -1 while watching */
     size_t name_w, value_w;  /* widest seen so far, to keep the columns steady */
     int close_code;
@@ -1039,7 +1046,7 @@ static int watch_update(struct watch *w, const json_t *values)
             text_clean(&q, json_string_value(jr), json_string_length(jr), 0);
             jw_raw(&q, ")");
         }
-        char when[32] = "--:--:--.---";
+        char when[48] = "--:--:--.---";
         if (json_is_integer(jts) && json_integer_value(jts) > 0)
             fmt_clock(when, sizeof when, json_integer_value(jts), false);
         size_t nw = text_cols(name.data), vw = text_cols(val.data);
@@ -1143,8 +1150,8 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
         return 0;
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
         if (w->status < 0) {
-            /* The detail may be lws's ("HS: ..."); the cause is found by diagnose(). */
             w->status = CTL_UNREACHABLE;
+            w->connect_failed = true;
             snprintf(w->close_reason, sizeof w->close_reason, "%s", in ? (const char *)in : "");
         }
         return 0;
@@ -1167,58 +1174,59 @@ static const struct lws_protocols watch_protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-/* Builds the subscribe messages: one for the plain names, one per NAME* prefix. */
+/* Ends a subscribe message: the options shared by every subscription, then '}'. */
+static void sub_finish(struct buf *m, const struct opts *o)
+{
+    if (o->seen & OPT(O_INTERVAL))
+        buf_printf(m, ",\"interval\":%lld", (long long)o->interval_ms);
+    if (o->seen & OPT(O_DEADBAND)) {
+        jw_raw(m, ",\"deadband\":");
+        jw_double(m, o->deadband);
+    }
+    jw_raw(m, "}");
+}
+
+static struct buf *sub_new(struct watch *w)
+{
+    struct buf *m = &w->msgs[w->nmsgs++];
+    buf_init_head(m, SUBSCRIBE_MAX, LWS_PRE);
+    return m;
+}
+
+/* Builds the subscribe messages: one "points" subscription for the plain names, one
+ * "prefix-N" per NAME*. */
 static int watch_messages(struct watch *w, const struct opts *o)
 {
-    int nprefix = 0, nnames = 0;
-    w->msgs = xnew(struct buf, (size_t)o->nargs + 1);
-    struct buf *names = &w->msgs[w->nmsgs++];
-    buf_init_head(names, SUBSCRIBE_MAX, LWS_PRE);
-    jw_raw(names, "{\"op\":\"subscribe\",\"id\":\"points\",\"points\":[");
+    w->msgs = xnew(struct buf, (size_t)o->nargs);
+    struct buf *names = NULL;
+    int nprefix = 0;
     for (int i = 1; i < o->nargs; i++) {
         const char *a = o->args[i];
         const char *star = strchr(a, '*');
         if (star && star[1] != '\0')
             return usage_error("'%s': '*' can only end a name (a prefix, like tank1-*)", a);
-        struct buf *m = names;
         if (star) {
-            m = &w->msgs[w->nmsgs++];
-            buf_init_head(m, SUBSCRIBE_MAX, LWS_PRE);
+            struct buf *m = sub_new(w);
             buf_printf(m, "{\"op\":\"subscribe\",\"id\":\"prefix-%d\",\"prefix\":", ++nprefix);
             jw_strn(m, a, (size_t)(star - a));
+            sub_finish(m, o);
+        } else if (!names) {
+            names = sub_new(w);
+            jw_raw(names, "{\"op\":\"subscribe\",\"id\":\"points\",\"points\":[");
+            jw_str(names, a);
         } else {
-            if (nnames++)
-                buf_putc(m, ',');
-            jw_str(m, a);
-        }
-        if (star) {
-            if (o->seen & OPT(O_INTERVAL))
-                buf_printf(m, ",\"interval\":%lld", (long long)o->interval_ms);
-            if (o->seen & OPT(O_DEADBAND)) {
-                jw_raw(m, ",\"deadband\":");
-                jw_double(m, o->deadband);
-            }
-            jw_raw(m, "}");
+            buf_putc(names, ',');
+            jw_str(names, a);
         }
     }
-    jw_raw(names, "]");
-    if (o->seen & OPT(O_INTERVAL))
-        buf_printf(names, ",\"interval\":%lld", (long long)o->interval_ms);
-    if (o->seen & OPT(O_DEADBAND)) {
-        jw_raw(names, ",\"deadband\":");
-        jw_double(names, o->deadband);
-    }
-    jw_raw(names, "}");
-    if (nnames == 0) { /* only prefixes: no message for plain names */
-        buf_release(names);
-        w->msgs[0] = w->msgs[--w->nmsgs];
-        if (w->nmsgs == 0)
-            w->nmsgs = 0;
+    if (names) {
+        jw_raw(names, "]");
+        sub_finish(names, o);
     }
     for (size_t i = 0; i < w->nmsgs; i++)
         if (w->msgs[i].overflow)
-            return usage_error("too many names for one subscription (the server takes messages of %u MiB)",
-                               SUBSCRIBE_MAX >> 20);
+            return usage_error("too many names for one subscription (the server takes messages of up "
+                               "to %u MiB)", SUBSCRIBE_MAX >> 20);
     return CTL_OK;
 }
 
@@ -1258,9 +1266,9 @@ static int cmd_watch(struct ctl *c, const struct opts *o)
         goto out;
     }
     bool tls = strcmp(prot, "https") == 0;
-    buf_printf(&path, "/%s%s/api/v1/stream", p, *p ? "" : "");
-    if (path.len > 15 && strncmp(path.data, "//", 2) == 0) /* "/" + "" gives "//api..." */
-        memmove(path.data, path.data + 1, path.len--);
+    while (*p == '/') /* lws_parse_uri gives "/" for no path, "a/b" for "/a/b" */
+        p++;
+    buf_printf(&path, "%s%s/api/v1/stream", *p ? "/" : "", p);
     bool v6 = strchr(addr, ':') != NULL;
     buf_printf(&host, "%s%s%s:%d", v6 ? "[" : "", addr, v6 ? "]" : "", port);
     buf_printf(&w.ws_url, "%s://%s%s", tls ? "wss" : "ws", host.data, path.data);
@@ -1301,14 +1309,16 @@ static int cmd_watch(struct ctl *c, const struct opts *o)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    if (!lws_client_connect_via_info(&ci) && w.status < 0)
+    if (!lws_client_connect_via_info(&ci) && w.status < 0) {
         w.status = CTL_UNREACHABLE;
+        w.connect_failed = true;
+    }
     while (w.status < 0 && !stop_signal)
         if (lws_service(ctx, 0) < 0)
             break;
     if (w.status < 0)
         w.status = stop_signal ? CTL_OK : fail(CTL_UNREACHABLE, "the stream %s stopped", w.ws_url.data);
-    else if (w.status == CTL_UNREACHABLE && !w.established && !w.close_code)
+    else if (w.connect_failed)
         w.status = watch_diagnose(&w);
     rc = w.status;
 out:
@@ -1377,10 +1387,10 @@ static int run(int argc, char **argv)
             cmd = &commands[i];
     }
     if (!cmd) {
-        if (strcmp(o.args[0], "points") == 0)
-            rc = usage_error(o.nargs > 1 ? "unknown command 'points %s' (list, get, set)"
-                                         : "'points' needs a command%s: list, get or set",
-                             o.nargs > 1 ? o.args[1] : "");
+        if (strcmp(o.args[0], "points") == 0 && o.nargs > 1)
+            rc = usage_error("unknown command 'points %s' (list, get, set)", o.args[1]);
+        else if (strcmp(o.args[0], "points") == 0)
+            rc = usage_error("'points' needs a command: list, get or set");
         else
             rc = usage_error("unknown command '%s' (status, points, watch)", o.args[0]);
         goto out;

@@ -46,6 +46,7 @@ struct live_sub {
     int64_t next_due;     /* earliest time of the next frame */
     int64_t ready_at;     /* when the sub last became READY */
     enum sub_state state;
+    bool snapshot;        /* the first frame (every current value) is still being sent */
     uint32_t wait_pos;
     live_sub_ready_fn ready;
     void *ud;
@@ -213,6 +214,7 @@ struct live_sub *live_sub_new(struct live_stream *s, const char *id, const uint3
     s->st.pending += sub->npend;
     s->st.subs++;
     sub->state = SUB_READY;
+    sub->snapshot = true;
     sub->ready_at = s->clock();
     return sub;
 }
@@ -241,7 +243,7 @@ size_t live_sub_pending(const struct live_sub *sub) { return sub->npend; }
 /* True when the member's point moved no more than the deadband since it was last sent. */
 static bool within_deadband(const struct live_sub *sub, const struct member *m, const struct point *p)
 {
-    if (!m->sent || m->last_q != p->quality || !(p->flags & PF_HAS_VALUE))
+    if (sub->deadband <= 0 || !m->sent || m->last_q != p->quality || !(p->flags & PF_HAS_VALUE))
         return false;
     double v;
     if (p->type == PT_DOUBLE)
@@ -249,8 +251,6 @@ static bool within_deadband(const struct live_sub *sub, const struct member *m, 
     else if (p->type == PT_INT)
         v = (double)p->v.i;
     else
-        return false;
-    if (sub->deadband <= 0)
         return false;
     return fabs(v - m->last) <= sub->deadband;
 }
@@ -297,13 +297,17 @@ size_t live_sub_encode(struct live_sub *sub, struct buf *out, size_t max_bytes, 
         s->st.frames_sent++;
         /* The interval counts from when the changes arrived, not from when the socket took
          * the frame, so a source that changes every interval is not delayed by a drift
-         * that would grow with every frame; a 2% tolerance absorbs timer jitter. */
-        sub->next_due = sub->ready_at + sub->interval_ms - sub->interval_ms / 50;
+         * that would grow with every frame; a 2% tolerance absorbs timer jitter. The
+         * snapshot does not start the interval: the first changes after it go out at once,
+         * which puts the subscription in phase with its source. */
+        if (!sub->snapshot)
+            sub->next_due = sub->ready_at + sub->interval_ms - sub->interval_ms / 50;
     }
     if (*more) {
         sub->state = SUB_READY; /* the caller sends the rest right away */
     } else {
         sub->state = SUB_IDLE;
+        sub->snapshot = false;
     }
     return count;
 }
