@@ -44,8 +44,8 @@ static void parse_auth(struct yconf *y, const ynode *auth, struct opsd_config *c
         enum api_role r = ROLE_NONE;
         if (role && api_role_parse(role, &r) < 0)
             yconf_error(y, yn_get(y, t, "role"), path, "unknown role '%s' (viewer, operator, admin)", role);
-        if (token && strlen(token) < 8)
-            yconf_error(y, yn_get(y, t, "token"), path, "a token needs at least 8 characters");
+        if (token && !*token)
+            yconf_error(y, yn_get(y, t, "token"), path, "a token cannot be empty");
         for (size_t k = 0; token && k < c->api.ntokens; k++)
             if (strcmp(c->api.tokens[k].token, token) == 0)
                 yconf_error(y, yn_get(y, t, "token"), path, "the same token is given twice");

@@ -9,7 +9,9 @@
 #define API_BODY_MAX      (16u << 20)
 #define WS_RX_MAX         (1u << 20)
 #define WS_FRAME_BUDGET   (1u << 20)   /* values per frame stop once it passes this size */
-#define WS_CTL_MAX        256          /* queued replies per client before it is dropped */
+#define WS_CTL_PAUSE      64           /* queued replies at which reading from a client pauses */
+#define WS_CTL_MAX        1024         /* queued replies per client before it is dropped */
+#define WS_KILL_GRACE_S   5            /* time a closing client has to take the close frame */
 
 struct ws_client;
 

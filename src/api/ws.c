@@ -160,6 +160,10 @@ static void ctl_send(struct ws_client *c, const struct buf *msg)
         c->ctl_head = m;
     c->ctl_tail = m;
     c->nctl++;
+    /* A client that sends requests faster than it reads the replies is not read from until
+     * it catches up: back-pressure instead of a growing queue. */
+    if (c->nctl == WS_CTL_PAUSE)
+        lws_rx_flow_control(c->wsi, 0);
     mark_stuck(c);
     lws_callback_on_writable(c->wsi);
 }
@@ -448,7 +452,7 @@ int ws_writeable(struct ws_client *c)
         if (c->kill_sent || lws_write(c->wsi, p, n + 2, WS_WRITE_CLOSE) < 0)
             return -1;
         c->kill_sent = true;
-        lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
+        lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, WS_KILL_GRACE_S);
         return 0;
     }
     if (c->ctl_head) {
@@ -456,7 +460,8 @@ int ws_writeable(struct ws_client *c)
         c->ctl_head = m->next;
         if (!c->ctl_head)
             c->ctl_tail = NULL;
-        c->nctl--;
+        if (--c->nctl == WS_CTL_PAUSE / 4)
+            lws_rx_flow_control(c->wsi, 1);
         int w = lws_write(c->wsi, (unsigned char *)m->data + LWS_PRE, m->len, LWS_WRITE_TEXT);
         c->api->m.ws_bytes_sent += m->len;
         free(m);
@@ -531,10 +536,12 @@ void ws_housekeeping(struct api *api, int64_t now)
         log_warn("ws", "closing a client that took none of its updates for %lld ms",
                  (long long)(now - c->stuck_since));
         api->m.ws_slow_disconnects++;
+        /* No more updates for it; the close frame goes out if it starts reading again within
+         * the grace time, else the connection is dropped. */
         c->kill = true;
         c->kill_code = LWS_CLOSE_STATUS_POLICY_VIOLATION;
         c->kill_reason = "client too slow";
-        close_with(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, "client too slow");
-        lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        lws_callback_on_writable(c->wsi);
+        lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, WS_KILL_GRACE_S);
     }
 }

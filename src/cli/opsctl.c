@@ -87,7 +87,7 @@ static int usage_error(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-    fputs("usage: opsctl [--url URL] [--token TOKEN] [--insecure] COMMAND [ARGS]\n"
+    fputs("usage: opsctl [--url URL] [--token TOKEN] [--cacert FILE | --insecure] COMMAND [ARGS]\n"
           "\n"
           "commands:\n"
           "  status                            version, uptime, points, stream clients, drivers\n"
@@ -108,7 +108,9 @@ static void usage(FILE *f)
           "  --url URL        the server, http:// or https:// (default: $OPSD_URL, else\n"
           "                   " DEFAULT_URL ")\n"
           "  --token TOKEN    sent as 'Authorization: Bearer TOKEN' (default: $OPSD_TOKEN)\n"
-          "  --insecure       accept a TLS certificate that cannot be verified (self-signed)\n"
+          "  --cacert FILE    verify the server's TLS certificate with this CA certificate\n"
+          "                   (PEM) instead of the system's, e.g. a self-signed one\n"
+          "  --insecure       accept a TLS certificate that cannot be verified\n"
           "  --json           print the server's JSON (status, points list/get/set)\n"
           "  --prefix P       only the points whose name starts with P\n"
           "  --limit N        at most N points\n"
@@ -124,6 +126,9 @@ static void usage(FILE *f)
 }
 
 /* ---- text helpers ---- */
+
+/* A buffer's text; "" when nothing was ever appended (data is still NULL then). */
+static const char *bstr(const struct buf *b) { return b->data ? b->data : ""; }
 
 /* Columns taken by UTF-8 text: one per code point (wide East Asian glyphs are not counted
  * twice: point names are ASCII, and this only pads tables). */
@@ -179,7 +184,9 @@ static void value_text(struct buf *out, const json_t *v, size_t max_cols)
     case JSON_REAL:
         jw_double(out, json_real_value(v));
         break;
-    case JSON_STRING:
+    case JSON_STRING: /* an empty string shows as "", so that it is seen */
+        if (json_string_length(v) == 0)
+            jw_raw(out, "\"\"");
         text_clean(out, json_string_value(v), json_string_length(v), max_cols);
         break;
     default: {
@@ -201,7 +208,7 @@ static const char *member_text(struct buf *out, const json_t *o, const char *key
         text_clean(out, json_string_value(v), json_string_length(v), 0);
     else if (v)
         value_text(out, v, 0);
-    return out->data ? out->data : "";
+    return bstr(out);
 }
 
 /* How long ago: "0.4s", "12.0s", "5m12s", "3h05m", "2d03h"; negative ages (a source clock
@@ -259,10 +266,13 @@ static void fmt_uptime(char *out, size_t n, int64_t s)
         snprintf(out, n, "%lldd %02lldh", (long long)(s / 86400), (long long)(s / 3600 % 24));
 }
 
-static void put_padded(const char *s, size_t width)
+/* Prints s in a column of `width`, then `gap` spaces (at least, when s is wider). */
+static void put_padded(const char *s, size_t width, size_t gap)
 {
+    size_t cols = text_cols(s);
+    size_t pad = (cols < width ? width - cols : 0) + gap;
     fputs(s, stdout);
-    for (size_t c = text_cols(s); c < width; c++)
+    for (size_t i = 0; i < pad; i++)
         putchar(' ');
 }
 
@@ -322,6 +332,7 @@ static bool is_json_number(const char *s)
 struct ctl {
     char *url;           /* base URL: scheme lower case, no trailing '/' */
     const char *token;   /* NULL: none */
+    const char *cacert;  /* NULL: the system's certificate authorities */
     bool insecure;
     CURL *curl;
     struct curl_slist *headers;
@@ -364,6 +375,8 @@ static int ctl_init(struct ctl *c)
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
     /* Point names may hold "/./" or "/../": send them as they are, not normalised away. */
     curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+    if (c->cacert)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->cacert);
     if (c->insecure) {
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -396,7 +409,7 @@ static int server_error(struct ctl *c, long status, const json_t *answer)
         const json_t *idx = json_object_get(e, "index");
         if (json_is_integer(idx))
             buf_printf(&b, " (item %lld)", (long long)json_integer_value(idx));
-        rc = fail(CTL_ERROR, "%s: %s", a.data, b.data);
+        rc = fail(CTL_ERROR, "%s: %s", bstr(&a), bstr(&b));
         buf_release(&a);
         buf_release(&b);
     } else {
@@ -445,8 +458,8 @@ static int ctl_request(struct ctl *c, const char *method, const char *path, cons
     if (cc != CURLE_OK) {
         rc = fail(CTL_UNREACHABLE, "cannot reach %s: %s", c->url, c->err[0] ? c->err : curl_easy_strerror(cc));
         if (cc == CURLE_PEER_FAILED_VERIFICATION)
-            fputs("opsctl: to accept a certificate that cannot be verified (self-signed), add --insecure\n",
-                  stderr);
+            fputs("opsctl: to verify a self-signed certificate, give it with --cacert FILE; "
+                  "--insecure skips the check\n", stderr);
         goto out;
     }
     long status = 0;
@@ -478,7 +491,7 @@ static void print_json(const json_t *j)
 
 /* ---- options and commands ---- */
 
-enum opt_id { O_URL, O_TOKEN, O_INSECURE, O_JSON, O_PREFIX, O_LIMIT, O_INTERVAL, O_DEADBAND, O_HELP, O_VERSION };
+enum opt_id { O_URL, O_TOKEN, O_INSECURE, O_CACERT, O_JSON, O_PREFIX, O_LIMIT, O_INTERVAL, O_DEADBAND, O_HELP, O_VERSION };
 
 #define OPT(id) (1u << (id))
 
@@ -488,6 +501,7 @@ static const struct option_def {
     bool has_arg;
 } option_defs[] = {
     {"--url", O_URL, true},           {"--token", O_TOKEN, true},     {"--insecure", O_INSECURE, false},
+    {"--cacert", O_CACERT, true},
     {"--json", O_JSON, false},        {"--prefix", O_PREFIX, true},   {"--limit", O_LIMIT, true},
     {"--interval", O_INTERVAL, true}, {"--deadband", O_DEADBAND, true}, {"--help", O_HELP, false},
     {"-h", O_HELP, false},            {"--version", O_VERSION, false},
@@ -495,7 +509,7 @@ static const struct option_def {
 
 struct opts {
     unsigned seen;          /* OPT(id) bits of the options given */
-    const char *url, *token, *prefix;
+    const char *url, *token, *prefix, *cacert;
     int64_t limit;          /* 0: no limit */
     int64_t interval_ms;
     double deadband;
@@ -545,6 +559,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case O_URL: o->url = val; break;
         case O_TOKEN: o->token = val; break;
         case O_PREFIX: o->prefix = val; break;
+        case O_CACERT: o->cacert = val; break;
         case O_LIMIT:
             if (parse_int64(val, &o->limit) < 0 || o->limit < 1)
                 return usage_error("--limit must be a whole number of at least 1, not '%s'", val);
@@ -647,8 +662,8 @@ static int cmd_status(struct ctl *c, const struct opts *o)
         for (size_t i = 0; i < json_array_size(drv); i++) {
             json_t *d = json_array_get(drv, i);
             fputs("  ", stdout);
-            put_padded(member_text(&t, d, "name"), nw + 2);
-            put_padded(member_text(&t, d, "type"), tw + 2);
+            put_padded(member_text(&t, d, "name"), nw, 2);
+            put_padded(member_text(&t, d, "type"), tw, 2);
             printf("%s points", member_text(&t, d, "points"));
             const char *key;
             json_t *v;
@@ -671,7 +686,7 @@ static int cmd_status(struct ctl *c, const struct opts *o)
         if (!k) {
             buf_reset(&t);
             value_text(&t, v, 0);
-            printf("%-13s %s\n", key, t.data);
+            printf("%-13s %s\n", key, bstr(&t));
         }
     }
     buf_release(&t);
@@ -700,7 +715,7 @@ static void table_print_row(const struct table *t, char *const *row)
                 putchar(' ');
             fputs(row[k], stdout);
         } else {
-            put_padded(row[k], t->width[k] + 2);
+            put_padded(row[k], t->width[k], 2);
         }
     }
     putchar('\n');
@@ -754,12 +769,12 @@ static void table_add(struct table *t, const json_t *p, int64_t now)
     row[COL_NAME] = xstrdup(member_text(&b, p, "name"));
     buf_reset(&b);
     value_text(&b, json_object_get(p, "value"), CELL_MAX_COLS);
-    row[COL_VALUE] = xstrdup(b.data);
+    row[COL_VALUE] = xstrdup(bstr(&b));
     row[COL_UNIT] = xstrdup(member_text(&b, p, "unit"));
     member_text(&b, p, "quality");
     if (json_object_get(p, "reason"))
         buf_printf(&b, " (%s)", member_text(&r, p, "reason"));
-    row[COL_QUALITY] = xstrdup(b.data ? b.data : "");
+    row[COL_QUALITY] = xstrdup(bstr(&b));
     const json_t *ts = json_object_get(p, "ts");
     char age[32] = "-";
     if (json_is_integer(ts) && json_integer_value(ts) > 0 && !json_is_null(json_object_get(p, "value")))
@@ -866,7 +881,7 @@ static int cmd_list(struct ctl *c, const struct opts *o)
     }
     table_release(&t);
     if (rc == CTL_OK && !json && more && total > 0 && isatty(STDERR_FILENO))
-        fprintf(stderr, "(%llu of %lld points; --limit N shows more)\n", (unsigned long long)got,
+        fprintf(stderr, "(%llu of %lld points: raise --limit to see more)\n", (unsigned long long)got,
                 (long long)total);
     buf_release(&path);
     buf_release(&cursor);
@@ -887,10 +902,14 @@ static void print_point(json_t *p)
     buf_init(&a, 1u << 16);
     buf_init(&b, 1u << 16);
     printf("%-12s %s\n", "name", member_text(&a, p, "name"));
+    const json_t *val = json_object_get(p, "value");
     buf_reset(&a);
-    value_text(&a, json_object_get(p, "value"), 0);
+    value_text(&a, val, 0);
     const char *unit = member_text(&b, p, "unit");
-    printf("%-12s %s%s%s\n", "value", a.data, *unit ? " " : "", unit);
+    if (!val || json_is_null(val))
+        printf("%-12s %s\n", "value", "none");
+    else
+        printf("%-12s %s%s%s\n", "value", bstr(&a), *unit ? " " : "", unit);
     printf("%-12s %s", "quality", member_text(&a, p, "quality"));
     if (json_object_get(p, "reason"))
         printf(" (%s)", member_text(&a, p, "reason"));
@@ -919,7 +938,7 @@ static void print_point(json_t *p)
         if (!k) {
             buf_reset(&a);
             value_text(&a, v, 0);
-            printf("%-12s %s\n", key, a.data);
+            printf("%-12s %s\n", key, bstr(&a));
         }
     }
     buf_release(&a);
@@ -945,19 +964,38 @@ static int cmd_get(struct ctl *c, const struct opts *o)
 }
 
 /* Appends VALUE as JSON: a JSON number, true or false as it is; a JSON string ("...") as it
- * is, so that '"42"' can write the string 42; anything else as a string. */
+ * is, so that '"42"' can write the string 42; anything else as a string. Returns 0, or the
+ * exit status when VALUE is a number out of range. */
 static int value_json(struct buf *out, const char *text)
 {
-    if (is_json_number(text) || strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
-        return jw_raw(out, text);
+    if (is_json_number(text)) {
+        double d;
+        int64_t i;
+        if (parse_double(text, &d) < 0)
+            return usage_error("%s is out of the range of a number", text);
+        /* A whole number beyond 64 bits is not a JSON integer the server can read: send it as
+         * the (rounded) real number it is. */
+        if (!strpbrk(text, ".eE") && parse_int64(text, &i) < 0)
+            jw_double(out, d);
+        else
+            jw_raw(out, text);
+        return CTL_OK;
+    }
+    if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
+        jw_raw(out, text);
+        return CTL_OK;
+    }
     if (text[0] == '"') {
         json_t *s = json_loads(text, JSON_DECODE_ANY, NULL);
         bool ok = json_is_string(s);
         json_decref(s);
-        if (ok)
-            return jw_raw(out, text);
+        if (ok) {
+            jw_raw(out, text);
+            return CTL_OK;
+        }
     }
-    return jw_str(out, text);
+    jw_str(out, text);
+    return CTL_OK;
 }
 
 static int cmd_set(struct ctl *c, const struct opts *o)
@@ -967,10 +1005,11 @@ static int cmd_set(struct ctl *c, const struct opts *o)
     buf_init(&body, 1u << 20);
     point_path(&path, o->args[2]);
     jw_raw(&body, "{\"value\":");
-    value_json(&body, o->args[3]);
+    int rc = value_json(&body, o->args[3]);
     jw_raw(&body, "}");
     json_t *j = NULL;
-    int rc = body.overflow ? fail(CTL_ERROR, "the value is too long") : ctl_request(c, "PUT", path.data, &body, &j);
+    if (rc == CTL_OK)
+        rc = body.overflow ? fail(CTL_ERROR, "the value is too long") : ctl_request(c, "PUT", path.data, &body, &j);
     buf_release(&path);
     buf_release(&body);
     if (rc)
@@ -984,7 +1023,7 @@ static int cmd_set(struct ctl *c, const struct opts *o)
         buf_init(&u, 1u << 16);
         value_text(&b, json_object_get(j, "value"), 0);
         const char *unit = member_text(&u, j, "unit");
-        printf("%s = %s%s%s", member_text(&a, j, "name"), b.data, *unit ? " " : "", unit);
+        printf("%s = %s%s%s", member_text(&a, j, "name"), bstr(&b), *unit ? " " : "", unit);
         const char *q = member_text(&a, j, "quality");
         if (strcmp(q, "good") != 0)
             printf(" (%s)", q);
@@ -1012,6 +1051,7 @@ struct watch {
     bool rx_too_big;
     bool established;
     bool connect_failed;     /* the upgrade failed: the reason is left to watch_diagnose */
+    int http_status;         /* of a refused upgrade, when the server sent one */
     int status;              /* exit status once finished, -1 while watching */
     size_t name_w, value_w;  /* widest seen so far, to keep the columns steady */
     int close_code;
@@ -1049,13 +1089,13 @@ static int watch_update(struct watch *w, const json_t *values)
         char when[48] = "--:--:--.---";
         if (json_is_integer(jts) && json_integer_value(jts) > 0)
             fmt_clock(when, sizeof when, json_integer_value(jts), false);
-        size_t nw = text_cols(name.data), vw = text_cols(val.data);
+        size_t nw = text_cols(bstr(&name)), vw = text_cols(bstr(&val));
         w->name_w = nw > w->name_w ? nw : w->name_w;
         w->value_w = vw > w->value_w ? (vw < 24 ? vw : 24) : w->value_w;
         printf("%s ", when);
-        put_padded(name.data, w->name_w + 1);
-        put_padded(val.data, w->value_w + 1);
-        printf("%s\n", q.data ? q.data : "");
+        put_padded(bstr(&name), w->name_w, 1);
+        put_padded(bstr(&val), w->value_w, 1);
+        printf("%s\n", bstr(&q));
     }
     buf_release(&name);
     buf_release(&val);
@@ -1134,7 +1174,7 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
             return -1;
         }
         if (w->status < 0)
-            w->status = watch_message(w, w->rx.data ? w->rx.data : "", w->rx.len);
+            w->status = watch_message(w, bstr(&w->rx), w->rx.len);
         buf_reset(&w->rx);
         return w->status < 0 ? 0 : -1;
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
@@ -1144,7 +1184,7 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
             struct buf r;
             buf_init(&r, sizeof w->close_reason - 4);
             text_clean(&r, (const char *)b + 2, len - 2, 0);
-            snprintf(w->close_reason, sizeof w->close_reason, "%s", r.data ? r.data : "");
+            snprintf(w->close_reason, sizeof w->close_reason, "%s", bstr(&r));
             buf_release(&r);
         }
         return 0;
@@ -1152,6 +1192,7 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
         if (w->status < 0) {
             w->status = CTL_UNREACHABLE;
             w->connect_failed = true;
+            w->http_status = (int)lws_http_client_http_response(wsi);
             snprintf(w->close_reason, sizeof w->close_reason, "%s", in ? (const char *)in : "");
         }
         return 0;
@@ -1161,7 +1202,9 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
                 w->status = fail(CTL_UNREACHABLE, "the server closed the stream %s (%d %s)", w->ws_url.data,
                                  w->close_code, w->close_reason);
             else
-                w->status = fail(CTL_UNREACHABLE, "the connection to %s was closed", w->ws_url.data);
+                w->status = fail(CTL_UNREACHABLE,
+                                 "the connection to %s was closed (the server stopped, or it found this "
+                                 "client too slow to read its updates)", w->ws_url.data);
         }
         return 0;
     default:
@@ -1230,8 +1273,9 @@ static int watch_messages(struct watch *w, const struct opts *o)
     return CTL_OK;
 }
 
-/* After a failed upgrade: the server closes the socket without saying why, so ask the REST
- * API, which does (no server, a refused token, ...). */
+/* After a failed upgrade. opsd closes the socket of an upgrade it refuses without saying why,
+ * so ask the REST API, which does: no server there, a certificate that does not verify, a
+ * refused token. When REST works, the stream itself was refused. */
 static int watch_diagnose(struct watch *w)
 {
     json_t *j;
@@ -1239,8 +1283,10 @@ static int watch_diagnose(struct watch *w)
     if (rc)
         return rc;
     json_decref(j);
-    return fail(CTL_UNREACHABLE, "cannot open the stream %s%s%s", w->ws_url.data,
-                w->close_reason[0] ? ": " : "", w->close_reason);
+    if (w->http_status)
+        return fail(CTL_ERROR, "the server refused the stream %s (HTTP %d)", w->ws_url.data, w->http_status);
+    return fail(CTL_ERROR, "the server refused the stream %s (%s): too many stream clients? its log says why",
+                w->ws_url.data, w->close_reason[0] ? w->close_reason : "connection closed");
 }
 
 static int cmd_watch(struct ctl *c, const struct opts *o)
@@ -1280,6 +1326,7 @@ static int cmd_watch(struct ctl *c, const struct opts *o)
     info.protocols = watch_protocols;
     info.user = &w;
     info.options = tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
+    info.client_ssl_ca_filepath = c->cacert;
     info.fd_limit_per_thread = 8;
     ctx = lws_create_context(&info);
     if (!ctx) {
@@ -1355,7 +1402,8 @@ static const struct command {
      "watch [--interval D] [--deadband X] NAME|PREFIX* ..."},
 };
 
-static const unsigned global_opts = OPT(O_URL) | OPT(O_TOKEN) | OPT(O_INSECURE) | OPT(O_HELP) | OPT(O_VERSION);
+static const unsigned global_opts =
+    OPT(O_URL) | OPT(O_TOKEN) | OPT(O_INSECURE) | OPT(O_CACERT) | OPT(O_HELP) | OPT(O_VERSION);
 
 static int run(int argc, char **argv)
 {
@@ -1421,6 +1469,11 @@ static int run(int argc, char **argv)
         c.token = token;
     }
     c.insecure = o.seen & OPT(O_INSECURE);
+    if (o.cacert && access(o.cacert, R_OK) != 0) {
+        rc = usage_error("--cacert: cannot read '%s': %s", o.cacert, strerror(errno));
+        goto out;
+    }
+    c.cacert = o.cacert;
     if ((rc = set_url(&c, o.url)) || (rc = ctl_init(&c)))
         goto out;
     rc = cmd->run(&c, &o);

@@ -22,12 +22,13 @@ static void yconf_init(struct yconf *y, const char *name)
 static int load_from_parser(struct yconf *y, yaml_parser_t *p)
 {
     if (!yaml_parser_load(p, &y->doc)) {
-        int line = (int)p->problem_mark.line + 1;
+        /* A syntax error: FILE:LINE: reason, like every other error. */
+        y->nerrors++;
+        buf_printf(&y->errors, "%s:%d: syntax: %s", y->file, (int)p->problem_mark.line + 1,
+                   p->problem ? p->problem : "malformed YAML");
         if (p->context)
-            yconf_error(y, NULL, NULL, "line %d: %s %s (line %d)", line, p->problem,
-                        p->context, (int)p->context_mark.line + 1);
-        else
-            yconf_error(y, NULL, NULL, "line %d: %s", line, p->problem ? p->problem : "syntax error");
+            buf_printf(&y->errors, " %s (line %d)", p->context, (int)p->context_mark.line + 1);
+        buf_printf(&y->errors, "\n");
         return -1;
     }
     y->loaded = true;
