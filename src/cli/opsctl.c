@@ -1,6 +1,6 @@
 /* opsctl.c - the operators' command line for opsd.
  *
- *   opsctl [--url URL] [--token TOKEN] [--insecure] status
+ *   opsctl [--url URL] [--token TOKEN] [--cacert FILE | --insecure] status
  *   opsctl points list [--prefix P] [--limit N] [--json]
  *   opsctl points get NAME [--json]
  *   opsctl points set NAME VALUE [--json]
@@ -44,13 +44,13 @@
 #include "core/mem.h"
 #include "core/util.h"
 
-#define DEFAULT_URL     "http://127.0.0.1:8080"
-#define ANSWER_MAX      (256u << 20) /* a page of 10,000 points with long strings fits */
-#define STREAM_MSG_MAX  (256u << 20)
-#define SUBSCRIBE_MAX   (1u << 20)   /* the server's cap on a message from a client */
-#define LIST_PAGE       10000        /* the server's largest page */
-#define TABLE_ROWS      10000
-#define CELL_MAX_COLS   60           /* string values are cut to this in tables and watch */
+#define DEFAULT_URL        "http://127.0.0.1:8080"
+#define ANSWER_MAX         (256u << 20) /* the server's own cap on an answer */
+#define STREAM_MSG_MAX     (16u << 20)  /* the server stops filling a frame past 1 MiB */
+#define SUBSCRIBE_MAX      (1u << 20)   /* the server's cap on a message from a client */
+#define LIST_PAGE          10000        /* the server's largest page */
+#define TABLE_ROWS         10000
+#define CELL_MAX_COLS      60           /* string values are cut to this in tables and watch */
 #define CONNECT_TIMEOUT_MS 10000L
 #define REQUEST_TIMEOUT_MS 120000L
 
@@ -121,7 +121,7 @@ static void usage(FILE *f)
           "  --version        opsctl's version\n"
           "\n"
           "exit status: 0 done, 1 the server refused the request (or a bad command line),\n"
-          "2 the server could not be reached.\n",
+          "2 the server could not be reached (or the stream was cut).\n",
           f);
 }
 
@@ -223,11 +223,14 @@ static void fmt_age(char *out, size_t n, int64_t ms)
     if (ms < 60000)
         snprintf(out, n, "%s%.1fs", sign, (double)ms / 1000.0);
     else if (ms < 3600000)
-        snprintf(out, n, "%s%lldm%02llds", sign, (long long)(ms / 60000), (long long)(ms / 1000 % 60));
+        snprintf(out, n, "%s%lldm%02llds", sign, (long long)(ms / 60000),
+                 (long long)(ms / 1000 % 60));
     else if (ms < 86400000)
-        snprintf(out, n, "%s%lldh%02lldm", sign, (long long)(ms / 3600000), (long long)(ms / 60000 % 60));
+        snprintf(out, n, "%s%lldh%02lldm", sign, (long long)(ms / 3600000),
+                 (long long)(ms / 60000 % 60));
     else
-        snprintf(out, n, "%s%lldd%02lldh", sign, (long long)(ms / 86400000), (long long)(ms / 3600000 % 24));
+        snprintf(out, n, "%s%lldd%02lldh", sign, (long long)(ms / 86400000),
+                 (long long)(ms / 3600000 % 24));
 }
 
 /* Local time of a millisecond timestamp: "HH:MM:SS.mmm", with the date first if with_date. */
@@ -392,6 +395,14 @@ static void ctl_release(struct ctl *c)
     free(c->url);
 }
 
+/* After an "unauthorized" answer: what to do about it. */
+static void token_hint(const struct ctl *c)
+{
+    fputs(c->token ? "opsctl: the server refused the token given by --token or $OPSD_TOKEN\n"
+                   : "opsctl: this server needs a token: give it with --token or $OPSD_TOKEN\n",
+          stderr);
+}
+
 /* Reports an answer with an error status: the server's {"error":{code,message}} when there
  * is one, else the HTTP status (a proxy, or not opsd at all). */
 static int server_error(struct ctl *c, long status, const json_t *answer)
@@ -417,8 +428,7 @@ static int server_error(struct ctl *c, long status, const json_t *answer)
                   c->url, status);
     }
     if (status == 401)
-        fprintf(stderr, c->token ? "opsctl: the server refused the token given by --token or $OPSD_TOKEN\n"
-                                 : "opsctl: this server needs a token: give it with --token or $OPSD_TOKEN\n");
+        token_hint(c);
     return rc;
 }
 
@@ -456,7 +466,8 @@ static int ctl_request(struct ctl *c, const char *method, const char *path, cons
         goto out;
     }
     if (cc != CURLE_OK) {
-        rc = fail(CTL_UNREACHABLE, "cannot reach %s: %s", c->url, c->err[0] ? c->err : curl_easy_strerror(cc));
+        rc = fail(CTL_UNREACHABLE, "cannot reach %s: %s", c->url,
+                  c->err[0] ? c->err : curl_easy_strerror(cc));
         if (cc == CURLE_PEER_FAILED_VERIFICATION)
             fputs("opsctl: to verify a self-signed certificate, give it with --cacert FILE; "
                   "--insecure skips the check\n", stderr);
@@ -470,8 +481,8 @@ static int ctl_request(struct ctl *c, const char *method, const char *path, cons
         rc = server_error(c, status, j);
         json_decref(j);
     } else if (!json_is_object(j)) {
-        rc = fail(CTL_ERROR, "the answer from %s is not a JSON object (%s): is it an opsd server?", c->url,
-                  j ? "another JSON value" : je.text);
+        rc = fail(CTL_ERROR, "the answer from %s is not a JSON object (%s): is it an opsd server?",
+                  c->url, j ? "another JSON value" : je.text);
         json_decref(j);
     } else {
         *out = j;
@@ -491,7 +502,10 @@ static void print_json(const json_t *j)
 
 /* ---- options and commands ---- */
 
-enum opt_id { O_URL, O_TOKEN, O_INSECURE, O_CACERT, O_JSON, O_PREFIX, O_LIMIT, O_INTERVAL, O_DEADBAND, O_HELP, O_VERSION };
+enum opt_id {
+    O_URL, O_TOKEN, O_INSECURE, O_CACERT, O_JSON, O_PREFIX, O_LIMIT, O_INTERVAL, O_DEADBAND,
+    O_HELP, O_VERSION
+};
 
 #define OPT(id) (1u << (id))
 
@@ -500,11 +514,18 @@ static const struct option_def {
     enum opt_id id;
     bool has_arg;
 } option_defs[] = {
-    {"--url", O_URL, true},           {"--token", O_TOKEN, true},     {"--insecure", O_INSECURE, false},
+    {"--url", O_URL, true},
+    {"--token", O_TOKEN, true},
+    {"--insecure", O_INSECURE, false},
     {"--cacert", O_CACERT, true},
-    {"--json", O_JSON, false},        {"--prefix", O_PREFIX, true},   {"--limit", O_LIMIT, true},
-    {"--interval", O_INTERVAL, true}, {"--deadband", O_DEADBAND, true}, {"--help", O_HELP, false},
-    {"-h", O_HELP, false},            {"--version", O_VERSION, false},
+    {"--json", O_JSON, false},
+    {"--prefix", O_PREFIX, true},
+    {"--limit", O_LIMIT, true},
+    {"--interval", O_INTERVAL, true},
+    {"--deadband", O_DEADBAND, true},
+    {"--help", O_HELP, false},
+    {"-h", O_HELP, false},
+    {"--version", O_VERSION, false},
 };
 
 struct opts {
@@ -566,7 +587,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case O_INTERVAL:
             if (parse_duration_ms(val, &o->interval_ms) < 0)
-                return usage_error("--interval must be a duration like 500ms, 2s or 1m, not '%s'", val);
+                return usage_error("--interval must be a duration like 500ms, 2s or 1m, not '%s'",
+                                   val);
             break;
         case O_DEADBAND:
             if (parse_double(val, &o->deadband) < 0 || o->deadband < 0)
@@ -777,7 +799,8 @@ static void table_add(struct table *t, const json_t *p, int64_t now)
     row[COL_QUALITY] = xstrdup(bstr(&b));
     const json_t *ts = json_object_get(p, "ts");
     char age[32] = "-";
-    if (json_is_integer(ts) && json_integer_value(ts) > 0 && !json_is_null(json_object_get(p, "value")))
+    if (json_is_integer(ts) && json_integer_value(ts) > 0 &&
+        !json_is_null(json_object_get(p, "value")))
         fmt_age(age, sizeof age, now - json_integer_value(ts));
     row[COL_AGE] = xstrdup(age);
     buf_release(&b);
@@ -861,7 +884,8 @@ static int cmd_list(struct ctl *c, const struct opts *o)
         if (progress && more && got < want) {
             uint64_t of = total >= 0 && (uint64_t)total < want ? (uint64_t)total : want;
             if (of != UINT64_MAX)
-                fprintf(stderr, "\rlisting points: %llu of %llu", (unsigned long long)got, (unsigned long long)of);
+                fprintf(stderr, "\rlisting points: %llu of %llu", (unsigned long long)got,
+                        (unsigned long long)of);
             else
                 fprintf(stderr, "\rlisting points: %llu", (unsigned long long)got);
             shown_progress = true;
@@ -881,8 +905,8 @@ static int cmd_list(struct ctl *c, const struct opts *o)
     }
     table_release(&t);
     if (rc == CTL_OK && !json && more && total > 0 && isatty(STDERR_FILENO))
-        fprintf(stderr, "(%llu of %lld points: raise --limit to see more)\n", (unsigned long long)got,
-                (long long)total);
+        fprintf(stderr, "(%llu of %lld points: raise --limit to see more)\n",
+                (unsigned long long)got, (long long)total);
     buf_release(&path);
     buf_release(&cursor);
     return rc;
@@ -1009,7 +1033,8 @@ static int cmd_set(struct ctl *c, const struct opts *o)
     jw_raw(&body, "}");
     json_t *j = NULL;
     if (rc == CTL_OK)
-        rc = body.overflow ? fail(CTL_ERROR, "the value is too long") : ctl_request(c, "PUT", path.data, &body, &j);
+        rc = body.overflow ? fail(CTL_ERROR, "the value is too long")
+                           : ctl_request(c, "PUT", path.data, &body, &j);
     buf_release(&path);
     buf_release(&body);
     if (rc)
@@ -1056,10 +1081,9 @@ struct watch {
     size_t name_w, value_w;  /* widest seen so far, to keep the columns steady */
     int close_code;
     char close_reason[128];
-    struct buf line;
 };
 
-/* Prints one update frame: one line per value. Returns 0, or the exit status to stop with. */
+/* Prints one update frame: one line per value. Returns -1 to go on, or the exit status. */
 static int watch_update(struct watch *w, const json_t *values)
 {
     if (!json_is_array(values))
@@ -1070,7 +1094,8 @@ static int watch_update(struct watch *w, const json_t *values)
     buf_init(&q, 1u << 16);
     for (size_t i = 0; i < json_array_size(values); i++) {
         const json_t *v = json_array_get(values, i);
-        const json_t *jn = json_array_get(v, 0), *jts = json_array_get(v, 2), *jq = json_array_get(v, 3);
+        const json_t *jn = json_array_get(v, 0), *jts = json_array_get(v, 2);
+        const json_t *jq = json_array_get(v, 3), *jr = json_array_get(v, 4);
         if (!json_is_string(jn))
             continue;
         buf_reset(&name);
@@ -1080,7 +1105,6 @@ static int watch_update(struct watch *w, const json_t *values)
         value_text(&val, json_array_get(v, 1), CELL_MAX_COLS);
         if (json_is_string(jq))
             text_clean(&q, json_string_value(jq), json_string_length(jq), 32);
-        const json_t *jr = json_array_get(v, 4);
         if (json_is_string(jr)) {
             jw_raw(&q, " (");
             text_clean(&q, json_string_value(jr), json_string_length(jr), 0);
@@ -1130,6 +1154,33 @@ static int watch_message(struct watch *w, const char *text, size_t len)
     return rc;
 }
 
+/* The server ended the stream. opsd refuses a client right after the upgrade with a close
+ * status (1008 "unauthorized: ..." for a token it does not take, 1013 when it has too many
+ * clients): that is an answer, exit 1 as for REST. Any other end cut the stream: exit 2. */
+static int watch_closed(struct watch *w)
+{
+    const char *why = w->close_reason;
+    if (w->close_code == LWS_CLOSE_STATUS_POLICY_VIOLATION &&
+        strncmp(why, "unauthorized", 12) == 0) {
+        int rc = fail(CTL_ERROR, "%s", why); /* already "unauthorized: message" */
+        token_hint(w->c);
+        return rc;
+    }
+    /* 1013 is "try again later". lws 4.1's client reports the close codes it does not know
+     * (1012 and up) as 1002, so the reason, part of the contract, tells it too. */
+    bool busy = w->close_code == 1013 || (w->close_code == LWS_CLOSE_STATUS_PROTOCOL_ERR &&
+                                          strncmp(why, "too many clients", 16) == 0);
+    if (busy)
+        return fail(CTL_ERROR, "the server refused the stream %s: %s", w->ws_url.data, why);
+    if (w->close_code)
+        return fail(CTL_UNREACHABLE, "the server closed the stream %s: %s (%d)", w->ws_url.data,
+                    why[0] ? why : "no reason given", w->close_code);
+    return fail(CTL_UNREACHABLE,
+                "the connection to %s was closed (the server stopped, or it found this client "
+                "too slow to read its updates)",
+                w->ws_url.data);
+}
+
 static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                           size_t len)
 {
@@ -1146,8 +1197,8 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
         buf_init(&v, 8192);
         buf_printf(&v, "Bearer %s", w->c->token);
         int bad = v.overflow ||
-                  lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, (unsigned char *)v.data,
-                                               (int)v.len, p, end);
+                  lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
+                                               (unsigned char *)v.data, (int)v.len, p, end);
         buf_release(&v);
         return bad ? -1 : 0;
     }
@@ -1170,7 +1221,8 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
         if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi))
             return 0;
         if (w->rx_too_big) {
-            w->status = fail(CTL_ERROR, "a message from the server is larger than %u MiB", STREAM_MSG_MAX >> 20);
+            w->status = fail(CTL_ERROR, "a message from the server is larger than %u MiB",
+                             STREAM_MSG_MAX >> 20);
             return -1;
         }
         if (w->status < 0)
@@ -1197,15 +1249,8 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
         }
         return 0;
     case LWS_CALLBACK_CLIENT_CLOSED:
-        if (w->status < 0) {
-            if (w->close_code)
-                w->status = fail(CTL_UNREACHABLE, "the server closed the stream %s (%d %s)", w->ws_url.data,
-                                 w->close_code, w->close_reason);
-            else
-                w->status = fail(CTL_UNREACHABLE,
-                                 "the connection to %s was closed (the server stopped, or it found this "
-                                 "client too slow to read its updates)", w->ws_url.data);
-        }
+        if (w->status < 0)
+            w->status = watch_closed(w);
         return 0;
     default:
         return 0;
@@ -1268,14 +1313,15 @@ static int watch_messages(struct watch *w, const struct opts *o)
     }
     for (size_t i = 0; i < w->nmsgs; i++)
         if (w->msgs[i].overflow)
-            return usage_error("too many names for one subscription (the server takes messages of up "
-                               "to %u MiB)", SUBSCRIBE_MAX >> 20);
+            return usage_error("too many names for one subscription (the server takes "
+                               "messages of up to %u MiB)",
+                               SUBSCRIBE_MAX >> 20);
     return CTL_OK;
 }
 
-/* After a failed upgrade. opsd closes the socket of an upgrade it refuses without saying why,
- * so ask the REST API, which does: no server there, a certificate that does not verify, a
- * refused token. When REST works, the stream itself was refused. */
+/* After an upgrade that failed: lws only says how ("HS: ..."), so ask the REST API, which
+ * says why: no server there, a certificate that does not verify, a proxy or another server.
+ * When REST works, the stream itself was refused. */
 static int watch_diagnose(struct watch *w)
 {
     json_t *j;
@@ -1284,9 +1330,42 @@ static int watch_diagnose(struct watch *w)
         return rc;
     json_decref(j);
     if (w->http_status)
-        return fail(CTL_ERROR, "the server refused the stream %s (HTTP %d)", w->ws_url.data, w->http_status);
-    return fail(CTL_ERROR, "the server refused the stream %s (%s): too many stream clients? its log says why",
+        return fail(CTL_ERROR, "the server refused the stream %s (HTTP %d)", w->ws_url.data,
+                    w->http_status);
+    return fail(CTL_ERROR,
+                "the server refused the stream %s (%s): its log says why",
                 w->ws_url.data, w->close_reason[0] ? w->close_reason : "connection closed");
+}
+
+/* A prefix subscription takes the points that exist when it is made, so one that matches
+ * nothing would stay silent for good: say so (a warning, the other subscriptions go on).
+ * This also reports an unreachable server or a refused token before the stream is tried. */
+static int watch_check_prefixes(struct ctl *c, const struct opts *o)
+{
+    struct buf path;
+    buf_init(&path, 1u << 16);
+    int rc = CTL_OK;
+    for (int i = 1; i < o->nargs && rc == CTL_OK; i++) {
+        const char *a = o->args[i], *star = strchr(a, '*');
+        if (!star)
+            continue;
+        char *prefix = xstrndup(a, (size_t)(star - a));
+        buf_reset(&path);
+        jw_raw(&path, "/api/v1/points?limit=1&prefix=");
+        url_escape(&path, prefix);
+        json_t *j;
+        if ((rc = ctl_request(c, "GET", path.data, NULL, &j)) == CTL_OK) {
+            if (json_integer_value(json_object_get(j, "total")) == 0)
+                fprintf(stderr,
+                        "opsctl: warning: no point name starts with '%s' (a prefix takes the "
+                        "points that exist when the watch starts)\n",
+                        prefix);
+            json_decref(j);
+        }
+        free(prefix);
+    }
+    buf_release(&path);
+    return rc;
 }
 
 static int cmd_watch(struct ctl *c, const struct opts *o)
@@ -1303,7 +1382,7 @@ static int cmd_watch(struct ctl *c, const struct opts *o)
     buf_init(&path, 8192);
     buf_init(&host, 1024);
     int rc = watch_messages(&w, o);
-    if (rc)
+    if (rc || (rc = watch_check_prefixes(c, o)))
         goto out;
     const char *prot, *addr, *p;
     int port;
@@ -1364,7 +1443,8 @@ static int cmd_watch(struct ctl *c, const struct opts *o)
         if (lws_service(ctx, 0) < 0)
             break;
     if (w.status < 0)
-        w.status = stop_signal ? CTL_OK : fail(CTL_UNREACHABLE, "the stream %s stopped", w.ws_url.data);
+        w.status = stop_signal ? CTL_OK
+                               : fail(CTL_UNREACHABLE, "the stream %s stopped", w.ws_url.data);
     else if (w.connect_failed)
         w.status = watch_diagnose(&w);
     rc = w.status;
@@ -1451,8 +1531,9 @@ static int run(int argc, char **argv)
     unsigned extra = o.seen & ~(global_opts | cmd->opts);
     for (size_t k = 0; k < ARRAY_LEN(option_defs); k++) {
         if (extra & OPT(option_defs[k].id)) {
-            rc = usage_error("'%s' takes no %s (usage: opsctl %s)", cmd->word2 ? o.args[1] : o.args[0],
-                             option_defs[k].name, cmd->synopsis);
+            rc = usage_error("'%s' takes no %s (usage: opsctl %s)",
+                             cmd->word2 ? o.args[1] : o.args[0], option_defs[k].name,
+                             cmd->synopsis);
             goto out;
         }
     }
