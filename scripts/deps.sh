@@ -6,7 +6,7 @@ want=${1:-build}
 
 build_pkgs=(build-essential cmake pkg-config libuv1-dev libwebsockets-dev libyaml-dev
             libjansson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev)
-test_pkgs=(libcmocka-dev curl nodejs npm openssl)
+test_pkgs=(libcmocka-dev curl nodejs npm openssl clang libclang-rt-14-dev)
 bench_pkgs=(mosquitto libmosquitto-dev)
 
 pkgs=("${build_pkgs[@]}")

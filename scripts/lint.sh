@@ -12,7 +12,7 @@ while IFS= read -r hit; do
 done < <(grep -nE '\b(sprintf|vsprintf|strcpy|strcat|gets|atoi|atol|atoll|atof)\s*\(' \
            $(git ls-files 'src/*.c' 'src/*.h') 2>/dev/null)
 
-# Layers: core <- live <- drivers, api <- main. A layer includes only layers below it.
+# Layers: core <- live <- history <- drivers, api <- main. A layer includes only layers below it.
 check_layer() { # folder, forbidden include prefixes...
   local dir=$1; shift
   for f in $(git ls-files "src/$dir/*.c" "src/$dir/*.h"); do
@@ -23,8 +23,9 @@ check_layer() { # folder, forbidden include prefixes...
     done
   done
 }
-layer_out=$( check_layer core live drivers api cli
-             check_layer live drivers api cli
+layer_out=$( check_layer core live history drivers api cli
+             check_layer live history drivers api cli
+             check_layer history drivers api cli
              check_layer drivers api cli
              check_layer api drivers cli )
 [ -n "$layer_out" ] && { echo "$layer_out"; bad=1; }

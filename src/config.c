@@ -18,6 +18,10 @@ static void parse_auth(struct yconf *y, const ynode *auth, struct opsd_config *c
 {
     static const char *const keys[] = {"tokens", NULL};
     static const char *const tkeys[] = {"name", "token", "role", NULL};
+    if (!yn_is_map(auth)) {
+        yconf_error(y, auth, "server.auth", "must be a mapping with 'tokens:' (a list of {name, token, role})");
+        return;
+    }
     yn_check_keys(y, auth, "server.auth", keys);
     const ynode *toks = yn_get(y, auth, "tokens");
     if (!toks)
@@ -84,7 +88,9 @@ static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
             c->log_level_set = true;
     }
     const ynode *tls = yn_get(y, s, "tls");
-    if (tls) {
+    if (tls && !yn_is_map(tls)) {
+        yconf_error(y, tls, "server.tls", "must be a mapping {cert: FILE, key: FILE}");
+    } else if (tls) {
         yn_check_keys(y, tls, "server.tls", tls_keys);
         const char *cert = NULL, *key = NULL;
         yn_get_str(y, tls, "cert", "server.tls", true, &cert);
@@ -98,7 +104,9 @@ static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
     if (auth)
         parse_auth(y, auth, c);
     const ynode *lim = yn_get(y, s, "limits");
-    if (lim) {
+    if (lim && !yn_is_map(lim)) {
+        yconf_error(y, lim, "server.limits", "must be a mapping");
+    } else if (lim) {
         yn_check_keys(y, lim, "server.limits", limit_keys);
         int64_t n;
         if (yn_get_int(y, lim, "max_clients", "server.limits", false, &n) == 0) {

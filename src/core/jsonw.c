@@ -85,8 +85,13 @@ int jw_str(struct buf *b, const char *s) { return jw_strn(b, s, strlen(s)); }
 int jw_strn(struct buf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    /* Worst case every byte becomes \u00XX. */
-    if (buf_reserve(b, n * 6 + 2) < 0)
+    size_t need = 2;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        need += c >= 0x20 && c != '"' && c != '\\' ? 1
+                : (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t') ? 2 : 6;
+    }
+    if (buf_reserve(b, need) < 0)
         return -1;
     char *o = b->data + b->len;
     *o++ = '"';

@@ -1,6 +1,7 @@
 /* util.c - clocks, durations, number and time parsing, hashing (see util.h). */
 #include "core/util.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -116,7 +117,10 @@ int parse_time_ms(const char *s, int64_t *out_ms)
     if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &m) || *p++ != ':' ||
         digits(&p, 2, &sec))
         return -1;
-    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (Y % 4 == 0 && Y % 100 != 0) || Y % 400 == 0;
+    if (M < 1 || M > 12 || D < 1 || D > mdays[M - 1] + (M == 2 && leap) || h > 23 || m > 59 ||
+        sec > 60)
         return -1;
     int64_t ms = 0;
     if (*p == '.') {
@@ -138,7 +142,7 @@ int parse_time_ms(const char *s, int64_t *out_ms)
         p++;
     } else if (*p == '+' || *p == '-') {
         int sign = *p++ == '-' ? -1 : 1, oh, om;
-        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om))
+        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om) || oh > 23 || om > 59)
             return -1;
         off = sign * (oh * 60 + om) * 60000LL;
     } else {
@@ -154,7 +158,7 @@ int parse_time_ms(const char *s, int64_t *out_ms)
 uint64_t hash_bytes(const void *p, size_t n)
 {
     const unsigned char *s = p;
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = 14695981039346656037ULL;
     for (size_t i = 0; i < n; i++) {
         h ^= s[i];
         h *= 1099511628211ULL;
@@ -164,8 +168,13 @@ uint64_t hash_bytes(const void *p, size_t n)
 
 bool addr_is_loopback(const char *host)
 {
-    return strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
-           strcmp(host, "localhost") == 0;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return strcmp(host, "localhost") == 0;
 }
 
 int split_host_port(const char *s, char *host, size_t hostlen, int *port)

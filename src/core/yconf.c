@@ -109,6 +109,10 @@ void yconf_error(struct yconf *y, const ynode *n, const char *path, const char *
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* One error, one line: values quoted in the message may hold control characters. */
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20)
+            *c = *c == '\n' ? ' ' : '?';
     buf_printf(&y->errors, "%s", y->file);
     if (n)
         buf_printf(&y->errors, ":%d", yn_line(n));

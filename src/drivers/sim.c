@@ -232,13 +232,18 @@ static void sim_fire(uv_timer_t *h)
 struct collect_ctx {
     struct live *l;
     uint32_t *idx;
+    uint64_t n;
 };
 
+/* Collects the indices of the entry's points; a missing one (it could not be declared) is
+ * left out rather than written through a bogus index. */
 static int collect_one(void *ud, const char *name, uint64_t i)
 {
     struct collect_ctx *x = ud;
-    x->idx[i] = live_find(x->l, name);
-    return x->idx[i] == LIVE_NONE;
+    uint32_t idx = live_find(x->l, name);
+    if (idx != LIVE_NONE)
+        x->idx[x->n++] = idx;
+    return 0;
 }
 
 static int sim_start(struct driver *d)
@@ -254,9 +259,12 @@ static int sim_start(struct driver *d)
         t->e = &c->entries[i];
         t->n = t->e->decl.count;
         t->idx = xnew(uint32_t, t->n);
-        struct collect_ctx x = {d->live, t->idx};
-        if (name_pattern_expand(t->e->decl.pattern, collect_one, &x) != 0)
-            log_warn("sim", "driver %s: some points of '%s' are missing", d->name, t->e->decl.pattern);
+        struct collect_ctx x = {d->live, t->idx, 0};
+        name_pattern_expand(t->e->decl.pattern, collect_one, &x);
+        if (x.n != t->n)
+            log_warn("sim", "driver %s: %llu of the %llu points of '%s' are missing", d->name,
+                     (unsigned long long)(t->n - x.n), (unsigned long long)t->n, t->e->decl.pattern);
+        t->n = x.n;
         if (t->e->pattern == SIM_RANDOM_WALK) {
             t->walk = xnew(double, t->n);
             t->rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)i;

@@ -170,32 +170,41 @@ int name_pattern_count(const char *pattern, uint64_t *count, char *err, size_t e
         }
         n *= gs;
     }
-    /* Check the first and the last name (the longest) for length and characters. */
-    uint64_t pos[PATTERN_MAX_GROUPS] = {0};
-    char name[LIVE_NAME_MAX + 1];
+    /* Every name is the literal text plus one piece per group: the longest name takes the
+     * longest piece of each group, and a name is valid when the literal text and every
+     * piece are (digits always are). */
     int rc = 0;
-    for (int pass = 0; pass < 2 && rc == 0; pass++) {
-        int len = pattern_name(&p, pos, name);
-        if (len < 0) {
-            snprintf(err, errlen, "names longer than %d bytes", LIVE_NAME_MAX);
-            rc = -1;
-        } else if (!live_valid_name(name, (size_t)len)) {
-            snprintf(err, errlen, "'%s' is not a valid point name (letters, digits and - _ . : / only)",
-                     name);
-            rc = -1;
-        }
-        for (int i = 0; i < p.ng; i++)
-            pos[i] = group_size(&p.g[i]) - 1;
-    }
-    /* List items may differ in characters: check each once. */
-    for (int i = 0; i < p.ng && rc == 0; i++) {
-        for (int k = 0; k < p.g[i].nitems; k++) {
-            if (!live_valid_name(p.g[i].items[k], strlen(p.g[i].items[k]))) {
-                snprintf(err, errlen, "'%s' has characters a point name cannot have", p.g[i].items[k]);
-                rc = -1;
-                break;
+    size_t longest = p.skel_len;
+    for (int i = 0; i < p.ng; i++) {
+        const struct group *g = &p.g[i];
+        size_t w = 0;
+        if (g->is_list) {
+            for (int k = 0; k < g->nitems; k++) {
+                size_t l = strlen(g->items[k]);
+                w = l > w ? l : w;
+                if (rc == 0 && !live_valid_name(g->items[k], l)) {
+                    snprintf(err, errlen, "'%s' has characters a point name cannot have", g->items[k]);
+                    rc = -1;
+                }
             }
+        } else {
+            char digits[24];
+            w = (size_t)snprintf(digits, sizeof digits, "%llu", (unsigned long long)g->hi);
+            w = w > (size_t)g->width ? w : (size_t)g->width;
         }
+        longest += w;
+    }
+    if (rc == 0 && longest > LIVE_NAME_MAX) {
+        snprintf(err, errlen, "names longer than %d bytes", LIVE_NAME_MAX);
+        rc = -1;
+    }
+    if (rc == 0 && (longest == 0 || (p.skel_len && !live_valid_name(p.skel, p.skel_len)))) {
+        uint64_t pos[PATTERN_MAX_GROUPS] = {0};
+        char name[LIVE_NAME_MAX + 1];
+        pattern_name(&p, pos, name);
+        snprintf(err, errlen, "'%s' is not a valid point name (letters, digits and - _ . : / only)",
+                 name);
+        rc = -1;
     }
     pattern_release(&p);
     if (rc == 0)

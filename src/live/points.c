@@ -143,6 +143,12 @@ static void replace_str(char **dst, const char *src)
     *dst = src && *src ? xstrdup(src) : NULL;
 }
 
+/* Reasons compare as text; NULL and "" are the same (no reason). */
+static bool reason_equal(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
 static void mark_changed(struct live *l, uint32_t idx)
 {
     struct point *p = &l->pts[idx];
@@ -325,7 +331,7 @@ int live_set(struct live *l, uint32_t idx, const struct pt_value *v, int64_t ts,
         free(p->reason);
         p->reason = NULL;
     } else {
-        same = same && p->quality == q && p->reason && reason && strcmp(p->reason, reason) == 0;
+        same = same && p->quality == q && reason_equal(p->reason, reason);
         replace_str(&p->reason, reason ? reason : "");
     }
     p->quality = (uint8_t)q;
@@ -354,7 +360,7 @@ void live_set_double(struct live *l, uint32_t idx, double v, int64_t ts)
 void live_set_quality(struct live *l, uint32_t idx, enum pt_quality q, const char *reason, int64_t ts)
 {
     struct point *p = &l->pts[idx];
-    if (p->quality == q && (q == Q_GOOD || (p->reason && reason && strcmp(p->reason, reason) == 0)))
+    if (p->quality == q && (q == Q_GOOD || reason_equal(p->reason, reason)))
         return;
     p->quality = (uint8_t)q;
     p->ts = ts;

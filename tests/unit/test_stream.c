@@ -1,0 +1,800 @@
+/* test_stream.c - live/stream.h: subscriptions on a fake clock. First frame with every value,
+ * later frames with changes only, conflation, interval and tick, deadband, the max_bytes
+ * budget, duplicates, freeing in any order (run under ASan), removed points. */
+#include <stdio.h>
+#include <string.h>
+
+#include "unit.h"
+
+#include "core/buf.h"
+#include "core/util.h"
+#include "live/live.h"
+#include "live/stream.h"
+
+static int64_t g_now;
+static int64_t fake_clock(void) { return g_now; }
+
+struct fx {
+    struct live *l;
+    struct live_stream *s;
+    struct buf out;
+};
+
+struct ready_rec {
+    int calls;
+    struct live_sub *last;
+};
+
+static void on_ready(void *ud, struct live_sub *sub)
+{
+    struct ready_rec *r = ud;
+    r->calls++;
+    r->last = sub;
+}
+
+static const struct pt_meta M_DOUBLE = {PT_DOUBLE, NULL, NULL, false, 0};
+static const struct pt_meta M_INT = {PT_INT, NULL, NULL, false, 0};
+static const struct pt_meta M_STRING = {PT_STRING, NULL, NULL, false, 0};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    f->l = live_new();
+    f->s = live_stream_new(f->l);
+    live_stream_set_clock(f->s, fake_clock);
+    buf_init(&f->out, 16u << 20);
+    g_now = 1000000;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    struct live_stream_stats st;
+    live_stream_stats(f->s, &st);
+    assert_true(st.subs == 0);    /* every test frees its subscriptions */
+    assert_true(st.pending == 0);
+    live_stream_free(f->s);
+    live_free(f->l);
+    buf_release(&f->out);
+    free(f);
+    return 0;
+}
+
+/* Encodes into f->out (emptied first) and returns the frame text. */
+static const char *encode(struct fx *f, struct live_sub *sub, size_t max, bool *more, size_t *count)
+{
+    buf_reset(&f->out);
+    bool m = true;
+    size_t n = live_sub_encode(sub, &f->out, max, &m);
+    if (more)
+        *more = m;
+    else
+        assert_false(m);
+    if (count)
+        *count = n;
+    if (n == 0)
+        assert_int_equal(f->out.len, 0);
+    return f->out.data ? f->out.data : "";
+}
+
+static void set_d(struct fx *f, const char *name, double v)
+{
+    uint32_t idx = live_find(f->l, name);
+    assert_int_not_equal(idx, LIVE_NONE);
+    struct pt_value pv = {.type = PT_DOUBLE, .u.d = v};
+    assert_int_equal(live_set(f->l, idx, &pv, g_now, Q_GOOD, NULL), 0);
+}
+
+static void set_i(struct fx *f, const char *name, int64_t v)
+{
+    struct pt_value pv = {.type = PT_INT, .u.i = v};
+    assert_int_equal(live_set(f->l, live_find(f->l, name), &pv, g_now, Q_GOOD, NULL), 0);
+}
+
+static void new_sub_sends_every_value_first(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    uint32_t b = live_declare(f->l, "b", &M_DOUBLE);
+    uint32_t c = live_declare(f->l, "c", &M_INT);
+    g_now = 1000;
+    set_d(f, "b", 1.5);
+    set_i(f, "c", 7);
+    live_flush(f->l);
+    struct ready_rec r = {0};
+    uint32_t pts[] = {a, b, c};
+    struct live_sub *sub = live_sub_new(f->s, "s1", pts, 3, 1000, 0, on_ready, &r);
+    assert_non_null(sub);
+    assert_int_equal(r.calls, 0); /* the creator queues it */
+    assert_string_equal(live_sub_id(sub), "s1");
+    assert_int_equal(live_sub_size(sub), 3);
+    assert_int_equal(live_sub_pending(sub), 3);
+    struct live_stream_stats st;
+    live_stream_stats(f->s, &st);
+    assert_true(st.subs == 1);
+    assert_true(st.pending == 3);
+
+    size_t n;
+    const char *frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 3);
+    assert_string_equal(frame, "{\"op\":\"update\",\"id\":\"s1\",\"values\":["
+                               "[\"a\",null,0,\"bad\",\"no value yet\"],"
+                               "[\"b\",1.5,1000,\"good\"],"
+                               "[\"c\",7,1000,\"good\"]]}");
+    assert_int_equal(live_sub_pending(sub), 0);
+    live_stream_stats(f->s, &st);
+    assert_true(st.pending == 0);
+    assert_true(st.values_sent == 3);
+    assert_true(st.frames_sent == 1);
+    /* Nothing more to send: 0 and nothing appended. */
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 0);
+    live_sub_free(sub);
+    live_stream_stats(f->s, &st);
+    assert_true(st.subs == 0);
+}
+
+static void later_frames_carry_only_changes(void **state)
+{
+    struct fx *f = *state;
+    uint32_t p[3] = {live_declare(f->l, "a", &M_DOUBLE), live_declare(f->l, "b", &M_DOUBLE),
+                     live_declare(f->l, "c", &M_DOUBLE)};
+    struct ready_rec r = {0};
+    struct live_sub *sub = live_sub_new(f->s, "s", p, 3, 1000, 0, on_ready, &r);
+    encode(f, sub, 1u << 20, NULL, NULL);
+    g_now += 5000;
+    set_d(f, "b", 2);
+    live_flush(f->l);
+    assert_int_equal(r.calls, 1);
+    assert_ptr_equal(r.last, sub);
+    assert_int_equal(live_sub_pending(sub), 1);
+    size_t n;
+    char want[128];
+    snprintf(want, sizeof want, "{\"op\":\"update\",\"id\":\"s\",\"values\":[[\"b\",2,%lld,\"good\"]]}",
+             (long long)g_now);
+    assert_string_equal(encode(f, sub, 1u << 20, NULL, &n), want);
+    assert_int_equal(n, 1);
+    g_now += 5000;
+    set_d(f, "c", 3);
+    set_d(f, "a", 1);
+    live_flush(f->l);
+    assert_int_equal(r.calls, 2);
+    const char *frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 2);
+    /* In the order the changes arrived. */
+    const char *pc = strstr(frame, "[\"c\",3,");
+    const char *pa = strstr(frame, "[\"a\",1,");
+    assert_non_null(pc);
+    assert_non_null(pa);
+    assert_true(pc < pa);
+    assert_null(strstr(frame, "\"b\""));
+    live_sub_free(sub);
+}
+
+static void conflation_keeps_one_value_per_point(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    uint32_t b = live_declare(f->l, "b", &M_DOUBLE);
+    struct ready_rec r = {0};
+    uint32_t pts[] = {a, b};
+    struct live_sub *sub = live_sub_new(f->s, "s", pts, 2, 1000, 0, on_ready, &r);
+    encode(f, sub, 1u << 20, NULL, NULL);
+    g_now += 10000;
+    for (int k = 1; k <= 1000; k++) {
+        live_set_double(f->l, a, k, g_now);
+        if (k % 3 == 0)
+            live_flush(f->l);
+    }
+    live_flush(f->l);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(live_sub_pending(sub), 1);
+    struct live_stream_stats st;
+    live_stream_stats(f->s, &st);
+    assert_true(st.pending == 1);
+    size_t n;
+    const char *frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    char want[64];
+    snprintf(want, sizeof want, "[[\"a\",1000,%lld,\"good\"]]}", (long long)g_now);
+    assert_non_null(strstr(frame, want));
+
+    /* Conflation while waiting for the interval, too. */
+    g_now += 10;
+    for (int k = 0; k < 100; k++) {
+        live_set_double(f->l, b, k, g_now);
+        live_flush(f->l);
+    }
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(live_sub_pending(sub), 1);
+    g_now += 1000;
+    live_stream_tick(f->s);
+    assert_int_equal(r.calls, 2);
+    frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, "[[\"b\",99,"));
+    live_sub_free(sub);
+}
+
+/* The snapshot (first frame) does not start the interval: the first changes after it go
+ * out at once, which puts the subscription in phase with its source. */
+static void snapshot_does_not_start_interval(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    struct ready_rec r = {0};
+    const int64_t t0 = g_now;
+    struct live_sub *sub = live_sub_new(f->s, "s", &a, 1, 1000, 0, on_ready, &r);
+    encode(f, sub, 1u << 20, NULL, NULL);
+    g_now = t0 + 1;
+    set_d(f, "a", 1);
+    live_flush(f->l);
+    assert_int_equal(r.calls, 1);
+    size_t n;
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    /* That frame did start it. */
+    g_now = t0 + 2;
+    set_d(f, "a", 2);
+    live_flush(f->l);
+    assert_int_equal(r.calls, 1);
+    int64_t d = live_stream_tick(f->s);
+    assert_true(d > 900 && d < 1000);
+    g_now += d;
+    live_stream_tick(f->s);
+    assert_int_equal(r.calls, 2);
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    live_sub_free(sub);
+}
+
+/* Sends the snapshot, then one change at once, so that the interval runs from now. */
+static void start_interval(struct fx *f, struct live_sub *sub, const char *point, double v)
+{
+    encode(f, sub, 1u << 20, NULL, NULL);
+    set_d(f, point, v);
+    live_flush(f->l);
+    encode(f, sub, 1u << 20, NULL, NULL);
+}
+
+static void interval_waits_for_tick(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    struct ready_rec r = {0};
+    struct live_sub *sub = live_sub_new(f->s, "s", &a, 1, 1000, 0, on_ready, &r);
+    const int64_t t0 = g_now;
+    start_interval(f, sub, "a", -1); /* a frame at t0 */
+    r.calls = 0;
+    assert_true(live_stream_tick(f->s) == -1); /* nothing waits */
+
+    g_now = t0 + 100;
+    set_d(f, "a", 1);
+    live_flush(f->l);
+    assert_int_equal(r.calls, 0); /* within the interval: waits */
+    assert_int_equal(live_sub_pending(sub), 1);
+    int64_t d = live_stream_tick(f->s);
+    assert_int_equal(r.calls, 0);
+    assert_true(d > 0 && d <= 900);
+    g_now = t0 + 500;
+    int64_t d2 = live_stream_tick(f->s);
+    assert_true(d2 == d - 400);
+    assert_int_equal(r.calls, 0);
+    /* One millisecond early: still waiting. */
+    g_now += d2 - 1;
+    assert_true(live_stream_tick(f->s) == 1);
+    assert_int_equal(r.calls, 0);
+    /* Due: the tick makes it ready and calls back once. */
+    g_now += 1;
+    assert_true(live_stream_tick(f->s) == -1);
+    assert_int_equal(r.calls, 1);
+    assert_ptr_equal(r.last, sub);
+    /* The interval counts from the previous frame, less a small timer tolerance. */
+    assert_true(g_now - t0 >= 950 && g_now - t0 <= 1000);
+    /* Ticks with nothing due do not call again. */
+    assert_true(live_stream_tick(f->s) == -1);
+    assert_int_equal(r.calls, 1);
+    size_t n;
+    const char *frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, "[[\"a\",1,"));
+    /* A change long after the last frame goes at once. */
+    g_now += 5000;
+    set_d(f, "a", 2);
+    live_flush(f->l);
+    assert_int_equal(r.calls, 2);
+    encode(f, sub, 1u << 20, NULL, NULL);
+    live_sub_free(sub);
+}
+
+static void tick_reports_the_nearest_due(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    struct ready_rec r1 = {0}, r2 = {0};
+    const int64_t t0 = g_now;
+    struct live_sub *s1 = live_sub_new(f->s, "slow", &a, 1, 10000, 0, on_ready, &r1);
+    struct live_sub *s2 = live_sub_new(f->s, "fast", &a, 1, 1000, 0, on_ready, &r2);
+    encode(f, s1, 1u << 20, NULL, NULL);
+    encode(f, s2, 1u << 20, NULL, NULL);
+    set_d(f, "a", 4);
+    live_flush(f->l);
+    encode(f, s1, 1u << 20, NULL, NULL);
+    encode(f, s2, 1u << 20, NULL, NULL);
+    r1.calls = r2.calls = 0;
+    g_now = t0 + 10;
+    set_d(f, "a", 5);
+    live_flush(f->l);
+    assert_int_equal(r1.calls + r2.calls, 0);
+    int64_t d = live_stream_tick(f->s);
+    assert_true(d > 0 && d <= 990);
+    g_now += d;
+    d = live_stream_tick(f->s);
+    assert_int_equal(r2.calls, 1);
+    assert_int_equal(r1.calls, 0);
+    assert_true(d >= 9000 - 990 && d <= 10000 - 990);
+    g_now += d;
+    assert_true(live_stream_tick(f->s) == -1);
+    assert_int_equal(r1.calls, 1);
+    encode(f, s1, 1u << 20, NULL, NULL);
+    encode(f, s2, 1u << 20, NULL, NULL);
+    live_sub_free(s2);
+    live_sub_free(s1);
+}
+
+static void deadband(void **state)
+{
+    struct fx *f = *state;
+    uint32_t d = live_declare(f->l, "d", &M_DOUBLE);
+    uint32_t i = live_declare(f->l, "i", &M_INT);
+    uint32_t s = live_declare(f->l, "s", &M_STRING);
+    set_d(f, "d", 10);
+    set_i(f, "i", 100);
+    live_flush(f->l);
+    struct ready_rec r = {0}, r0 = {0};
+    uint32_t pts[] = {d, i, s};
+    struct live_sub *sub = live_sub_new(f->s, "db", pts, 3, 100, 1.0, on_ready, &r);
+    struct live_sub *all = live_sub_new(f->s, "all", &d, 1, 100, 0, on_ready, &r0);
+    encode(f, sub, 1u << 20, NULL, NULL);
+    encode(f, all, 1u << 20, NULL, NULL);
+    size_t n;
+    const char *frame;
+#define STEP() (g_now += 1000, live_flush(f->l))
+
+    /* 10 -> 10.5: within the deadband, nothing is sent (0 and nothing appended). */
+    set_d(f, "d", 10.5);
+    STEP();
+    assert_int_equal(r.calls, 1);
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 0);
+    assert_int_equal(live_sub_pending(sub), 0);
+    /* The subscription without a deadband gets it. */
+    frame = encode(f, all, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, "[\"d\",10.5,"));
+    /* Exactly the deadband away from the last value sent (10): still not sent. */
+    set_d(f, "d", 11);
+    STEP();
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 0);
+    /* 11.5 moved 1.5 from 10: sent. */
+    set_d(f, "d", 11.5);
+    STEP();
+    frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, "[\"d\",11.5,"));
+    /* 12 is 0.5 from 11.5, the new reference. */
+    set_d(f, "d", 12);
+    STEP();
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 0);
+    /* A quality change is always sent. */
+    struct pt_value v = {.type = PT_DOUBLE, .u.d = 12};
+    live_set(f->l, d, &v, g_now, Q_UNCERTAIN, "drift");
+    STEP();
+    frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, ",\"uncertain\",\"drift\"]"));
+    live_set(f->l, d, &v, g_now, Q_GOOD, NULL);
+    STEP();
+    frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, "[\"d\",12,"));
+    /* Downwards too: 12 -> 10.9. */
+    set_d(f, "d", 10.9);
+    STEP();
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    /* Integers: 100 -> 101 within, 102 out. */
+    set_i(f, "i", 101);
+    STEP();
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 0);
+    set_i(f, "i", 102);
+    STEP();
+    frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, "[\"i\",102,"));
+    /* Strings are not numeric: every change is sent. */
+    struct pt_value sv = {.type = PT_STRING, .u.s = "x"};
+    live_set(f->l, s, &sv, g_now, Q_GOOD, NULL);
+    STEP();
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    sv.u.s = "y";
+    live_set(f->l, s, &sv, g_now, Q_GOOD, NULL);
+    STEP();
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    /* Mixed: the frame holds only what passed the deadband. */
+    set_d(f, "d", 11.0); /* 0.1 from 10.9 */
+    set_i(f, "i", 110);
+    STEP();
+    frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_null(strstr(frame, "\"d\""));
+    assert_non_null(strstr(frame, "[\"i\",110,"));
+#undef STEP
+    encode(f, all, 1u << 20, NULL, NULL);
+    live_sub_free(sub);
+    live_sub_free(all);
+}
+
+static void max_bytes_splits_frames(void **state)
+{
+    struct fx *f = *state;
+    uint32_t pts[100];
+    for (int k = 0; k < 100; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%03d", k);
+        pts[k] = live_declare(f->l, name, &M_DOUBLE);
+        live_set_double(f->l, pts[k], k + 0.5, 1764460800000LL);
+    }
+    live_flush(f->l);
+    struct ready_rec r = {0};
+    struct live_sub *sub = live_sub_new(f->s, "big", pts, 100, 1000, 0, on_ready, &r);
+    const size_t max = 300;
+    const char *head = "{\"op\":\"update\",\"id\":\"big\",\"values\":[";
+    size_t total = 0;
+    int frames = 0;
+    int next = 0; /* the next point expected, in order */
+    bool more = true;
+    while (more) {
+        size_t n;
+        const char *frame = encode(f, sub, max, &more, &n);
+        assert_true(n > 0);
+        frames++;
+        total += n;
+        /* A complete frame, just past the budget at most by one value. */
+        assert_int_equal(strncmp(frame, head, strlen(head)), 0);
+        assert_string_equal(frame + strlen(frame) - 2, "]}");
+        assert_true(strlen(frame) < max + 64);
+        if (more)
+            assert_true(strlen(frame) >= max);
+        for (size_t k = 0; k < n; k++, next++) {
+            char tuple[64];
+            if (next < 100)
+                snprintf(tuple, sizeof tuple, "[\"p%03d\",%d.5,1764460800000,\"good\"]", next, next);
+            else
+                snprintf(tuple, sizeof tuple, "[\"p000\",1000,1764460800001,\"good\"]");
+            assert_non_null(strstr(frame, tuple));
+        }
+        /* Once p000 has changed again it waits at the end: 101 values in all. */
+        assert_int_equal(live_sub_pending(sub), (frames == 1 ? 100 : 101) - total);
+        if (more && frames == 1) {
+            /* Still ready: a change now does not call back (the caller sends the rest). */
+            live_set_double(f->l, pts[0], 1000, 1764460800001LL);
+            live_flush(f->l);
+            assert_int_equal(r.calls, 0);
+        }
+        assert_true(frames < 100);
+    }
+    assert_true(frames > 1);
+    /* p000 changed after it was sent: it is pending again and comes last. */
+    assert_int_equal(total, 101);
+    assert_int_equal(next, 101);
+    struct live_stream_stats st;
+    live_stream_stats(f->s, &st);
+    assert_true(st.frames_sent == (uint64_t)frames);
+    assert_true(st.values_sent == 101);
+    assert_int_equal(live_sub_pending(sub), 0);
+    live_sub_free(sub);
+}
+
+static void max_bytes_one_value_per_frame(void **state)
+{
+    struct fx *f = *state;
+    uint32_t pts[3] = {live_declare(f->l, "a", &M_DOUBLE), live_declare(f->l, "b", &M_DOUBLE),
+                       live_declare(f->l, "c", &M_DOUBLE)};
+    struct live_sub *sub = live_sub_new(f->s, "s", pts, 3, 1000, 0, on_ready, &(struct ready_rec){0});
+    bool more;
+    size_t n;
+    for (int k = 0; k < 3; k++) {
+        encode(f, sub, 1, &more, &n);
+        assert_int_equal(n, 1); /* a frame always carries at least one value */
+        assert_true(more == (k < 2));
+    }
+    live_sub_free(sub);
+}
+
+static void duplicates_are_ignored(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    uint32_t b = live_declare(f->l, "b", &M_DOUBLE);
+    uint32_t c = live_declare(f->l, "c", &M_DOUBLE);
+    uint32_t pts[] = {a, b, a, a, b, c, a};
+    struct ready_rec r = {0};
+    struct live_sub *sub = live_sub_new(f->s, "dup", pts, ARRAY_LEN(pts), 1000, 0, on_ready, &r);
+    assert_int_equal(live_sub_size(sub), 3);
+    assert_int_equal(live_sub_pending(sub), 3);
+    size_t n;
+    const char *frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 3);
+    const char *pa = strstr(frame, "[\"a\""), *pb = strstr(frame, "[\"b\""), *pc = strstr(frame, "[\"c\"");
+    assert_true(pa && pb && pc && pa < pb && pb < pc);
+    assert_null(strstr(pa + 1, "[\"a\""));
+    /* One change, one value. */
+    g_now += 5000;
+    set_d(f, "a", 1);
+    live_flush(f->l);
+    assert_int_equal(live_sub_pending(sub), 1);
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    /* A second subscription with the same points is not a duplicate. */
+    struct live_sub *sub2 = live_sub_new(f->s, "dup2", pts, ARRAY_LEN(pts), 1000, 0, on_ready, &r);
+    assert_int_equal(live_sub_size(sub2), 3);
+    live_sub_free(sub);
+    g_now += 5000;
+    set_d(f, "c", 1);
+    live_flush(f->l);
+    assert_int_equal(live_sub_pending(sub2), 3);
+    live_sub_free(sub2);
+}
+
+static void empty_subscription(void **state)
+{
+    struct fx *f = *state;
+    struct ready_rec r = {0};
+    struct live_sub *sub = live_sub_new(f->s, "none", NULL, 0, 1000, 0, on_ready, &r);
+    assert_int_equal(live_sub_size(sub), 0);
+    assert_int_equal(live_sub_pending(sub), 0);
+    size_t n;
+    encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 0);
+    live_sub_free(sub);
+    live_sub_free(NULL);
+}
+
+static void id_is_copied_escaped_and_capped(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    char id[128] = "a\"b\\";
+    struct live_sub *sub = live_sub_new(f->s, id, &a, 1, 1000, 0, on_ready, &(struct ready_rec){0});
+    snprintf(id, sizeof id, "changed");
+    assert_string_equal(live_sub_id(sub), "a\"b\\");
+    const char *frame = encode(f, sub, 1u << 20, NULL, NULL);
+    const char *want = "{\"op\":\"update\",\"id\":\"a\\\"b\\\\\",\"values\":[";
+    assert_int_equal(strncmp(frame, want, strlen(want)), 0);
+    live_sub_free(sub);
+    memset(id, 'x', 100);
+    id[100] = '\0';
+    sub = live_sub_new(f->s, id, &a, 1, 1000, 0, on_ready, &(struct ready_rec){0});
+    assert_int_equal(strlen(live_sub_id(sub)), STREAM_ID_MAX);
+    live_sub_free(sub);
+}
+
+/* Every remaining subscription must still get exactly its changes after others are freed,
+ * whichever order they go in (the point's reference lists are compacted on each free). */
+static void free_in_various_orders(void **state)
+{
+    struct fx *f = *state;
+    enum { NS = 40, NP = 6 };
+    uint32_t pts[NP];
+    for (int k = 0; k < NP; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "q%d", k);
+        pts[k] = live_declare(f->l, name, &M_DOUBLE);
+    }
+    /* Three orders: creation order, reverse, and interleaved. */
+    for (int order = 0; order < 3; order++) {
+        struct live_sub *subs[NS];
+        struct ready_rec recs[NS];
+        size_t members[NS];
+        memset(recs, 0, sizeof recs);
+        for (int k = 0; k < NS; k++) {
+            /* Sub k holds points k%NP .. : overlapping sets of 1-NP points. */
+            uint32_t mine[NP];
+            size_t n = 1 + (size_t)k % NP;
+            for (size_t j = 0; j < n; j++)
+                mine[j] = pts[(k + (int)j) % NP];
+            members[k] = n;
+            subs[k] = live_sub_new(f->s, "s", mine, n, 0, 0, on_ready, &recs[k]);
+            encode(f, subs[k], 1u << 20, NULL, NULL);
+        }
+        bool freed[NS] = {false};
+        for (int step = 0; step < NS; step++) {
+            int victim = order == 0 ? step : order == 1 ? NS - 1 - step : (step * 7) % NS;
+            assert_false(freed[victim]);
+            /* Free one that has pending values and another that is waiting. */
+            if (step % 3 == 0) {
+                live_set_double(f->l, pts[victim % NP], step * 1000.0 + order, g_now);
+                live_flush(f->l);
+            }
+            live_sub_free(subs[victim]);
+            freed[victim] = true;
+            /* Change every point: each remaining sub gets all its members. */
+            g_now += 10;
+            for (int p = 0; p < NP; p++)
+                live_set_double(f->l, pts[p], step * 1000.0 + p + 0.25 + order, g_now);
+            live_flush(f->l);
+            for (int k = 0; k < NS; k++) {
+                if (freed[k])
+                    continue;
+                assert_int_equal(live_sub_pending(subs[k]), members[k]);
+                size_t n;
+                encode(f, subs[k], 1u << 20, NULL, &n);
+                assert_int_equal(n, members[k]);
+            }
+        }
+        struct live_stream_stats st;
+        live_stream_stats(f->s, &st);
+        assert_true(st.subs == 0);
+        assert_true(st.pending == 0);
+    }
+    /* With no subscribers left, changes go nowhere. */
+    for (int p = 0; p < NP; p++)
+        live_set_double(f->l, pts[p], -1, g_now);
+    live_flush(f->l);
+}
+
+static void free_waiting_and_ready_subs(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    struct ready_rec r1 = {0}, r2 = {0}, r3 = {0};
+    struct live_sub *s1 = live_sub_new(f->s, "1", &a, 1, 1000, 0, on_ready, &r1);
+    struct live_sub *s2 = live_sub_new(f->s, "2", &a, 1, 1000, 0, on_ready, &r2);
+    struct live_sub *s3 = live_sub_new(f->s, "3", &a, 1, 2000, 0, on_ready, &r3);
+    encode(f, s1, 1u << 20, NULL, NULL);
+    encode(f, s2, 1u << 20, NULL, NULL);
+    encode(f, s3, 1u << 20, NULL, NULL);
+    set_d(f, "a", 0);
+    live_flush(f->l);
+    encode(f, s1, 1u << 20, NULL, NULL);
+    encode(f, s2, 1u << 20, NULL, NULL);
+    encode(f, s3, 1u << 20, NULL, NULL);
+    r1.calls = r2.calls = r3.calls = 0;
+    g_now += 10;
+    set_d(f, "a", 1);
+    live_flush(f->l); /* all three wait */
+    assert_int_equal(r1.calls + r2.calls + r3.calls, 0);
+    live_sub_free(s1); /* first of the waiting list */
+    g_now += 5000;
+    assert_true(live_stream_tick(f->s) == -1);
+    assert_int_equal(r1.calls, 0);
+    assert_int_equal(r2.calls, 1);
+    assert_int_equal(r3.calls, 1);
+    /* s2 and s3 are ready and not yet encoded: free one ready, encode the other. */
+    live_sub_free(s2);
+    size_t n;
+    encode(f, s3, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    /* s3 waits again; freeing it leaves nothing to tick. */
+    g_now += 10;
+    set_d(f, "a", 2);
+    live_flush(f->l);
+    assert_int_equal(r3.calls, 1);
+    live_sub_free(s3);
+    assert_true(live_stream_tick(f->s) == -1);
+    set_d(f, "a", 3);
+    live_flush(f->l);
+}
+
+static void removed_points_turn_bad(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    uint32_t b = live_declare(f->l, "b", &M_DOUBLE);
+    set_d(f, "a", 1);
+    set_d(f, "b", 2);
+    live_flush(f->l);
+    struct ready_rec r = {0}, rdb = {0};
+    uint32_t pts[] = {a, b};
+    struct live_sub *sub = live_sub_new(f->s, "s", pts, 2, 1000, 0, on_ready, &r);
+    struct live_sub *wide = live_sub_new(f->s, "wide", pts, 2, 1000, 1e9, on_ready, &rdb);
+    encode(f, sub, 1u << 20, NULL, NULL);
+    encode(f, wide, 1u << 20, NULL, NULL);
+    g_now += 5000;
+    live_mark_all(f->l);
+    live_declare(f->l, "a", &M_DOUBLE);
+    assert_int_equal(live_sweep(f->l), 1);
+    live_flush(f->l);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(rdb.calls, 1);
+    size_t n;
+    const char *frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, "[\"b\",null,"));
+    assert_non_null(strstr(frame, ",\"bad\",\"point removed from the configuration\"]]}"));
+    /* A quality change passes any deadband. */
+    frame = encode(f, wide, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, "\"point removed from the configuration\""));
+
+    /* Declared again: same index, the subscription still holds it. */
+    g_now += 5000;
+    live_mark_all(f->l);
+    live_declare(f->l, "a", &M_DOUBLE);
+    assert_int_equal(live_declare(f->l, "b", &M_DOUBLE), b);
+    live_sweep(f->l);
+    live_flush(f->l);
+    assert_int_equal(r.calls, 2);
+    frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, ",\"bad\",\"no value yet\"]"));
+    g_now += 5000;
+    set_d(f, "b", 42);
+    live_flush(f->l);
+    frame = encode(f, sub, 1u << 20, NULL, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(frame, "[\"b\",42,"));
+    encode(f, wide, 1u << 20, NULL, NULL);
+    live_sub_free(wide);
+    live_sub_free(sub);
+}
+
+static void many_subs_one_change_each_called_once(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    enum { N = 100 };
+    struct live_sub *subs[N];
+    struct ready_rec recs[N];
+    memset(recs, 0, sizeof recs);
+    for (int k = 0; k < N; k++) {
+        subs[k] = live_sub_new(f->s, "s", &a, 1, 1000, 0, on_ready, &recs[k]);
+        encode(f, subs[k], 1u << 20, NULL, NULL);
+    }
+    g_now += 5000;
+    set_d(f, "a", 1);
+    set_d(f, "a", 2);
+    live_flush(f->l);
+    struct live_stream_stats st;
+    live_stream_stats(f->s, &st);
+    assert_true(st.pending == N);
+    for (int k = 0; k < N; k++) {
+        assert_int_equal(recs[k].calls, 1);
+        assert_ptr_equal(recs[k].last, subs[k]);
+    }
+    for (int k = 0; k < N; k++)
+        live_sub_free(subs[k]);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(new_sub_sends_every_value_first),
+        T(later_frames_carry_only_changes),
+        T(conflation_keeps_one_value_per_point),
+        T(snapshot_does_not_start_interval),
+        T(interval_waits_for_tick),
+        T(tick_reports_the_nearest_due),
+        T(deadband),
+        T(max_bytes_splits_frames),
+        T(max_bytes_one_value_per_frame),
+        T(duplicates_are_ignored),
+        T(empty_subscription),
+        T(id_is_copied_escaped_and_capped),
+        T(free_in_various_orders),
+        T(free_waiting_and_ready_subs),
+        T(removed_points_turn_bad),
+        T(many_subs_one_change_each_called_once),
+    };
+#undef T
+    return cmocka_run_group_tests_name("stream", tests, NULL, NULL);
+}
