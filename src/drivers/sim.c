@@ -45,6 +45,8 @@ struct sim_timer {
     uint32_t *idx;         /* point indices of the entry */
     uint64_t n;
     double *walk;          /* random walk positions, 0..1 */
+    int64_t target;        /* the boundary the timer is armed for */
+    int64_t last_ts;       /* time stamp of the last scan */
     uint64_t rng;
 };
 
@@ -184,11 +186,14 @@ static double shape(struct sim_timer *t, uint64_t k, int64_t now)
 
 static void sim_fire(uv_timer_t *h);
 
+/* Arms the timer for the next multiple of the period on the wall clock. The loop's cached
+ * time is refreshed first: after a long firing it is stale, and the timer would come early. */
 static void sim_schedule(struct sim_timer *t)
 {
+    uv_update_time(t->timer.loop);
     int64_t now = now_ms(), p = t->e->period_ms;
-    int64_t delay = p - now % p;
-    uv_timer_start(&t->timer, sim_fire, (uint64_t)delay, 0);
+    t->target = (now / p + 1) * p;
+    uv_timer_start(&t->timer, sim_fire, (uint64_t)(t->target - now), 0);
 }
 
 static void sim_fire(uv_timer_t *h)
@@ -196,8 +201,17 @@ static void sim_fire(uv_timer_t *h)
     struct sim_timer *t = h->data;
     const struct sim_entry *e = t->e;
     struct live *l = t->st->d->live;
+    /* The scan time this firing stands for: the boundary it was armed for, even when the
+     * timer comes a little early; when it is late by whole periods, the latest boundary. */
     int64_t now = now_ms();
-    int64_t ts = now - now % e->period_ms; /* the scan time this firing stands for */
+    int64_t ts = t->target;
+    if (now - ts >= e->period_ms)
+        ts = now - now % e->period_ms;
+    if (ts == t->last_ts) { /* never two scans with one time stamp */
+        sim_schedule(t);
+        return;
+    }
+    t->last_ts = ts;
     double span = e->max - e->min;
     switch (e->decl.meta.type) {
     case PT_DOUBLE:
@@ -276,6 +290,8 @@ static int sim_start(struct driver *d)
         st->ntimers++;
         st->open_handles++;
         /* First values at once, then on the period's multiples. */
+        int64_t now = now_ms();
+        t->target = now - now % t->e->period_ms;
         sim_fire(&t->timer);
     }
     log_info("sim", "driver %s: %llu points in %zu entries", d->name,
