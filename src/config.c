@@ -12,7 +12,7 @@
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_DATA   "./var"
 
-static const char *const module_sections[] = {"history", "alarms", "deployment", "journal", "registry"};
+static const char *const module_sections[] = {"alarms", "deployment", "journal", "registry"};
 
 static void parse_auth(struct yconf *y, const ynode *auth, struct opsd_config *c)
 {
@@ -200,6 +200,7 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
         const ynode *s = yn_get(&y, root, "server");
         if (s)
             parse_server(&y, s, c);
+        hist_config_parse(&y, yn_get(&y, root, "history"), &c->history);
         const ynode *pts = yn_get(&y, root, "points");
         if (pts && !yn_is_seq(pts)) {
             yconf_error(&y, pts, "points", "must be a list of point entries");
@@ -313,6 +314,7 @@ void opsd_config_release(struct opsd_config *c)
     for (size_t i = 0; i < c->ndrivers; i++)
         driver_free(c->drivers[i]);
     free(c->drivers);
+    hist_config_release(&c->history);
     memset(c, 0, sizeof *c);
 }
 

@@ -14,6 +14,7 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "drivers/driver.h"
+#include "history/history.h"
 #include "live/decl.h"
 
 struct opsd_config {
@@ -28,6 +29,7 @@ struct opsd_config {
     struct driver **drivers;      /* parsed, not started */
     size_t ndrivers;
     uint64_t total_points;
+    struct hist_config history;   /* history.present: the section is there */
     char *ignored_sections;       /* names of sections this build ignores, or NULL */
 };
 

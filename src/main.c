@@ -24,6 +24,7 @@
 #include "core/mem.h"
 #include "core/util.h"
 #include "drivers/driver.h"
+#include "history/history.h"
 #include "live/live.h"
 #include "live/stream.h"
 
@@ -35,6 +36,7 @@ struct daemon {
     struct live *live;
     struct live_stream *stream;
     struct api *api;
+    struct hist *hist;            /* NULL without a history: section */
     struct driver **drivers;      /* running */
     size_t ndrivers;
     uint32_t next_driver_id;
@@ -182,6 +184,10 @@ static void reload(struct daemon *d)
     api_set_tokens(d->api, next.api.tokens, next.api.ntokens);
     stop_drivers(d);
     apply_points_and_drivers(d, &next);
+    if (d->hist && next.history.present)
+        hist_reconfigure(d->hist, &next.history);
+    else if (!d->hist != !next.history.present)
+        log_warn("config", "adding or removing the history: section takes effect after a restart");
     /* Keep the running server settings; take everything else from the new file. */
     struct opsd_config old = d->cfg;
     d->cfg = next;
@@ -224,6 +230,19 @@ static void status_json(void *ud, struct buf *out)
     jw_str(out, d->cfg.path);
     buf_printf(out, ",\"reloads\":{\"ok\":%llu,\"failed\":%llu}", (unsigned long long)d->reloads_ok,
                (unsigned long long)d->reloads_failed);
+    if (d->hist) {
+        struct hist_stats hs;
+        hist_stats(d->hist, &hs);
+        buf_printf(out,
+                   ",\"history\":{\"series\":%llu,\"recorded\":%llu,\"durable\":%llu,\"queued\":%llu,"
+                   "\"dropped\":%llu,\"partitions\":%llu,\"store_bytes\":%llu,\"wal_bytes\":%llu,"
+                   "\"checkpoints\":%llu,\"write_errors\":%llu}",
+                   (unsigned long long)hs.series, (unsigned long long)hs.recorded,
+                   (unsigned long long)hs.durable, (unsigned long long)hs.queued,
+                   (unsigned long long)hs.dropped, (unsigned long long)hs.store_partitions,
+                   (unsigned long long)hs.store_bytes, (unsigned long long)hs.wal_bytes,
+                   (unsigned long long)hs.checkpoints, (unsigned long long)hs.write_errors);
+    }
 }
 
 static void metrics_text(void *ud, struct buf *out)
@@ -239,6 +258,32 @@ static void metrics_text(void *ud, struct buf *out)
     for (size_t i = 0; i < d->ndrivers; i++)
         buf_printf(out, "opsd_driver_samples_total{driver=\"%s\",type=\"%s\"} %llu\n", d->drivers[i]->name,
                    d->drivers[i]->type->name, (unsigned long long)d->drivers[i]->samples);
+    if (!d->hist)
+        return;
+    struct hist_stats hs;
+    hist_stats(d->hist, &hs);
+    const struct {
+        const char *name, *type, *help;
+        double v;
+    } m[] = {
+        {"opsd_history_recorded_total", "counter", "Samples handed to the history writer.", (double)hs.recorded},
+        {"opsd_history_durable_total", "counter", "Samples made durable in the history WAL.", (double)hs.durable},
+        {"opsd_history_dropped_total", "counter", "Driver samples dropped because the history buffer was full.", (double)hs.dropped},
+        {"opsd_history_buffer_samples", "gauge", "Samples waiting for the history writer (the write buffer).", (double)hs.queued},
+        {"opsd_history_wal_syncs_total", "counter", "WAL group commits (fdatasync).", (double)hs.wal_syncs},
+        {"opsd_history_wal_bytes", "gauge", "Bytes in live WAL segments.", (double)hs.wal_bytes},
+        {"opsd_history_checkpoints_total", "counter", "Checkpoints (chunks committed to the store).", (double)hs.checkpoints},
+        {"opsd_history_checkpoint_seconds", "gauge", "Duration of the last checkpoint.", hs.last_checkpoint_s},
+        {"opsd_history_chunks_committed_total", "counter", "Chunks committed to the store.", (double)hs.chunks_committed},
+        {"opsd_history_partitions", "gauge", "Partition files in the store.", (double)hs.store_partitions},
+        {"opsd_history_partitions_dropped_total", "counter", "Partitions dropped by retention.", (double)hs.partitions_dropped},
+        {"opsd_history_store_bytes", "gauge", "Bytes of the partition files.", (double)hs.store_bytes},
+        {"opsd_history_series", "gauge", "Series known to the writer.", (double)hs.series},
+        {"opsd_history_write_errors_total", "counter", "WAL or store writes that failed.", (double)hs.write_errors},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(m); i++)
+        buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", m[i].name, m[i].help, m[i].name,
+                   m[i].type, m[i].name, m[i].v);
 }
 
 /* ---- loop plumbing ---- */
@@ -380,13 +425,19 @@ int main(int argc, char **argv)
     d.stream = live_stream_new(d.live);
     apply_points_and_drivers(&d, &d.cfg);
 
+    int rc = 0;
+    if (d.cfg.history.present && hist_open(&d.hist, &d.cfg.history, d.cfg.data_dir, d.loop, d.live) < 0) {
+        log_error("main", "history could not start (see above)");
+        rc = 2;
+        goto shutdown;
+    }
     struct api_hooks hooks = {&d, status_json, metrics_text};
     d.api = api_new(&d.cfg.api, d.loop, d.live, d.stream, &hooks);
-    int rc = 0;
     if (!d.api) {
         rc = 2;
         goto shutdown;
     }
+    api_set_history(d.api, d.hist);
 
     uv_prepare_init(d.loop, &d.flush_before_poll);
     d.flush_before_poll.data = &d;
@@ -428,9 +479,11 @@ int main(int argc, char **argv)
     free(d.cfg_base);
 shutdown:
     stop_drivers(&d);
+    hist_stop(d.hist); /* everything recorded becomes durable; waiting producers are answered */
     api_stop(d.api);
     uv_run(d.loop, UV_RUN_DEFAULT); /* let every handle finish closing */
     api_free(d.api);
+    hist_free(d.hist);
     live_stream_free(d.stream);
     live_free(d.live);
     opsd_config_release(&d.cfg);

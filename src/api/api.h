@@ -51,6 +51,9 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
  * handles finish closing, and call api_free(). */
 void api_stop(struct api *api);
 void api_free(struct api *api);
+struct hist;
+/* Enables durable sample ingest and history queries (NULL turns them off). */
+void api_set_history(struct api *api, struct hist *h);
 /* Replaces the tokens (a reload); the rest of the configuration needs a restart. */
 void api_set_tokens(struct api *api, const struct api_token *tokens, size_t n);
 

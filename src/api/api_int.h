@@ -5,6 +5,7 @@
 #include <libwebsockets.h>
 
 #include "api/api.h"
+#include "history/history.h"
 
 #define API_BODY_MAX      (16u << 20)
 #define WS_RX_MAX         (1u << 20)
@@ -40,11 +41,15 @@ struct api {
     struct ws_client *clients;        /* doubly linked list */
     uint32_t nclients;
     struct api_metrics m;
+    struct hist *hist;                /* NULL when history is off */
     int64_t started_ms;
 };
 
+struct rest_deferred;
+
 /* An HTTP request being read or answered. */
 struct http_req {
+    struct rest_deferred *deferred;   /* an answer that comes later (durable ack, a query) */
     struct api *api;
     struct lws *wsi;
     int method;                       /* LWSHUMETH_* */
@@ -62,6 +67,15 @@ struct http_req {
     bool close_after;
 };
 
+/* An answer that comes later: rest_defer() from a handler (which then leaves r->status 0),
+ * and later, on the loop thread, fill d->req's answer (when d->req is not NULL: the client
+ * may have gone) and call rest_complete(d), which frees d. */
+struct rest_deferred {
+    struct http_req *req;
+};
+struct rest_deferred *rest_defer(struct http_req *r);
+void rest_complete(struct rest_deferred *d);
+
 /* rest.c */
 void rest_dispatch(struct http_req *r);
 void rest_error(struct http_req *r, int status, const char *code, const char *fmt, ...)
@@ -69,6 +83,9 @@ void rest_error(struct http_req *r, int status, const char *code, const char *fm
 void rest_json(struct http_req *r, int status);
 /* Query argument "name" (without '='), URL-decoded, into buf; NULL when absent. */
 const char *rest_arg(struct http_req *r, const char *name, char *buf, int len);
+
+/* rest_history.c */
+void rest_get_history(struct http_req *r);
 
 /* ws.c */
 int ws_filter(struct api *api, struct lws *wsi);

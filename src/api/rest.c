@@ -228,6 +228,27 @@ struct staged {
     enum pt_quality q;
 };
 
+struct samples_ack {
+    struct rest_deferred *d;
+    size_t n;
+};
+
+static void samples_durable(void *ud, int status)
+{
+    struct samples_ack *a = ud;
+    struct http_req *r = a->d->req;
+    if (r && status == 0) {
+        buf_printf(&r->resp, "{\"accepted\":%zu}\n", a->n);
+        rest_json(r, 200);
+    } else if (r) {
+        rest_error(r, 500, "not_durable",
+                   "the samples were applied but could not be made durable (%s): send them again",
+                   strerror(-status));
+    }
+    rest_complete(a->d);
+    free(a);
+}
+
 static void post_samples(struct http_req *r)
 {
     if (!need_role(r, ROLE_OPERATOR))
@@ -282,11 +303,34 @@ static void post_samples(struct http_req *r)
         }
         goto out;
     }
-    for (size_t i = 0; i < n; i++)
-        live_set(l, st[i].idx, &st[i].v, st[i].ts, st[i].q, st[i].q == Q_GOOD ? NULL : "reported by the source");
+    struct hist *h = r->api->hist;
+    if (h && !hist_has_room(h, n)) {
+        r->retry_after = "1";
+        rest_error(r, 503, "busy", "history is behind (its buffer is full): nothing was applied; "
+                                   "retry after a second");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* A sample older than the current value (backfill) goes to history only. */
+        struct pt_view cur;
+        live_view(l, st[i].idx, &cur);
+        if (!cur.has_value || st[i].ts >= cur.ts)
+            live_set(l, st[i].idx, &st[i].v, st[i].ts, st[i].q,
+                     st[i].q == Q_GOOD ? NULL : "reported by the source");
+        if (h)
+            hist_record(h, st[i].idx, st[i].ts, &st[i].v, st[i].q);
+    }
     r->api->m.samples_ingested += n;
-    buf_printf(&r->resp, "{\"accepted\":%zu}\n", n);
-    rest_json(r, 200);
+    if (h) {
+        /* 200 only once every sample is durable. */
+        struct samples_ack *a = xmalloc(sizeof *a);
+        a->n = n;
+        a->d = rest_defer(r);
+        hist_barrier(h, samples_durable, a);
+    } else {
+        buf_printf(&r->resp, "{\"accepted\":%zu}\n", n);
+        rest_json(r, 200);
+    }
 out:
     free(st);
     json_decref(j);
@@ -332,6 +376,9 @@ void rest_dispatch(struct http_req *r)
             return get_point(r, name);
         if (m == LWSHUMETH_PUT)
             return put_point(r, name);
+    } else if (strcmp(p, "/api/v1/history") == 0) {
+        if (get)
+            return rest_get_history(r);
     } else if (strcmp(p, "/api/v1/samples") == 0) {
         if (m == LWSHUMETH_POST)
             return post_samples(r);

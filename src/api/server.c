@@ -59,6 +59,8 @@ void api_tokens_free(struct api_token *t, size_t n)
     free(t);
 }
 
+void api_set_history(struct api *api, struct hist *h) { api->hist = h; }
+
 void api_set_tokens(struct api *api, const struct api_token *tokens, size_t n)
 {
     api_tokens_free(api->cfg.tokens, api->cfg.ntokens);
@@ -104,6 +106,8 @@ static void req_free(struct http_req *r)
 {
     if (!r)
         return;
+    if (r->deferred)
+        r->deferred->req = NULL; /* the answer, when it comes, has no one to go to */
     buf_release(&r->body);
     buf_release(&r->resp);
     free(r);
@@ -139,8 +143,31 @@ const char *rest_arg(struct http_req *r, const char *name, char *buf, int len)
 /* Starts writing the answer prepared in r. */
 static void req_respond(struct http_req *r)
 {
+    if (!r->status)
+        return; /* deferred: rest_complete() answers */
     r->api->m.http_requests[r->status / 100 < 6 ? r->status / 100 : 5]++;
     lws_callback_on_writable(r->wsi);
+}
+
+struct rest_deferred *rest_defer(struct http_req *r)
+{
+    struct rest_deferred *d = xzalloc(sizeof *d);
+    d->req = r;
+    r->deferred = d;
+    r->status = 0;
+    return d;
+}
+
+void rest_complete(struct rest_deferred *d)
+{
+    struct http_req *r = d->req;
+    if (r) {
+        r->deferred = NULL;
+        if (!r->status)
+            rest_error(r, 500, "internal", "the request was not answered");
+        req_respond(r);
+    }
+    free(d);
 }
 
 /* Writes the next piece of the answer; when it is all out, frees the request and ends the
