@@ -21,9 +21,11 @@ fi
 # The sources the targets may need: everything but main.c and the command-line client.
 srcs=(src/core/log.c src/core/mem.c src/core/buf.c src/core/util.c src/core/yconf.c
       src/core/jsonw.c src/live/points.c src/live/decl.c src/live/stream.c
-      src/drivers/driver.c src/drivers/sim.c src/api/server.c src/api/rest.c src/api/ws.c
-      src/api/metrics.c src/config.c)
-pkgs=(libuv libwebsockets yaml-0.1 jansson)
+      src/history/wal.c src/history/chunk.c src/history/store.c src/history/query.c
+      src/history/recorder.c src/history/writer.c src/history/hquery.c
+      src/drivers/driver.c src/drivers/sim.c src/api/server.c src/api/rest.c
+      src/api/rest_history.c src/api/ws.c src/api/metrics.c src/config.c)
+pkgs=(libuv libwebsockets yaml-0.1 jansson sqlite3)
 # shellcheck disable=SC2207
 pc_cflags=($(pkg-config --cflags "${pkgs[@]}"))
 # shellcheck disable=SC2207
@@ -45,6 +47,6 @@ done
 for t in "${targets[@]}"; do
   [ -f "fuzz/$t.c" ] || { echo "fuzz: no target fuzz/$t.c" >&2; exit 2; }
   "$cc" "${cflags[@]}" -fsanitize=fuzzer,address,undefined "fuzz/$t.c" "${objs[@]}" \
-    "${pc_libs[@]}" -lm -o "$out/$t"
+    "${pc_libs[@]}" -lm -lpthread -o "$out/$t"
   echo "fuzz: built $out/$t"
 done

@@ -86,6 +86,7 @@ const char *rest_arg(struct http_req *r, const char *name, char *buf, int len);
 
 /* rest_history.c */
 void rest_get_history(struct http_req *r);
+void rest_history_store(struct http_req *r, bool verify);
 
 /* ws.c */
 int ws_filter(struct api *api, struct lws *wsi);
@@ -98,6 +99,9 @@ void ws_release(struct api *api);
 void ws_housekeeping(struct api *api, int64_t now_mono_ms);
 
 /* server.c */
+/* Query argument `name` of the request, URL-decoded, copied into buf (len bytes); NULL when
+ * absent or longer than buf. */
+const char *api_query_arg(struct lws *wsi, const char *name, char *buf, int len);
 enum api_role api_auth(struct api *api, struct lws *wsi, bool allow_query_token);
 
 /* metrics.c */

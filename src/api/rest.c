@@ -379,6 +379,12 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/history") == 0) {
         if (get)
             return rest_get_history(r);
+    } else if (strcmp(p, "/api/v1/history/partitions") == 0) {
+        if (get)
+            return rest_history_store(r, false);
+    } else if (strcmp(p, "/api/v1/history/verify") == 0) {
+        if (m == LWSHUMETH_POST)
+            return rest_history_store(r, true);
     } else if (strcmp(p, "/api/v1/samples") == 0) {
         if (m == LWSHUMETH_POST)
             return post_samples(r);

@@ -91,7 +91,7 @@ enum api_role api_auth(struct api *api, struct lws *wsi, bool allow_query_token)
     }
     char arg[512];
     if (!tok && allow_query_token)
-        tok = lws_get_urlarg_by_name(wsi, "token=", arg, sizeof arg);
+        tok = api_query_arg(wsi, "token", arg, sizeof arg);
     if (!tok)
         return ROLE_NONE;
     for (size_t i = 0; i < api->cfg.ntokens; i++)
@@ -133,11 +133,35 @@ void rest_error(struct http_req *r, int status, const char *code, const char *fm
     rest_json(r, status);
 }
 
+/* lws_get_urlarg_by_name() stops at the first argument longer than its buffer, hiding every
+ * argument after it; this walks the arguments with a buffer as large as a URL may be. */
+const char *api_query_arg(struct lws *wsi, const char *name, char *buf, int len)
+{
+    enum { FRAG_MAX = 64 * 1024 };
+    char *frag = xmalloc(FRAG_MAX);
+    size_t nl = strlen(name);
+    const char *found = NULL;
+    for (int i = 0; !found; i++) {
+        int n = lws_hdr_copy_fragment(wsi, frag, FRAG_MAX, WSI_TOKEN_HTTP_URI_ARGS, i);
+        if (n < 0)
+            break;
+        if ((size_t)n > nl && strncmp(frag, name, nl) == 0 && frag[nl] == '=') {
+            size_t vl = (size_t)n - nl - 1;
+            if (vl < (size_t)len) {
+                memcpy(buf, frag + nl + 1, vl + 1);
+                found = buf;
+            } else {
+                break; /* too long for the caller: as if absent, the caller's check fails */
+            }
+        }
+    }
+    free(frag);
+    return found;
+}
+
 const char *rest_arg(struct http_req *r, const char *name, char *buf, int len)
 {
-    char key[64];
-    snprintf(key, sizeof key, "%s=", name);
-    return lws_get_urlarg_by_name(r->wsi, key, buf, len);
+    return api_query_arg(r->wsi, name, buf, len);
 }
 
 /* Starts writing the answer prepared in r. */

@@ -5,11 +5,15 @@
  *   opsctl points get NAME [--json]
  *   opsctl points set NAME VALUE [--json]
  *   opsctl watch [--interval D] [--deadband X] NAME|PREFIX* ...
+ *   opsctl history query|export|partitions|verify ...      (history.c)
  *
- * status and points talk REST (docs/API.md) through one libcurl easy handle, so the pages of a
- * long list reuse one connection. watch is a libwebsockets client of /api/v1/stream on lws's
- * own poll loop: one subscription for the plain names, one per PREFIX*, one output line per
- * value received.
+ * This file holds main, the command line, the REST client, the text and table helpers shared
+ * through cli.h, and the commands status, points and watch; history.c the history commands.
+ *
+ * status, points and history talk REST (docs/API.md) through one libcurl easy handle, so the
+ * pages of a long list reuse one connection. watch is a libwebsockets client of
+ * /api/v1/stream on lws's own poll loop: one subscription for the plain names, one per
+ * PREFIX*, one output line per value received.
  *
  * Error idiom: a function that can fail prints why ("opsctl: ...", on stderr) and returns the
  * exit status to end with; 0 means carry on. The exit statuses are a contract:
@@ -39,29 +43,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "core/buf.h"
 #include "core/jsonw.h"
 #include "core/mem.h"
 #include "core/util.h"
 
 #define DEFAULT_URL        "http://127.0.0.1:8080"
-#define ANSWER_MAX         (256u << 20) /* the server's own cap on an answer */
 #define STREAM_MSG_MAX     (16u << 20)  /* the server stops filling a frame past 1 MiB */
 #define SUBSCRIBE_MAX      (1u << 20)   /* the server's cap on a message from a client */
 #define LIST_PAGE          10000        /* the server's largest page */
-#define TABLE_ROWS         10000
-#define CELL_MAX_COLS      60           /* string values are cut to this in tables and watch */
 #define CONNECT_TIMEOUT_MS 10000L
 #define REQUEST_TIMEOUT_MS 120000L
 
-enum { CTL_OK = 0, CTL_ERROR = 1, CTL_UNREACHABLE = 2 };
-
 /* ---- messages ---- */
 
-static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Prints "opsctl: MESSAGE" on stderr and returns status, for `return fail(...)`. */
-static int fail(int status, const char *fmt, ...)
+int cli_fail(int status, const char *fmt, ...)
 {
     char msg[4096];
     va_list ap;
@@ -72,9 +69,7 @@ static int fail(int status, const char *fmt, ...)
     return status;
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
+int cli_usage_error(const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -103,6 +98,24 @@ static void usage(FILE *f)
           "                                    print each value as it changes, until Ctrl-C:\n"
           "                                    \"time name value quality\"; NAME* watches every\n"
           "                                    point whose name starts with NAME (quote it)\n"
+          "  history query POINT... [--from T] [--to T] [--limit N] [--json]\n"
+          "                                    recorded samples, in time order: \"time point\n"
+          "                                    value quality\" (local time); every sample in the\n"
+          "                                    range unless --limit\n"
+          "  history query POINT... [--from T] [--to T] (--interval D | --buckets N)\n"
+          "                [--agg avg,min,max,...] [--json]\n"
+          "                                    aggregates per bucket: start, point, one column\n"
+          "                                    per aggregate (avg, min, max, twa, first, last,\n"
+          "                                    count; default avg,min,max)\n"
+          "  history export POINT... [--from T] [--to T] [-o FILE]\n"
+          "                                    the samples as CSV (point,ts,value,quality), to\n"
+          "                                    standard output or FILE, at most 1,000,000 per\n"
+          "                                    point (--limit: fewer); with --interval or\n"
+          "                                    --buckets, the aggregates\n"
+          "  history partitions [--json]       the store's files: time range, size, samples\n"
+          "  history verify [--partition START] [--json]\n"
+          "                                    check every partition (or the one that starts at\n"
+          "                                    START): exit status 1 if one is damaged\n"
           "\n"
           "options:\n"
           "  --url URL        the server, http:// or https:// (default: $OPSD_URL, else\n"
@@ -111,28 +124,39 @@ static void usage(FILE *f)
           "  --cacert FILE    verify the server's TLS certificate with this CA certificate\n"
           "                   (PEM) instead of the system's, e.g. a self-signed one\n"
           "  --insecure       accept a TLS certificate that cannot be verified\n"
-          "  --json           print the server's JSON (status, points list/get/set)\n"
+          "  --json           print the server's JSON (status, points, history)\n"
           "  --prefix P       only the points whose name starts with P\n"
-          "  --limit N        at most N points\n"
-          "  --interval D     at most one update per D for each subscription (default 1s,\n"
-          "                   at least 50ms): 200ms, 5s, 1m\n"
+          "  --limit N        at most N points (points list), N samples per point (history)\n"
+          "  --interval D     watch: at most one update per D for each subscription\n"
+          "                   (default 1s, at least 50ms); history: buckets of D aligned to\n"
+          "                   the epoch. D is a duration: 200ms, 5s, 1m, 2h, 1d\n"
           "  --deadband X     send a number again only when it moved by more than X\n"
+          "  --from T, --to T the time range, both ends included (default: the hour up to\n"
+          "                   now). T is now, a time back from now (-30s, -15m, -1h, -2d), an\n"
+          "                   RFC 3339 time (2026-11-30T12:00:00Z), a local time as tables\n"
+          "                   print it (2026-11-30 12:00:00; 12:00 is today's) or ms since\n"
+          "                   the epoch\n"
+          "  --buckets N      the range cut in N buckets of equal length\n"
+          "  --agg LIST       the aggregates, separated by commas\n"
+          "  --partition T    the partition that starts at T (a time as for --from)\n"
+          "  -o, --output F   write to the file F instead of standard output\n"
           "  -h, --help       this help\n"
           "  --version        opsctl's version\n"
           "\n"
-          "exit status: 0 done, 1 the server refused the request (or a bad command line),\n"
-          "2 the server could not be reached (or the stream was cut).\n",
+          "exit status: 0 done, 1 the server refused the request (or a bad command line, or\n"
+          "history verify found a damaged partition), 2 the server could not be reached (or\n"
+          "the stream was cut).\n",
           f);
 }
 
 /* ---- text helpers ---- */
 
 /* A buffer's text; "" when nothing was ever appended (data is still NULL then). */
-static const char *bstr(const struct buf *b) { return b->data ? b->data : ""; }
+const char *cli_bstr(const struct buf *b) { return b->data ? b->data : ""; }
 
 /* Columns taken by UTF-8 text: one per code point (wide East Asian glyphs are not counted
  * twice: point names are ASCII, and this only pads tables). */
-static size_t text_cols(const char *s)
+size_t cli_text_cols(const char *s)
 {
     size_t n = 0;
     for (; *s; s++)
@@ -142,7 +166,7 @@ static size_t text_cols(const char *s)
 
 /* Appends s with control characters escaped (\n, \t, \xNN), cut to max_cols columns with
  * "..." when max_cols is not 0. Never splits a UTF-8 sequence. */
-static void text_clean(struct buf *out, const char *s, size_t n, size_t max_cols)
+void cli_text_clean(struct buf *out, const char *s, size_t n, size_t max_cols)
 {
     size_t cols = 0;
     for (size_t i = 0; i < n; i++) {
@@ -166,7 +190,7 @@ static void text_clean(struct buf *out, const char *s, size_t n, size_t max_cols
 }
 
 /* Appends a point's value as text: numbers the way the server wrote them, "-" for none. */
-static void value_text(struct buf *out, const json_t *v, size_t max_cols)
+void cli_value_text(struct buf *out, const json_t *v, size_t max_cols)
 {
     switch (v ? json_typeof(v) : JSON_NULL) {
     case JSON_NULL:
@@ -187,12 +211,12 @@ static void value_text(struct buf *out, const json_t *v, size_t max_cols)
     case JSON_STRING: /* an empty string shows as "", so that it is seen */
         if (json_string_length(v) == 0)
             jw_raw(out, "\"\"");
-        text_clean(out, json_string_value(v), json_string_length(v), max_cols);
+        cli_text_clean(out, json_string_value(v), json_string_length(v), max_cols);
         break;
     default: {
         char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         if (s)
-            text_clean(out, s, strlen(s), max_cols);
+            cli_text_clean(out, s, strlen(s), max_cols);
         free(s);
         break;
     }
@@ -200,15 +224,15 @@ static void value_text(struct buf *out, const json_t *v, size_t max_cols)
 }
 
 /* A string member of an object, cleaned, or "" when absent. The result lives in out. */
-static const char *member_text(struct buf *out, const json_t *o, const char *key)
+const char *cli_member_text(struct buf *out, const json_t *o, const char *key)
 {
     buf_reset(out);
     const json_t *v = json_object_get(o, key);
     if (json_is_string(v))
-        text_clean(out, json_string_value(v), json_string_length(v), 0);
+        cli_text_clean(out, json_string_value(v), json_string_length(v), 0);
     else if (v)
-        value_text(out, v, 0);
-    return bstr(out);
+        cli_value_text(out, v, 0);
+    return cli_bstr(out);
 }
 
 /* How long ago: "0.4s", "12.0s", "5m12s", "3h05m", "2d03h"; negative ages (a source clock
@@ -234,7 +258,7 @@ static void fmt_age(char *out, size_t n, int64_t ms)
 }
 
 /* Local time of a millisecond timestamp: "HH:MM:SS.mmm", with the date first if with_date. */
-static void fmt_clock(char *out, size_t n, int64_t ts_ms, bool with_date)
+void cli_fmt_clock(char *out, size_t n, int64_t ts_ms, bool with_date)
 {
     int64_t ms = ts_ms % 1000;
     int64_t sec = ts_ms / 1000;
@@ -270,9 +294,9 @@ static void fmt_uptime(char *out, size_t n, int64_t s)
 }
 
 /* Prints s in a column of `width`, then `gap` spaces (at least, when s is wider). */
-static void put_padded(const char *s, size_t width, size_t gap)
+void cli_put_padded(const char *s, size_t width, size_t gap)
 {
-    size_t cols = text_cols(s);
+    size_t cols = cli_text_cols(s);
     size_t pad = (cols < width ? width - cols : 0) + gap;
     fputs(s, stdout);
     for (size_t i = 0; i < pad; i++)
@@ -281,7 +305,7 @@ static void put_padded(const char *s, size_t width, size_t gap)
 
 /* Appends s percent-encoded, except the characters of point names (A-Z a-z 0-9 - _ . : /)
  * and '~', so that valid names travel as they are. */
-static void url_escape(struct buf *out, const char *s)
+void cli_url_escape(struct buf *out, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (; *s; s++) {
@@ -332,16 +356,6 @@ static bool is_json_number(const char *s)
 
 /* ---- REST over libcurl ---- */
 
-struct ctl {
-    char *url;           /* base URL: scheme lower case, no trailing '/' */
-    const char *token;   /* NULL: none */
-    const char *cacert;  /* NULL: the system's certificate authorities */
-    bool insecure;
-    CURL *curl;
-    struct curl_slist *headers;
-    char err[CURL_ERROR_SIZE];
-};
-
 static size_t on_curl_data(char *p, size_t size, size_t n, void *ud)
 {
     struct buf *b = ud;
@@ -352,14 +366,14 @@ static int ctl_init(struct ctl *c)
 {
     c->curl = curl_easy_init();
     if (!c->curl)
-        return fail(CTL_ERROR, "cannot start libcurl");
+        return cli_fail(CTL_ERROR, "cannot start libcurl");
     if (c->token) {
         struct buf h;
         buf_init(&h, 8192);
         buf_printf(&h, "Authorization: Bearer %s", c->token);
         if (h.overflow) {
             buf_release(&h);
-            return fail(CTL_ERROR, "the token is too long");
+            return cli_fail(CTL_ERROR, "the token is too long");
         }
         c->headers = curl_slist_append(c->headers, h.data);
         buf_release(&h);
@@ -367,7 +381,7 @@ static int ctl_init(struct ctl *c)
     c->headers = curl_slist_append(c->headers, "Accept: application/json");
     c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
     if (!c->headers)
-        return fail(CTL_ERROR, "out of memory");
+        return cli_fail(CTL_ERROR, "out of memory");
     CURL *h = c->curl;
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "opsctl/" OPSD_VERSION);
@@ -405,7 +419,7 @@ static void token_hint(const struct ctl *c)
 
 /* Reports an answer with an error status: the server's {"error":{code,message}} when there
  * is one, else the HTTP status (a proxy, or not opsd at all). */
-static int server_error(struct ctl *c, long status, const json_t *answer)
+int cli_server_error(struct ctl *c, long status, const json_t *answer)
 {
     const json_t *e = json_object_get(answer, "error");
     const char *code = json_string_value(json_object_get(e, "code"));
@@ -415,42 +429,39 @@ static int server_error(struct ctl *c, long status, const json_t *answer)
         struct buf a, b;
         buf_init(&a, 1024);
         buf_init(&b, 16384);
-        text_clean(&a, code, strlen(code), 64);
-        text_clean(&b, json_string_value(msg), json_string_length(msg), 0);
+        cli_text_clean(&a, code, strlen(code), 64);
+        cli_text_clean(&b, json_string_value(msg), json_string_length(msg), 0);
         const json_t *idx = json_object_get(e, "index");
         if (json_is_integer(idx))
             buf_printf(&b, " (item %lld)", (long long)json_integer_value(idx));
-        rc = fail(CTL_ERROR, "%s: %s", bstr(&a), bstr(&b));
+        rc = cli_fail(CTL_ERROR, "%s: %s", cli_bstr(&a), cli_bstr(&b));
         buf_release(&a);
         buf_release(&b);
     } else {
-        rc = fail(CTL_ERROR, "%s answered HTTP %ld without an opsd error: is it an opsd server?",
-                  c->url, status);
+        rc = cli_fail(CTL_ERROR,
+                      "%s answered HTTP %ld without an opsd error: is it an opsd server?",
+                      c->url, status);
     }
     if (status == 401)
         token_hint(c);
     return rc;
 }
 
-/* Sends METHOD c->url + path (with body when not NULL) and reads the answer. On success
- * *out is the answer, a JSON object the caller frees; else *out is NULL and the exit status
- * is returned (the reason printed). */
-static int ctl_request(struct ctl *c, const char *method, const char *path, const struct buf *body,
-                       json_t **out)
+int ctl_send(struct ctl *c, const char *method, const char *path, const struct buf *body,
+             struct buf *resp, long *status)
 {
-    *out = NULL;
-    struct buf url, resp;
+    *status = 0;
+    struct buf url;
     buf_init(&url, 1u << 20);
-    buf_init(&resp, ANSWER_MAX);
     buf_printf(&url, "%s%s", c->url, path);
     CURL *h = c->curl;
     int rc = CTL_OK;
     if (url.overflow) {
-        rc = fail(CTL_ERROR, "the request URL is too long");
+        rc = cli_fail(CTL_ERROR, "the request URL is too long");
         goto out;
     }
     curl_easy_setopt(h, CURLOPT_URL, url.data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->data ? body->data : "");
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
@@ -461,53 +472,129 @@ static int ctl_request(struct ctl *c, const char *method, const char *path, cons
     }
     c->err[0] = '\0';
     CURLcode cc = curl_easy_perform(h);
-    if (cc == CURLE_WRITE_ERROR && resp.overflow) {
-        rc = fail(CTL_ERROR, "the answer from %s is larger than %u MiB", c->url, ANSWER_MAX >> 20);
+    if (cc == CURLE_WRITE_ERROR && resp->overflow) {
+        rc = cli_fail(CTL_ERROR, "the answer from %s is larger than %zu MiB", c->url,
+                      resp->max >> 20);
         goto out;
     }
     if (cc != CURLE_OK) {
-        rc = fail(CTL_UNREACHABLE, "cannot reach %s: %s", c->url,
-                  c->err[0] ? c->err : curl_easy_strerror(cc));
+        rc = cli_fail(CTL_UNREACHABLE, "cannot reach %s: %s", c->url,
+                      c->err[0] ? c->err : curl_easy_strerror(cc));
         if (cc == CURLE_PEER_FAILED_VERIFICATION)
             fputs("opsctl: to verify a self-signed certificate, give it with --cacert FILE; "
                   "--insecure skips the check\n", stderr);
         goto out;
     }
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+out:
+    buf_release(&url);
+    return rc;
+}
+
+int ctl_request(struct ctl *c, const char *method, const char *path, const struct buf *body,
+                json_t **out)
+{
+    *out = NULL;
+    struct buf resp;
+    buf_init(&resp, ANSWER_MAX);
+    long status;
+    int rc = ctl_send(c, method, path, body, &resp, &status);
+    if (rc)
+        goto out;
     json_error_t je;
-    json_t *j = json_loadb(resp.data ? resp.data : "", resp.len, 0, &je);
+    json_t *j = json_loadb(cli_bstr(&resp), resp.len, 0, &je);
     if (status < 200 || status > 299) {
-        rc = server_error(c, status, j);
+        rc = cli_server_error(c, status, j);
         json_decref(j);
     } else if (!json_is_object(j)) {
-        rc = fail(CTL_ERROR, "the answer from %s is not a JSON object (%s): is it an opsd server?",
-                  c->url, j ? "another JSON value" : je.text);
+        rc = cli_fail(CTL_ERROR,
+                      "the answer from %s is not a JSON object (%s): is it an opsd server?",
+                      c->url, j ? "another JSON value" : je.text);
         json_decref(j);
     } else {
         *out = j;
     }
 out:
-    buf_release(&url);
     buf_release(&resp);
     return rc;
 }
 
-/* Prints a JSON answer as it came, indented, for --json. */
-static void print_json(const json_t *j)
+static void json_newline(struct buf *out, int indent, int level)
 {
-    json_dumpf(j, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY);
-    putchar('\n');
+    buf_putc(out, '\n');
+    for (int i = 0; i < indent * level; i++)
+        buf_putc(out, ' ');
+}
+
+/* jansson prints reals with 17 digits (0.1 as 0.10000000000000001): write numbers the way
+ * opsd does (fmt_double), which reads back as the same double. */
+void cli_json_write(struct buf *out, const json_t *v, int indent, int level)
+{
+    size_t n = 0;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *key;
+        const json_t *m;
+        buf_putc(out, '{');
+        json_object_foreach((json_t *)(uintptr_t)v, key, m) {
+            if (n++)
+                buf_putc(out, ',');
+            if (indent)
+                json_newline(out, indent, level + 1);
+            jw_str(out, key);
+            jw_raw(out, indent ? ": " : ":");
+            cli_json_write(out, m, indent, level + 1);
+        }
+        if (n && indent)
+            json_newline(out, indent, level);
+        buf_putc(out, '}');
+        break;
+    }
+    case JSON_ARRAY:
+        buf_putc(out, '[');
+        for (n = 0; n < json_array_size(v); n++) {
+            if (n)
+                buf_putc(out, ',');
+            if (indent)
+                json_newline(out, indent, level + 1);
+            cli_json_write(out, json_array_get(v, n), indent, level + 1);
+        }
+        if (n && indent)
+            json_newline(out, indent, level);
+        buf_putc(out, ']');
+        break;
+    case JSON_STRING:
+        jw_strn(out, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER:
+        jw_int(out, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        jw_double(out, json_real_value(v));
+        break;
+    case JSON_TRUE:
+        jw_raw(out, "true");
+        break;
+    case JSON_FALSE:
+        jw_raw(out, "false");
+        break;
+    default:
+        jw_raw(out, "null");
+        break;
+    }
+}
+
+void cli_print_json(const json_t *j)
+{
+    struct buf b;
+    buf_init(&b, ANSWER_MAX);
+    cli_json_write(&b, j, 2, 0);
+    buf_putc(&b, '\n');
+    fwrite(cli_bstr(&b), 1, b.len, stdout);
+    buf_release(&b);
 }
 
 /* ---- options and commands ---- */
-
-enum opt_id {
-    O_URL, O_TOKEN, O_INSECURE, O_CACERT, O_JSON, O_PREFIX, O_LIMIT, O_INTERVAL, O_DEADBAND,
-    O_HELP, O_VERSION
-};
-
-#define OPT(id) (1u << (id))
 
 static const struct option_def {
     const char *name;
@@ -523,19 +610,16 @@ static const struct option_def {
     {"--limit", O_LIMIT, true},
     {"--interval", O_INTERVAL, true},
     {"--deadband", O_DEADBAND, true},
+    {"--from", O_FROM, true},
+    {"--to", O_TO, true},
+    {"--buckets", O_BUCKETS, true},
+    {"--agg", O_AGG, true},
+    {"--partition", O_PARTITION, true},
+    {"-o", O_OUTPUT, true},
+    {"--output", O_OUTPUT, true},
     {"--help", O_HELP, false},
     {"-h", O_HELP, false},
     {"--version", O_VERSION, false},
-};
-
-struct opts {
-    unsigned seen;          /* OPT(id) bits of the options given */
-    const char *url, *token, *prefix, *cacert;
-    int64_t limit;          /* 0: no limit */
-    int64_t interval_ms;
-    double deadband;
-    char **args;            /* the words that are not options */
-    int nargs;
 };
 
 /* Parses the whole command line: options may come before or after the command words, as
@@ -563,7 +647,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             if (strlen(option_defs[k].name) == nlen && strncmp(option_defs[k].name, a, nlen) == 0)
                 d = &option_defs[k];
         if (!d)
-            return usage_error("unknown option '%.*s'", (int)nlen, a);
+            return cli_usage_error("unknown option '%.*s'", (int)nlen, a);
         const char *val = NULL;
         if (d->has_arg) {
             if (eq)
@@ -571,9 +655,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
             else if (i + 1 < argc)
                 val = argv[++i];
             else
-                return usage_error("%s needs a value", d->name);
+                return cli_usage_error("%s needs a value", d->name);
         } else if (eq) {
-            return usage_error("%s takes no value", d->name);
+            return cli_usage_error("%s takes no value", d->name);
         }
         o->seen |= OPT(d->id);
         switch (d->id) {
@@ -581,18 +665,30 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case O_TOKEN: o->token = val; break;
         case O_PREFIX: o->prefix = val; break;
         case O_CACERT: o->cacert = val; break;
+        case O_FROM: o->from = val; break;
+        case O_TO: o->to = val; break;
+        case O_AGG: o->agg = val; break;
+        case O_PARTITION: o->partition = val; break;
+        case O_OUTPUT: o->output = val; break;
+        case O_BUCKETS:
+            if (parse_int64(val, &o->buckets) < 0 || o->buckets < 1)
+                return cli_usage_error("--buckets must be a whole number of at least 1, not '%s'",
+                                       val);
+            break;
         case O_LIMIT:
             if (parse_int64(val, &o->limit) < 0 || o->limit < 1)
-                return usage_error("--limit must be a whole number of at least 1, not '%s'", val);
+                return cli_usage_error("--limit must be a whole number of at least 1, not '%s'",
+                                       val);
             break;
         case O_INTERVAL:
             if (parse_duration_ms(val, &o->interval_ms) < 0)
-                return usage_error("--interval must be a duration like 500ms, 2s or 1m, not '%s'",
-                                   val);
+                return cli_usage_error("--interval must be a duration like 500ms, 2s or 1m, "
+                                       "not '%s'",
+                                       val);
             break;
         case O_DEADBAND:
             if (parse_double(val, &o->deadband) < 0 || o->deadband < 0)
-                return usage_error("--deadband must be a number >= 0, not '%s'", val);
+                return cli_usage_error("--deadband must be a number >= 0, not '%s'", val);
             break;
         default:
             break;
@@ -617,13 +713,13 @@ static int set_url(struct ctl *c, const char *url)
         scheme = "https://";
         skip = 8;
     } else {
-        return usage_error("the URL '%s' must start with http:// or https://", url);
+        return cli_usage_error("the URL '%s' must start with http:// or https://", url);
     }
     if (url[skip] == '\0' || url[skip] == '/')
-        return usage_error("the URL '%s' has no host", url);
+        return cli_usage_error("the URL '%s' has no host", url);
     for (const char *p = url; *p; p++)
         if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-            return usage_error("the URL '%s' holds a space or a control character", url);
+            return cli_usage_error("the URL '%s' holds a space or a control character", url);
     struct buf b;
     buf_init(&b, 8192);
     buf_printf(&b, "%s%s", scheme, url + skip);
@@ -631,7 +727,7 @@ static int set_url(struct ctl *c, const char *url)
         b.data[--b.len] = '\0';
     if (b.overflow) {
         buf_release(&b);
-        return usage_error("the URL is too long");
+        return cli_usage_error("the URL is too long");
     }
     c->url = xstrdup(b.data);
     buf_release(&b);
@@ -645,7 +741,7 @@ static int cmd_status(struct ctl *c, const struct opts *o)
     if (rc)
         return rc;
     if (o->seen & OPT(O_JSON)) {
-        print_json(j);
+        cli_print_json(j);
         json_decref(j);
         return CTL_OK;
     }
@@ -655,18 +751,18 @@ static int cmd_status(struct ctl *c, const struct opts *o)
     const json_t *jup = json_object_get(j, "uptime_s");
     if (json_is_integer(jup))
         fmt_uptime(up, sizeof up, json_integer_value(jup));
-    printf("opsd %s at %s, up %s\n", member_text(&t, j, "version"), c->url, up);
-    printf("%-13s %s", "points", member_text(&t, j, "points"));
+    printf("opsd %s at %s, up %s\n", cli_member_text(&t, j, "version"), c->url, up);
+    printf("%-13s %s", "points", cli_member_text(&t, j, "points"));
     if (json_object_get(j, "point_updates"))
-        printf(" (%s updates)", member_text(&t, j, "point_updates"));
-    printf("\n%-13s %s clients", "stream", member_text(&t, j, "clients"));
-    printf(", %s subscriptions\n", member_text(&t, j, "subscriptions"));
+        printf(" (%s updates)", cli_member_text(&t, j, "point_updates"));
+    printf("\n%-13s %s clients", "stream", cli_member_text(&t, j, "clients"));
+    printf(", %s subscriptions\n", cli_member_text(&t, j, "subscriptions"));
     if (json_object_get(j, "config")) {
-        printf("%-13s %s", "config", member_text(&t, j, "config"));
+        printf("%-13s %s", "config", cli_member_text(&t, j, "config"));
         const json_t *rl = json_object_get(j, "reloads");
         if (json_is_object(rl)) {
-            printf(" (reloads: %s ok", member_text(&t, rl, "ok"));
-            printf(", %s failed)", member_text(&t, rl, "failed"));
+            printf(" (reloads: %s ok", cli_member_text(&t, rl, "ok"));
+            printf(", %s failed)", cli_member_text(&t, rl, "failed"));
         }
         putchar('\n');
     }
@@ -676,22 +772,22 @@ static int cmd_status(struct ctl *c, const struct opts *o)
         size_t nw = 0, tw = 0;
         for (size_t i = 0; i < json_array_size(drv); i++) {
             const json_t *d = json_array_get(drv, i);
-            size_t w = text_cols(member_text(&t, d, "name"));
+            size_t w = cli_text_cols(cli_member_text(&t, d, "name"));
             nw = w > nw ? w : nw;
-            w = text_cols(member_text(&t, d, "type"));
+            w = cli_text_cols(cli_member_text(&t, d, "type"));
             tw = w > tw ? w : tw;
         }
         for (size_t i = 0; i < json_array_size(drv); i++) {
             json_t *d = json_array_get(drv, i);
             fputs("  ", stdout);
-            put_padded(member_text(&t, d, "name"), nw, 2);
-            put_padded(member_text(&t, d, "type"), tw, 2);
-            printf("%s points", member_text(&t, d, "points"));
+            cli_put_padded(cli_member_text(&t, d, "name"), nw, 2);
+            cli_put_padded(cli_member_text(&t, d, "type"), tw, 2);
+            printf("%s points", cli_member_text(&t, d, "points"));
             const char *key;
             json_t *v;
             json_object_foreach(d, key, v) {
                 if (strcmp(key, "name") && strcmp(key, "type") && strcmp(key, "points"))
-                    printf("  %s %s", member_text(&t, d, key), key);
+                    printf("  %s %s", cli_member_text(&t, d, key), key);
             }
             putchar('\n');
         }
@@ -707,8 +803,8 @@ static int cmd_status(struct ctl *c, const struct opts *o)
             k |= strcmp(key, known[i]) == 0;
         if (!k) {
             buf_reset(&t);
-            value_text(&t, v, 0);
-            printf("%-13s %s\n", key, bstr(&t));
+            cli_value_text(&t, v, 0);
+            printf("%-13s %s\n", key, cli_bstr(&t));
         }
     }
     buf_release(&t);
@@ -716,55 +812,49 @@ static int cmd_status(struct ctl *c, const struct opts *o)
     return CTL_OK;
 }
 
-/* ---- points list: an aligned table, bounded ---- */
+/* ---- tables ---- */
 
-enum { COL_NAME, COL_VALUE, COL_UNIT, COL_QUALITY, COL_AGE, NCOLS };
-
-static const char *const col_titles[NCOLS] = {"NAME", "VALUE", "UNIT", "QUALITY", "AGE"};
-
-struct table {
-    char **cells;           /* TABLE_ROWS x NCOLS, kept until the widths are known */
-    size_t nrows;
-    size_t width[NCOLS];
-    bool streaming;         /* header printed, widths fixed */
-};
-
-static void table_print_row(const struct table *t, char *const *row)
+static void table_print_row(const struct cli_table *t, const char *const *row)
 {
-    for (int k = 0; k < NCOLS; k++) {
-        if (k == COL_AGE) { /* last column, right-aligned */
-            for (size_t c = text_cols(row[k]); c < t->width[k]; c++)
+    for (size_t k = 0; k < t->ncols; k++) {
+        bool last = k + 1 == t->ncols;
+        if (t->right & (1u << k)) {
+            for (size_t c = cli_text_cols(row[k]); c < t->width[k]; c++)
                 putchar(' ');
             fputs(row[k], stdout);
+            if (!last)
+                fputs("  ", stdout);
+        } else if (last) { /* no trailing blanks */
+            fputs(row[k], stdout);
         } else {
-            put_padded(row[k], t->width[k], 2);
+            cli_put_padded(row[k], t->width[k], 2);
         }
     }
     putchar('\n');
 }
 
-static void table_init(struct table *t)
+void cli_table_init(struct cli_table *t, size_t ncols, const char *const *titles, unsigned right)
 {
     memset(t, 0, sizeof *t);
-    for (int k = 0; k < NCOLS; k++)
-        t->width[k] = strlen(col_titles[k]);
+    if (ncols > TABLE_COLS_MAX)
+        ncols = TABLE_COLS_MAX;
+    t->ncols = ncols;
+    t->right = right;
+    for (size_t k = 0; k < ncols; k++) {
+        t->titles[k] = titles[k];
+        t->width[k] = cli_text_cols(titles[k]);
+    }
 }
 
-/* Prints the header and the rows kept so far; from then on rows are printed as they come. */
-static void table_flush(struct table *t)
+void cli_table_flush(struct cli_table *t)
 {
-    if (t->streaming)
+    if (t->streaming || t->nrows == 0)
         return;
-    char titles[NCOLS][8], *row[NCOLS];
-    for (int k = 0; k < NCOLS; k++) {
-        snprintf(titles[k], sizeof titles[k], "%s", col_titles[k]);
-        row[k] = titles[k];
-    }
-    table_print_row(t, row);
+    table_print_row(t, t->titles);
     for (size_t r = 0; r < t->nrows; r++) {
-        table_print_row(t, t->cells + r * NCOLS);
-        for (int k = 0; k < NCOLS; k++)
-            free(t->cells[r * NCOLS + k]);
+        table_print_row(t, (const char *const *)(t->cells + r * t->ncols));
+        for (size_t k = 0; k < t->ncols; k++)
+            free(t->cells[r * t->ncols + k]);
     }
     free(t->cells);
     t->cells = NULL;
@@ -772,31 +862,57 @@ static void table_flush(struct table *t)
     t->streaming = true;
 }
 
-static void table_release(struct table *t)
+void cli_table_release(struct cli_table *t)
 {
-    for (size_t r = 0; r < t->nrows * NCOLS; r++)
+    for (size_t r = 0; r < t->nrows * t->ncols; r++)
         free(t->cells[r]);
     free(t->cells);
     t->cells = NULL;
     t->nrows = 0;
 }
 
+void cli_table_add(struct cli_table *t, char **row)
+{
+    if (t->nrows == TABLE_ROWS)
+        cli_table_flush(t);
+    if (t->streaming) {
+        table_print_row(t, (const char *const *)row);
+        for (size_t k = 0; k < t->ncols; k++)
+            free(row[k]);
+        return;
+    }
+    if (!t->cells)
+        t->cells = xnew(char *, (size_t)TABLE_ROWS * t->ncols);
+    for (size_t k = 0; k < t->ncols; k++) {
+        size_t w = cli_text_cols(row[k]);
+        t->width[k] = w > t->width[k] ? w : t->width[k];
+    }
+    memcpy(t->cells + t->nrows * t->ncols, row, t->ncols * sizeof *row);
+    t->nrows++;
+}
+
+/* ---- points list ---- */
+
+enum { COL_NAME, COL_VALUE, COL_UNIT, COL_QUALITY, COL_AGE, NCOLS };
+
+static const char *const col_titles[NCOLS] = {"NAME", "VALUE", "UNIT", "QUALITY", "AGE"};
+
 /* Adds one point as a row. */
-static void table_add(struct table *t, const json_t *p, int64_t now)
+static void list_add(struct cli_table *t, const json_t *p, int64_t now)
 {
     char *row[NCOLS];
     struct buf b, r;
     buf_init(&b, 1u << 16);
     buf_init(&r, 1u << 16);
-    row[COL_NAME] = xstrdup(member_text(&b, p, "name"));
+    row[COL_NAME] = xstrdup(cli_member_text(&b, p, "name"));
     buf_reset(&b);
-    value_text(&b, json_object_get(p, "value"), CELL_MAX_COLS);
-    row[COL_VALUE] = xstrdup(bstr(&b));
-    row[COL_UNIT] = xstrdup(member_text(&b, p, "unit"));
-    member_text(&b, p, "quality");
+    cli_value_text(&b, json_object_get(p, "value"), CELL_MAX_COLS);
+    row[COL_VALUE] = xstrdup(cli_bstr(&b));
+    row[COL_UNIT] = xstrdup(cli_member_text(&b, p, "unit"));
+    cli_member_text(&b, p, "quality");
     if (json_object_get(p, "reason"))
-        buf_printf(&b, " (%s)", member_text(&r, p, "reason"));
-    row[COL_QUALITY] = xstrdup(bstr(&b));
+        buf_printf(&b, " (%s)", cli_member_text(&r, p, "reason"));
+    row[COL_QUALITY] = xstrdup(cli_bstr(&b));
     const json_t *ts = json_object_get(p, "ts");
     char age[32] = "-";
     if (json_is_integer(ts) && json_integer_value(ts) > 0 &&
@@ -805,23 +921,7 @@ static void table_add(struct table *t, const json_t *p, int64_t now)
     row[COL_AGE] = xstrdup(age);
     buf_release(&b);
     buf_release(&r);
-
-    if (t->nrows == TABLE_ROWS)
-        table_flush(t);
-    if (t->streaming) {
-        table_print_row(t, row);
-        for (int k = 0; k < NCOLS; k++)
-            free(row[k]);
-        return;
-    }
-    if (!t->cells)
-        t->cells = xnew(char *, (size_t)TABLE_ROWS * NCOLS);
-    for (int k = 0; k < NCOLS; k++) {
-        size_t w = text_cols(row[k]);
-        t->width[k] = w > t->width[k] ? w : t->width[k];
-    }
-    memcpy(t->cells + t->nrows * NCOLS, row, sizeof row);
-    t->nrows++;
+    cli_table_add(t, row);
 }
 
 static int cmd_list(struct ctl *c, const struct opts *o)
@@ -829,11 +929,12 @@ static int cmd_list(struct ctl *c, const struct opts *o)
     bool json = o->seen & OPT(O_JSON);
     bool progress = isatty(STDERR_FILENO);
     uint64_t want = o->limit ? (uint64_t)o->limit : UINT64_MAX, got = 0;
-    struct table t;
-    table_init(&t);
-    struct buf path, cursor;
+    struct cli_table t;
+    cli_table_init(&t, NCOLS, col_titles, 1u << COL_AGE);
+    struct buf path, cursor, line;
     buf_init(&path, 1u << 16);
     buf_init(&cursor, 1u << 16);
+    buf_init(&line, ANSWER_MAX);
     bool more = true, shown_progress = false;
     int rc = CTL_OK;
     int64_t total = -1;
@@ -845,11 +946,11 @@ static int cmd_list(struct ctl *c, const struct opts *o)
         buf_printf(&path, "/api/v1/points?limit=%llu", (unsigned long long)page);
         if (o->prefix) {
             jw_raw(&path, "&prefix=");
-            url_escape(&path, o->prefix);
+            cli_url_escape(&path, o->prefix);
         }
         if (cursor.len) {
             jw_raw(&path, "&cursor=");
-            url_escape(&path, cursor.data);
+            cli_url_escape(&path, cursor.data);
         }
         json_t *j;
         if ((rc = ctl_request(c, "GET", path.data, NULL, &j)))
@@ -858,7 +959,7 @@ static int cmd_list(struct ctl *c, const struct opts *o)
         const json_t *next = json_object_get(j, "next");
         const json_t *jt = json_object_get(j, "total");
         if (!json_is_array(pts)) {
-            rc = fail(CTL_ERROR, "the answer from %s has no 'points' list", c->url);
+            rc = cli_fail(CTL_ERROR, "the answer from %s has no 'points' list", c->url);
             json_decref(j);
             break;
         }
@@ -869,10 +970,12 @@ static int cmd_list(struct ctl *c, const struct opts *o)
         for (size_t i = 0; i < n && got < want; i++, got++) {
             const json_t *p = json_array_get(pts, i);
             if (json) {
-                fputs(got ? ",\n  " : "\n  ", stdout);
-                json_dumpf(p, stdout, JSON_COMPACT);
+                buf_reset(&line);
+                jw_raw(&line, got ? ",\n  " : "\n  ");
+                cli_json_write(&line, p, 0, 0);
+                fwrite(cli_bstr(&line), 1, line.len, stdout);
             } else {
-                table_add(&t, p, now);
+                list_add(&t, p, now);
             }
         }
         more = json_is_string(next) && n > 0;
@@ -901,14 +1004,15 @@ static int cmd_list(struct ctl *c, const struct opts *o)
         else
             fputs("no points\n", stderr);
     } else if (got) {
-        table_flush(&t);
+        cli_table_flush(&t);
     }
-    table_release(&t);
+    cli_table_release(&t);
     if (rc == CTL_OK && !json && more && total > 0 && isatty(STDERR_FILENO))
         fprintf(stderr, "(%llu of %lld points: raise --limit to see more)\n",
                 (unsigned long long)got, (long long)total);
     buf_release(&path);
     buf_release(&cursor);
+    buf_release(&line);
     return rc;
 }
 
@@ -917,7 +1021,7 @@ static int cmd_list(struct ctl *c, const struct opts *o)
 static void point_path(struct buf *path, const char *name)
 {
     jw_raw(path, "/api/v1/points/");
-    url_escape(path, name);
+    cli_url_escape(path, name);
 }
 
 static void print_point(json_t *p)
@@ -925,32 +1029,32 @@ static void print_point(json_t *p)
     struct buf a, b;
     buf_init(&a, 1u << 16);
     buf_init(&b, 1u << 16);
-    printf("%-12s %s\n", "name", member_text(&a, p, "name"));
+    printf("%-12s %s\n", "name", cli_member_text(&a, p, "name"));
     const json_t *val = json_object_get(p, "value");
     buf_reset(&a);
-    value_text(&a, val, 0);
-    const char *unit = member_text(&b, p, "unit");
+    cli_value_text(&a, val, 0);
+    const char *unit = cli_member_text(&b, p, "unit");
     if (!val || json_is_null(val))
         printf("%-12s %s\n", "value", "none");
     else
-        printf("%-12s %s%s%s\n", "value", bstr(&a), *unit ? " " : "", unit);
-    printf("%-12s %s", "quality", member_text(&a, p, "quality"));
+        printf("%-12s %s%s%s\n", "value", cli_bstr(&a), *unit ? " " : "", unit);
+    printf("%-12s %s", "quality", cli_member_text(&a, p, "quality"));
     if (json_object_get(p, "reason"))
-        printf(" (%s)", member_text(&a, p, "reason"));
+        printf(" (%s)", cli_member_text(&a, p, "reason"));
     putchar('\n');
     const json_t *ts = json_object_get(p, "ts");
     if (json_is_integer(ts) && json_integer_value(ts) > 0) {
         char when[48], age[32];
-        fmt_clock(when, sizeof when, json_integer_value(ts), true);
+        cli_fmt_clock(when, sizeof when, json_integer_value(ts), true);
         fmt_age(age, sizeof age, now_ms() - json_integer_value(ts));
         printf("%-12s %s (%s ago)\n", "time", when, age);
     } else {
         printf("%-12s %s\n", "time", "never");
     }
-    printf("%-12s %s\n", "type", member_text(&a, p, "type"));
+    printf("%-12s %s\n", "type", cli_member_text(&a, p, "type"));
     const json_t *w = json_object_get(p, "writable");
     printf("%-12s %s\n", "writable", json_is_true(w) ? "yes" : "no");
-    printf("%-12s %s\n", "description", member_text(&a, p, "description"));
+    printf("%-12s %s\n", "description", cli_member_text(&a, p, "description"));
     static const char *const known[] = {"name", "value", "unit", "quality", "reason", "ts",
                                         "type", "writable", "description"};
     const char *key;
@@ -961,8 +1065,8 @@ static void print_point(json_t *p)
             k |= strcmp(key, known[i]) == 0;
         if (!k) {
             buf_reset(&a);
-            value_text(&a, v, 0);
-            printf("%-12s %s\n", key, bstr(&a));
+            cli_value_text(&a, v, 0);
+            printf("%-12s %s\n", key, cli_bstr(&a));
         }
     }
     buf_release(&a);
@@ -980,7 +1084,7 @@ static int cmd_get(struct ctl *c, const struct opts *o)
     if (rc)
         return rc;
     if (o->seen & OPT(O_JSON))
-        print_json(j);
+        cli_print_json(j);
     else
         print_point(j);
     json_decref(j);
@@ -996,7 +1100,7 @@ static int value_json(struct buf *out, const char *text)
         double d;
         int64_t i;
         if (parse_double(text, &d) < 0)
-            return usage_error("%s is out of the range of a number", text);
+            return cli_usage_error("%s is out of the range of a number", text);
         /* A whole number beyond 64 bits is not a JSON integer the server can read: send it as
          * the (rounded) real number it is. */
         if (!strpbrk(text, ".eE") && parse_int64(text, &i) < 0)
@@ -1033,23 +1137,23 @@ static int cmd_set(struct ctl *c, const struct opts *o)
     jw_raw(&body, "}");
     json_t *j = NULL;
     if (rc == CTL_OK)
-        rc = body.overflow ? fail(CTL_ERROR, "the value is too long")
+        rc = body.overflow ? cli_fail(CTL_ERROR, "the value is too long")
                            : ctl_request(c, "PUT", path.data, &body, &j);
     buf_release(&path);
     buf_release(&body);
     if (rc)
         return rc;
     if (o->seen & OPT(O_JSON)) {
-        print_json(j);
+        cli_print_json(j);
     } else {
         struct buf a, b, u;
         buf_init(&a, 1u << 16);
         buf_init(&b, 1u << 16);
         buf_init(&u, 1u << 16);
-        value_text(&b, json_object_get(j, "value"), 0);
-        const char *unit = member_text(&u, j, "unit");
-        printf("%s = %s%s%s", member_text(&a, j, "name"), bstr(&b), *unit ? " " : "", unit);
-        const char *q = member_text(&a, j, "quality");
+        cli_value_text(&b, json_object_get(j, "value"), 0);
+        const char *unit = cli_member_text(&u, j, "unit");
+        printf("%s = %s%s%s", cli_member_text(&a, j, "name"), cli_bstr(&b), *unit ? " " : "", unit);
+        const char *q = cli_member_text(&a, j, "quality");
         if (strcmp(q, "good") != 0)
             printf(" (%s)", q);
         putchar('\n');
@@ -1087,7 +1191,7 @@ struct watch {
 static int watch_update(struct watch *w, const json_t *values)
 {
     if (!json_is_array(values))
-        return fail(CTL_ERROR, "the server sent an update without 'values'");
+        return cli_fail(CTL_ERROR, "the server sent an update without 'values'");
     struct buf name, val, q;
     buf_init(&name, 1u << 16);
     buf_init(&val, 1u << 16);
@@ -1101,25 +1205,25 @@ static int watch_update(struct watch *w, const json_t *values)
         buf_reset(&name);
         buf_reset(&val);
         buf_reset(&q);
-        text_clean(&name, json_string_value(jn), json_string_length(jn), 0);
-        value_text(&val, json_array_get(v, 1), CELL_MAX_COLS);
+        cli_text_clean(&name, json_string_value(jn), json_string_length(jn), 0);
+        cli_value_text(&val, json_array_get(v, 1), CELL_MAX_COLS);
         if (json_is_string(jq))
-            text_clean(&q, json_string_value(jq), json_string_length(jq), 32);
+            cli_text_clean(&q, json_string_value(jq), json_string_length(jq), 32);
         if (json_is_string(jr)) {
             jw_raw(&q, " (");
-            text_clean(&q, json_string_value(jr), json_string_length(jr), 0);
+            cli_text_clean(&q, json_string_value(jr), json_string_length(jr), 0);
             jw_raw(&q, ")");
         }
         char when[48] = "--:--:--.---";
         if (json_is_integer(jts) && json_integer_value(jts) > 0)
-            fmt_clock(when, sizeof when, json_integer_value(jts), false);
-        size_t nw = text_cols(bstr(&name)), vw = text_cols(bstr(&val));
+            cli_fmt_clock(when, sizeof when, json_integer_value(jts), false);
+        size_t nw = cli_text_cols(cli_bstr(&name)), vw = cli_text_cols(cli_bstr(&val));
         w->name_w = nw > w->name_w ? nw : w->name_w;
         w->value_w = vw > w->value_w ? (vw < 24 ? vw : 24) : w->value_w;
         printf("%s ", when);
-        put_padded(bstr(&name), w->name_w, 1);
-        put_padded(bstr(&val), w->value_w, 1);
-        printf("%s\n", bstr(&q));
+        cli_put_padded(cli_bstr(&name), w->name_w, 1);
+        cli_put_padded(cli_bstr(&val), w->value_w, 1);
+        printf("%s\n", cli_bstr(&q));
     }
     buf_release(&name);
     buf_release(&val);
@@ -1127,7 +1231,7 @@ static int watch_update(struct watch *w, const json_t *values)
     if (fflush(stdout) != 0 || ferror(stdout)) {
         if (errno == EPIPE)
             return CTL_OK; /* the reader went away (| head): a normal end */
-        return fail(CTL_ERROR, "cannot write the output: %s", strerror(errno));
+        return cli_fail(CTL_ERROR, "cannot write the output: %s", strerror(errno));
     }
     return -1;
 }
@@ -1139,7 +1243,8 @@ static int watch_message(struct watch *w, const char *text, size_t len)
     json_t *m = json_loadb(text, len, 0, &je);
     if (!json_is_object(m)) {
         json_decref(m);
-        return fail(CTL_ERROR, "the server sent a message that is not a JSON object: %s", je.text);
+        return cli_fail(CTL_ERROR, "the server sent a message that is not a JSON object: %s",
+                        je.text);
     }
     const char *op = json_string_value(json_object_get(m, "op"));
     int rc = -1;
@@ -1147,7 +1252,7 @@ static int watch_message(struct watch *w, const char *text, size_t len)
         rc = watch_update(w, json_object_get(m, "values"));
     } else if (op && strcmp(op, "error") == 0) {
         /* A refused subscription: what was asked cannot be watched, so stop and say why. */
-        rc = server_error(w->c, 400, m);
+        rc = cli_server_error(w->c, 400, m);
     }
     /* pong, unsubscribed and ops added later need nothing. */
     json_decref(m);
@@ -1162,7 +1267,7 @@ static int watch_closed(struct watch *w)
     const char *why = w->close_reason;
     if (w->close_code == LWS_CLOSE_STATUS_POLICY_VIOLATION &&
         strncmp(why, "unauthorized", 12) == 0) {
-        int rc = fail(CTL_ERROR, "%s", why); /* already "unauthorized: message" */
+        int rc = cli_fail(CTL_ERROR, "%s", why); /* already "unauthorized: message" */
         token_hint(w->c);
         return rc;
     }
@@ -1171,14 +1276,14 @@ static int watch_closed(struct watch *w)
     bool busy = w->close_code == 1013 || (w->close_code == LWS_CLOSE_STATUS_PROTOCOL_ERR &&
                                           strncmp(why, "too many clients", 16) == 0);
     if (busy)
-        return fail(CTL_ERROR, "the server refused the stream %s: %s", w->ws_url.data, why);
+        return cli_fail(CTL_ERROR, "the server refused the stream %s: %s", w->ws_url.data, why);
     if (w->close_code)
-        return fail(CTL_UNREACHABLE, "the server closed the stream %s: %s (%d)", w->ws_url.data,
-                    why[0] ? why : "no reason given", w->close_code);
-    return fail(CTL_UNREACHABLE,
-                "the connection to %s was closed (the server stopped, or it found this client "
-                "too slow to read its updates)",
-                w->ws_url.data);
+        return cli_fail(CTL_UNREACHABLE, "the server closed the stream %s: %s (%d)", w->ws_url.data,
+                        why[0] ? why : "no reason given", w->close_code);
+    return cli_fail(CTL_UNREACHABLE,
+                    "the connection to %s was closed (the server stopped, or it found this client "
+                    "too slow to read its updates)",
+                    w->ws_url.data);
 }
 
 static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -1221,12 +1326,12 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
         if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi))
             return 0;
         if (w->rx_too_big) {
-            w->status = fail(CTL_ERROR, "a message from the server is larger than %u MiB",
-                             STREAM_MSG_MAX >> 20);
+            w->status = cli_fail(CTL_ERROR, "a message from the server is larger than %u MiB",
+                                 STREAM_MSG_MAX >> 20);
             return -1;
         }
         if (w->status < 0)
-            w->status = watch_message(w, bstr(&w->rx), w->rx.len);
+            w->status = watch_message(w, cli_bstr(&w->rx), w->rx.len);
         buf_reset(&w->rx);
         return w->status < 0 ? 0 : -1;
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
@@ -1235,8 +1340,8 @@ static int watch_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
             w->close_code = b[0] << 8 | b[1];
             struct buf r;
             buf_init(&r, sizeof w->close_reason - 4);
-            text_clean(&r, (const char *)b + 2, len - 2, 0);
-            snprintf(w->close_reason, sizeof w->close_reason, "%s", bstr(&r));
+            cli_text_clean(&r, (const char *)b + 2, len - 2, 0);
+            snprintf(w->close_reason, sizeof w->close_reason, "%s", cli_bstr(&r));
             buf_release(&r);
         }
         return 0;
@@ -1292,7 +1397,7 @@ static int watch_messages(struct watch *w, const struct opts *o)
         const char *a = o->args[i];
         const char *star = strchr(a, '*');
         if (star && star[1] != '\0')
-            return usage_error("'%s': '*' can only end a name (a prefix, like tank1-*)", a);
+            return cli_usage_error("'%s': '*' can only end a name (a prefix, like tank1-*)", a);
         if (star) {
             struct buf *m = sub_new(w);
             buf_printf(m, "{\"op\":\"subscribe\",\"id\":\"prefix-%d\",\"prefix\":", ++nprefix);
@@ -1313,9 +1418,9 @@ static int watch_messages(struct watch *w, const struct opts *o)
     }
     for (size_t i = 0; i < w->nmsgs; i++)
         if (w->msgs[i].overflow)
-            return usage_error("too many names for one subscription (the server takes "
-                               "messages of up to %u MiB)",
-                               SUBSCRIBE_MAX >> 20);
+            return cli_usage_error("too many names for one subscription (the server takes "
+                                   "messages of up to %u MiB)",
+                                   SUBSCRIBE_MAX >> 20);
     return CTL_OK;
 }
 
@@ -1330,11 +1435,11 @@ static int watch_diagnose(struct watch *w)
         return rc;
     json_decref(j);
     if (w->http_status)
-        return fail(CTL_ERROR, "the server refused the stream %s (HTTP %d)", w->ws_url.data,
-                    w->http_status);
-    return fail(CTL_ERROR,
-                "the server refused the stream %s (%s): its log says why",
-                w->ws_url.data, w->close_reason[0] ? w->close_reason : "connection closed");
+        return cli_fail(CTL_ERROR, "the server refused the stream %s (HTTP %d)", w->ws_url.data,
+                        w->http_status);
+    return cli_fail(CTL_ERROR,
+                    "the server refused the stream %s (%s): its log says why",
+                    w->ws_url.data, w->close_reason[0] ? w->close_reason : "connection closed");
 }
 
 /* A prefix subscription takes the points that exist when it is made, so one that matches
@@ -1352,7 +1457,7 @@ static int watch_check_prefixes(struct ctl *c, const struct opts *o)
         char *prefix = xstrndup(a, (size_t)(star - a));
         buf_reset(&path);
         jw_raw(&path, "/api/v1/points?limit=1&prefix=");
-        url_escape(&path, prefix);
+        cli_url_escape(&path, prefix);
         json_t *j;
         if ((rc = ctl_request(c, "GET", path.data, NULL, &j)) == CTL_OK) {
             if (json_integer_value(json_object_get(j, "total")) == 0)
@@ -1387,7 +1492,7 @@ static int cmd_watch(struct ctl *c, const struct opts *o)
     const char *prot, *addr, *p;
     int port;
     if (lws_parse_uri(uri, &prot, &addr, &port, &p)) {
-        rc = usage_error("cannot read the URL '%s'", c->url);
+        rc = cli_usage_error("cannot read the URL '%s'", c->url);
         goto out;
     }
     bool tls = strcmp(prot, "https") == 0;
@@ -1409,7 +1514,7 @@ static int cmd_watch(struct ctl *c, const struct opts *o)
     info.fd_limit_per_thread = 8;
     ctx = lws_create_context(&info);
     if (!ctx) {
-        rc = fail(CTL_ERROR, "cannot start the WebSocket client");
+        rc = cli_fail(CTL_ERROR, "cannot start the WebSocket client");
         goto out;
     }
     struct lws_client_connect_info ci;
@@ -1444,7 +1549,7 @@ static int cmd_watch(struct ctl *c, const struct opts *o)
             break;
     if (w.status < 0)
         w.status = stop_signal ? CTL_OK
-                               : fail(CTL_UNREACHABLE, "the stream %s stopped", w.ws_url.data);
+                               : cli_fail(CTL_UNREACHABLE, "the stream %s stopped", w.ws_url.data);
     else if (w.connect_failed)
         w.status = watch_diagnose(&w);
     rc = w.status;
@@ -1480,6 +1585,22 @@ static const struct command {
     {"points", "set", 2, 2, OPT(O_JSON), cmd_set, "points set NAME VALUE [--json]"},
     {"watch", NULL, 1, 100000, OPT(O_INTERVAL) | OPT(O_DEADBAND), cmd_watch,
      "watch [--interval D] [--deadband X] NAME|PREFIX* ..."},
+    {"history", "query", 1, 100000,
+     OPT(O_JSON) | OPT(O_FROM) | OPT(O_TO) | OPT(O_LIMIT) | OPT(O_INTERVAL) | OPT(O_BUCKETS) |
+         OPT(O_AGG),
+     cmd_history_query,
+     "history query POINT... [--from T] [--to T] [--limit N | --interval D | --buckets N "
+     "[--agg LIST]] [--json]"},
+    {"history", "export", 1, 100000,
+     OPT(O_FROM) | OPT(O_TO) | OPT(O_LIMIT) | OPT(O_INTERVAL) | OPT(O_BUCKETS) | OPT(O_AGG) |
+         OPT(O_OUTPUT),
+     cmd_history_export,
+     "history export POINT... [--from T] [--to T] [--interval D | --buckets N [--agg LIST]] "
+     "[-o FILE]"},
+    {"history", "partitions", 0, 0, OPT(O_JSON), cmd_history_partitions,
+     "history partitions [--json]"},
+    {"history", "verify", 0, 0, OPT(O_JSON) | OPT(O_PARTITION), cmd_history_verify,
+     "history verify [--partition START] [--json]"},
 };
 
 static const unsigned global_opts =
@@ -1516,24 +1637,32 @@ static int run(int argc, char **argv)
     }
     if (!cmd) {
         if (strcmp(o.args[0], "points") == 0 && o.nargs > 1)
-            rc = usage_error("unknown command 'points %s' (list, get, set)", o.args[1]);
+            rc = cli_usage_error("unknown command 'points %s' (list, get, set)", o.args[1]);
         else if (strcmp(o.args[0], "points") == 0)
-            rc = usage_error("'points' needs a command: list, get or set");
+            rc = cli_usage_error("'points' needs a command: list, get or set");
+        else if (strcmp(o.args[0], "history") == 0 && o.nargs > 1)
+            rc = cli_usage_error("unknown command 'history %s' (query, export, partitions, "
+                                 "verify)",
+                                 o.args[1]);
+        else if (strcmp(o.args[0], "history") == 0)
+            rc = cli_usage_error("'history' needs a command: query, export, partitions or "
+                                 "verify");
         else
-            rc = usage_error("unknown command '%s' (status, points, watch)", o.args[0]);
+            rc = cli_usage_error("unknown command '%s' (status, points, watch, history)",
+                                 o.args[0]);
         goto out;
     }
     int nwords = cmd->word2 ? 2 : 1, n = o.nargs - nwords;
     if (n < cmd->min_args || n > cmd->max_args) {
-        rc = usage_error("usage: opsctl %s", cmd->synopsis);
+        rc = cli_usage_error("usage: opsctl %s", cmd->synopsis);
         goto out;
     }
     unsigned extra = o.seen & ~(global_opts | cmd->opts);
     for (size_t k = 0; k < ARRAY_LEN(option_defs); k++) {
         if (extra & OPT(option_defs[k].id)) {
-            rc = usage_error("'%s' takes no %s (usage: opsctl %s)",
-                             cmd->word2 ? o.args[1] : o.args[0], option_defs[k].name,
-                             cmd->synopsis);
+            rc = cli_usage_error("'%s' takes no %s (usage: opsctl %s)",
+                                 cmd->word2 ? o.args[1] : o.args[0], option_defs[k].name,
+                                 cmd->synopsis);
             goto out;
         }
     }
@@ -1543,7 +1672,7 @@ static int run(int argc, char **argv)
     if (token && *token) {
         for (const char *p = token; *p; p++) {
             if ((unsigned char)*p < 0x20 || *p == 0x7f) {
-                rc = usage_error("the token holds a control character");
+                rc = cli_usage_error("the token holds a control character");
                 goto out;
             }
         }
@@ -1551,7 +1680,7 @@ static int run(int argc, char **argv)
     }
     c.insecure = o.seen & OPT(O_INSECURE);
     if (o.cacert && access(o.cacert, R_OK) != 0) {
-        rc = usage_error("--cacert: cannot read '%s': %s", o.cacert, strerror(errno));
+        rc = cli_usage_error("--cacert: cannot read '%s': %s", o.cacert, strerror(errno));
         goto out;
     }
     c.cacert = o.cacert;
@@ -1560,7 +1689,7 @@ static int run(int argc, char **argv)
     rc = cmd->run(&c, &o);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         if (errno != EPIPE && rc == CTL_OK)
-            rc = fail(CTL_ERROR, "cannot write the output: %s", strerror(errno));
+            rc = cli_fail(CTL_ERROR, "cannot write the output: %s", strerror(errno));
     }
 out:
     ctl_release(&c);
@@ -1571,7 +1700,7 @@ out:
 int main(int argc, char **argv)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return fail(CTL_ERROR, "cannot start libcurl");
+        return cli_fail(CTL_ERROR, "cannot start libcurl");
     int rc = run(argc, argv);
     curl_global_cleanup();
     return rc;

@@ -1,0 +1,195 @@
+/* hist_int.h - internals of the history module shared by recorder.c (loop thread), writer.c
+ * (writer thread) and hquery.c (query workers).
+ *
+ * WAL record layout (little endian). Every record starts with a kind byte:
+ *
+ *   kind 1, samples (a batch):  [u8 1][u32 n] then n entries, each
+ *       [u8 tag 0 = sample][u32 idx][i64 ts][u8 quality][value]
+ *       [u8 tag 1 = series][u32 idx][u8 type][u16 name length][name bytes]
+ *     value: double or int64: 8 bytes; bool: 1 byte; string: [u16 length][bytes]
+ *     A series entry precedes the first sample of an idx (idx = the point's index in the
+ *     point table of the process that wrote it).
+ *   kind 2, open chunks (written at a checkpoint, first in the new segment):
+ *       [u8 2][u8 flags: 1 = a new process starts here][u32 n] then n entries, each
+ *       [u8 type][u16 name length][name][u8 which: 0 open, 1 late][u32 count][u32 length][chunk]
+ *     A record with flag 1 resets the idx -> series map: indices of earlier records belong to
+ *     an earlier process.
+ */
+#ifndef OPSD_HISTORY_HIST_INT_H
+#define OPSD_HISTORY_HIST_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <uv.h>
+
+#include "core/buf.h"
+#include "history/chunk.h"
+#include "history/history.h"
+#include "history/store.h"
+#include "history/wal.h"
+
+#define HREC_SAMPLES 1
+#define HREC_CHUNKS  2
+#define HTAG_SAMPLE  0
+#define HTAG_SERIES  1
+#define HBATCH_MAX_BYTES (4u << 20)   /* a batch is sealed at this size */
+#define HCHUNK_SAMPLES   120          /* an open chunk is closed at this many samples */
+
+struct hticket {
+    void (*done)(void *ud, int status);
+    void *ud;
+};
+
+/* A batch of samples: one WAL record. Filled on the loop, handed to the writer, returned to
+ * the loop with its status for the acknowledgements. */
+struct hbatch {
+    struct hbatch *next;
+    struct buf rec;              /* the WAL record */
+    uint32_t n;                  /* entries */
+    uint64_t samples;
+    struct hticket *tickets;
+    uint32_t ntickets, ticketcap;
+    int status;                  /* set by the writer */
+};
+
+/* A chunk closed by the writer, waiting for the next checkpoint's commit. */
+struct hpending {
+    struct hpending *next;
+    enum pt_type type;
+    int64_t t_first, t_last;
+    uint32_t count;
+    size_t len;
+    uint8_t data[];
+};
+
+/* A series, as the writer knows it (by name). */
+struct hseries {
+    char *name;
+    uint64_t hash;
+    enum pt_type type;
+    struct chunk_enc open;       /* in time order */
+    struct chunk_enc late;       /* samples older than open's last: backfill */
+    struct hpending *pending, *pending_tail;
+};
+
+/* Per point, on the loop side. */
+struct hpoint {
+    int32_t rule;                /* index in cfg.rules, -1: not recorded */
+    uint8_t announced;           /* the writer has this idx's series entry */
+    uint8_t has_last;
+    uint8_t type;
+    int64_t last_ts;             /* last recorded sample */
+    double last_v;               /* for deadbands */
+    int64_t next_due;            /* REC_INTERVAL */
+};
+
+struct hist {
+    /* loop side */
+    uv_loop_t *loop;
+    struct live *live;
+    struct hist_config cfg;
+    struct hpoint *pts;
+    uint32_t npts;
+    struct hbatch *cur;
+    uv_async_t done_async;
+    uv_timer_t interval_timer;
+    bool stopping;
+    char *dir;                   /* DATA/history */
+    char *store_dir;             /* DATA/history/partitions */
+
+    /* shared, under lock */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    struct hbatch *queue, *queue_tail;   /* loop -> writer */
+    struct hbatch *done, *done_tail;     /* writer -> loop */
+    uint64_t queued_samples;
+    bool quit;
+    int64_t retention_ms;                /* may change on reload */
+    struct hist_stats st;
+
+    /* writer side; the series table is read by queries under series_lock */
+    pthread_t thread;
+    bool thread_started;
+    struct wal *wal;
+    struct hstore *store;
+    pthread_mutex_t series_lock;
+    struct hseries **series;             /* open addressing by name hash */
+    uint32_t series_mask, nseries;
+    struct hseries **by_idx;             /* idx -> series for the current process */
+    uint32_t by_idx_cap;
+    int64_t next_checkpoint;
+    int64_t partition_ms;
+    int64_t commit_interval_ms;
+};
+
+/* ---- little-endian record helpers ---- */
+static inline void hput_u8(struct buf *b, uint8_t v) { buf_append(b, &v, 1); }
+static inline void hput_u16(struct buf *b, uint16_t v)
+{
+    uint8_t x[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    buf_append(b, x, 2);
+}
+static inline void hput_u32(struct buf *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    buf_append(b, x, 4);
+}
+static inline void hput_u64(struct buf *b, uint64_t v)
+{
+    hput_u32(b, (uint32_t)v);
+    hput_u32(b, (uint32_t)(v >> 32));
+}
+
+/* A bounded reader over a record: every get fails (and stays failed) past the end. */
+struct hreader {
+    const uint8_t *p;
+    size_t len, pos;
+    bool bad;
+};
+
+static inline const uint8_t *hget(struct hreader *r, size_t n)
+{
+    if (r->bad || n > r->len - r->pos) {
+        r->bad = true;
+        return NULL;
+    }
+    const uint8_t *p = r->p + r->pos;
+    r->pos += n;
+    return p;
+}
+static inline uint8_t hget_u8(struct hreader *r)
+{
+    const uint8_t *p = hget(r, 1);
+    return p ? p[0] : 0;
+}
+static inline uint16_t hget_u16(struct hreader *r)
+{
+    const uint8_t *p = hget(r, 2);
+    return p ? (uint16_t)(p[0] | p[1] << 8) : 0;
+}
+static inline uint32_t hget_u32(struct hreader *r)
+{
+    const uint8_t *p = hget(r, 4);
+    return p ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24 : 0;
+}
+static inline uint64_t hget_u64(struct hreader *r)
+{
+    uint64_t lo = hget_u32(r);
+    return lo | (uint64_t)hget_u32(r) << 32;
+}
+
+/* writer.c */
+int hist__writer_start(struct hist *h);
+void hist__writer_stop(struct hist *h);
+/* A copy of the in-memory chunks of a series (open, late, pending), for queries. */
+struct hmem_chunk {
+    enum pt_type type;
+    uint32_t count;
+    size_t len;
+    uint8_t *data;
+};
+int hist__series_snapshot(struct hist *h, const char *name, struct hmem_chunk **out, size_t *n);
+
+#endif

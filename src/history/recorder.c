@@ -1,0 +1,498 @@
+/* recorder.c - the loop side of the history module: configuration, which points are recorded
+ * and how, batches for the writer, acknowledgements back to producers.
+ *
+ * A value reaches history by one of two roads: the point table's change list (drivers: the
+ * latest value per loop iteration, which is every value since a driver writes a point once
+ * per scan), or hist_record() (samples from outside: every sample, in any time order). The
+ * per-point `last_ts` keeps the two from recording the same sample twice.
+ *
+ * Memory: the batches waiting for the writer are bounded by buffer_max samples. Past it,
+ * driver samples are dropped and counted (opsd_history_dropped_total, a warning in the log)
+ * and REST producers are answered 503 with Retry-After before anything is applied. */
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "history/hist_int.h"
+
+#define DEFAULT_BUFFER_MAX  (4u << 20)
+
+/* ---- configuration ---- */
+
+int hist_config_parse(struct yconf *y, const ynode *n, struct hist_config *out)
+{
+    static const char *const keys[] = {"retention", "partition", "commit_interval", "buffer_max",
+                                       "record", NULL};
+    static const char *const rkeys[] = {"match", "mode", "deadband", "every", NULL};
+    memset(out, 0, sizeof *out);
+    out->retention_ms = 7 * 86400000LL;
+    out->partition_ms = 3600000;
+    out->commit_interval_ms = 10000;
+    out->buffer_max = DEFAULT_BUFFER_MAX;
+    if (!n)
+        return 0;
+    int errs = y->nerrors;
+    out->present = true;
+    if (!yn_is_map(n)) {
+        yconf_error(y, n, "history", "must be a mapping (retention, partition, commit_interval, record)");
+        return -1;
+    }
+    yn_check_keys(y, n, "history", keys);
+    yn_get_duration(y, n, "retention", "history", false, &out->retention_ms);
+    yn_get_duration(y, n, "partition", "history", false, &out->partition_ms);
+    yn_get_duration(y, n, "commit_interval", "history", false, &out->commit_interval_ms);
+    int64_t bm;
+    if (yn_get_int(y, n, "buffer_max", "history", false, &bm) == 0) {
+        if (bm < 1000 || bm > 1000000000)
+            yconf_error(y, yn_get(y, n, "buffer_max"), "history", "buffer_max must be 1000 to 1000000000 samples");
+        else
+            out->buffer_max = (uint64_t)bm;
+    }
+    if (out->partition_ms < 60000 || out->partition_ms > 31 * 86400000LL)
+        yconf_error(y, yn_get(y, n, "partition"), "history", "partition must be from 1m to 31d");
+    if (out->retention_ms > 100 * 365 * 86400000LL)
+        yconf_error(y, yn_get(y, n, "retention"), "history", "retention must be at most 100 years");
+    if (out->retention_ms < 1000)
+        yconf_error(y, yn_get(y, n, "retention"), "history", "retention must be at least 1s");
+    /* Retention drops whole partitions, so a partition must be well under the retention: a
+     * longer one is shortened (to half the retention, at least 1 minute), as the log says. */
+    if (out->retention_ms < 2 * out->partition_ms && y->nerrors == errs) {
+        int64_t p = out->retention_ms / 2;
+        out->partition_adjusted_from = out->partition_ms;
+        out->partition_ms = p < 60000 ? 60000 : p;
+    }
+    if (out->commit_interval_ms < 100 || out->commit_interval_ms > 600000)
+        yconf_error(y, yn_get(y, n, "commit_interval"), "history", "commit_interval must be from 100ms to 10m");
+    const ynode *rec = yn_get(y, n, "record");
+    if (rec && !yn_is_seq(rec)) {
+        yconf_error(y, rec, "history.record", "must be a list of {match, mode}");
+    } else if (rec) {
+        out->rules = xnew(struct hist_rule, yn_len(rec) ? yn_len(rec) : 1);
+        for (size_t i = 0; i < yn_len(rec); i++) {
+            const ynode *r = yn_at(y, rec, i);
+            char path[64];
+            snprintf(path, sizeof path, "history.record[%zu]", i);
+            if (!yn_is_map(r)) {
+                yconf_error(y, r, path, "must be a mapping {match: PATTERN, mode: on_change}");
+                continue;
+            }
+            yn_check_keys(y, r, path, rkeys);
+            const char *match = NULL, *mode = "on_change";
+            struct hist_rule hr = {0};
+            yn_get_str(y, r, "match", path, true, &match);
+            yn_get_str(y, r, "mode", path, false, &mode);
+            if (strcmp(mode, "on_change") == 0) {
+                hr.mode = REC_ON_CHANGE;
+            } else if (strcmp(mode, "deadband") == 0) {
+                hr.mode = REC_DEADBAND;
+                if (yn_get_double(y, r, "deadband", path, true, &hr.deadband) == 0 && hr.deadband < 0)
+                    yconf_error(y, yn_get(y, r, "deadband"), path, "deadband must be >= 0");
+            } else if (strcmp(mode, "interval") == 0) {
+                hr.mode = REC_INTERVAL;
+                if (yn_get_duration(y, r, "every", path, true, &hr.every_ms) == 0 && hr.every_ms < 100)
+                    yconf_error(y, yn_get(y, r, "every"), path, "every must be at least 100ms");
+            } else {
+                yconf_error(y, yn_get(y, r, "mode"), path,
+                            "unknown mode '%s' (on_change, deadband, interval)", mode);
+            }
+            if (match) {
+                hr.match = xstrdup(match);
+                out->rules[out->nrules++] = hr;
+            }
+        }
+    }
+    if (y->nerrors != errs) {
+        hist_config_release(out);
+        return -1;
+    }
+    return 0;
+}
+
+void hist_config_release(struct hist_config *c)
+{
+    for (size_t i = 0; i < c->nrules; i++)
+        free(c->rules[i].match);
+    free(c->rules);
+    memset(c, 0, sizeof *c);
+}
+
+static void config_copy(struct hist_config *dst, const struct hist_config *src)
+{
+    *dst = *src;
+    dst->rules = xnew(struct hist_rule, src->nrules ? src->nrules : 1);
+    for (size_t i = 0; i < src->nrules; i++) {
+        dst->rules[i] = src->rules[i];
+        dst->rules[i].match = xstrdup(src->rules[i].match);
+    }
+}
+
+static bool rule_matches(const struct hist_rule *r, const char *name)
+{
+    return fnmatch(r->match, name, 0) == 0;
+}
+
+/* Which rule records each point: the first that matches. */
+static void assign_rules(struct hist *h)
+{
+    struct live_stats ls;
+    live_stats(h->live, &ls);
+    uint32_t n = 0;
+    /* The table's indices run to its size including tombstones: grow to the largest. */
+    for (uint32_t i = 0;; i++) {
+        struct pt_view v;
+        if (live_view(h->live, i, &v) < 0)
+            break;
+        n = i + 1;
+    }
+    if (n > h->npts) {
+        h->pts = xgrow(h->pts, n);
+        memset(h->pts + h->npts, 0, (n - h->npts) * sizeof *h->pts);
+        for (uint32_t i = h->npts; i < n; i++)
+            h->pts[i].rule = -1;
+        h->npts = n;
+    }
+    uint64_t recorded = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct pt_view v;
+        live_view(h->live, i, &v);
+        struct hpoint *p = &h->pts[i];
+        int32_t rule = -1;
+        for (size_t k = 0; k < h->cfg.nrules && rule < 0; k++)
+            if (rule_matches(&h->cfg.rules[k], v.name))
+                rule = (int32_t)k;
+        p->rule = rule;
+        if (p->type != (uint8_t)v.type) {
+            p->type = (uint8_t)v.type;
+            p->announced = 0; /* the writer must learn the new type */
+        }
+        recorded += rule >= 0;
+    }
+    log_info("history", "%llu points recorded by %zu rules", (unsigned long long)recorded,
+             h->cfg.nrules);
+}
+
+/* ---- batches ---- */
+
+static struct hbatch *batch_new(void)
+{
+    struct hbatch *b = xzalloc(sizeof *b);
+    buf_init(&b->rec, HBATCH_MAX_BYTES + 64 * 1024);
+    hput_u8(&b->rec, HREC_SAMPLES);
+    hput_u32(&b->rec, 0); /* entry count, patched when sealed */
+    return b;
+}
+
+static void batch_free(struct hbatch *b)
+{
+    buf_release(&b->rec);
+    free(b->tickets);
+    free(b);
+}
+
+/* Hands the current batch to the writer. */
+static void batch_push(struct hist *h)
+{
+    struct hbatch *b = h->cur;
+    if (!b)
+        return;
+    h->cur = NULL;
+    uint8_t *n = (uint8_t *)b->rec.data + 1;
+    n[0] = (uint8_t)b->n;
+    n[1] = (uint8_t)(b->n >> 8);
+    n[2] = (uint8_t)(b->n >> 16);
+    n[3] = (uint8_t)(b->n >> 24);
+    pthread_mutex_lock(&h->lock);
+    if (h->queue_tail)
+        h->queue_tail->next = b;
+    else
+        h->queue = b;
+    h->queue_tail = b;
+    h->queued_samples += b->samples;
+    h->st.queued = h->queued_samples;
+    pthread_cond_signal(&h->wake);
+    pthread_mutex_unlock(&h->lock);
+}
+
+static struct hbatch *batch_cur(struct hist *h)
+{
+    if (h->cur && h->cur->rec.len > HBATCH_MAX_BYTES)
+        batch_push(h);
+    if (!h->cur)
+        h->cur = batch_new();
+    return h->cur;
+}
+
+bool hist_has_room(struct hist *h, uint64_t n)
+{
+    pthread_mutex_lock(&h->lock);
+    uint64_t q = h->queued_samples;
+    pthread_mutex_unlock(&h->lock);
+    return q + (h->cur ? h->cur->samples : 0) + n <= h->cfg.buffer_max;
+}
+
+static void put_sample(struct hist *h, uint32_t idx, int64_t ts, const struct pt_value *v,
+                       enum pt_quality q)
+{
+    struct hbatch *b = batch_cur(h);
+    struct hpoint *p = &h->pts[idx];
+    if (!p->announced) {
+        const char *name = live_name(h->live, idx);
+        size_t len = strlen(name);
+        hput_u8(&b->rec, HTAG_SERIES);
+        hput_u32(&b->rec, idx);
+        hput_u8(&b->rec, (uint8_t)v->type);
+        hput_u16(&b->rec, (uint16_t)len);
+        buf_append(&b->rec, name, len);
+        b->n++;
+        p->announced = 1;
+    }
+    hput_u8(&b->rec, HTAG_SAMPLE);
+    hput_u32(&b->rec, idx);
+    hput_u64(&b->rec, (uint64_t)ts);
+    hput_u8(&b->rec, (uint8_t)q);
+    switch (v->type) {
+    case PT_DOUBLE: {
+        uint64_t bits;
+        memcpy(&bits, &v->u.d, 8);
+        hput_u64(&b->rec, bits);
+        break;
+    }
+    case PT_INT: hput_u64(&b->rec, (uint64_t)v->u.i); break;
+    case PT_BOOL: hput_u8(&b->rec, v->u.b ? 1 : 0); break;
+    case PT_STRING: {
+        size_t len = strlen(v->u.s);
+        if (len > LIVE_STRING_MAX)
+            len = LIVE_STRING_MAX;
+        hput_u16(&b->rec, (uint16_t)len);
+        buf_append(&b->rec, v->u.s, len);
+        break;
+    }
+    }
+    b->n++;
+    b->samples++;
+    h->st.recorded++;
+}
+
+static double numeric(const struct pt_value *v)
+{
+    switch (v->type) {
+    case PT_DOUBLE: return v->u.d;
+    case PT_INT: return (double)v->u.i;
+    case PT_BOOL: return v->u.b;
+    default: return NAN;
+    }
+}
+
+int hist_record(struct hist *h, uint32_t idx, int64_t ts, const struct pt_value *v,
+                enum pt_quality q)
+{
+    if (idx >= h->npts || h->pts[idx].rule < 0)
+        return -1;
+    struct hpoint *p = &h->pts[idx];
+    put_sample(h, idx, ts, v, q);
+    if (!p->has_last || ts >= p->last_ts) {
+        p->has_last = 1;
+        p->last_ts = ts;
+        p->last_v = numeric(v);
+    }
+    return 0;
+}
+
+/* Values from the change list (drivers, and REST writes already recorded by hist_record). */
+static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t n)
+{
+    struct hist *h = ud;
+    bool full = false;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t idx = changed[i];
+        if (idx >= h->npts || h->pts[idx].rule < 0)
+            continue;
+        struct hpoint *p = &h->pts[idx];
+        const struct hist_rule *r = &h->cfg.rules[p->rule];
+        struct pt_view v;
+        live_view(l, idx, &v);
+        if (!v.has_value || (p->has_last && v.ts <= p->last_ts))
+            continue; /* no value, or recorded already (hist_record) */
+        if (r->mode == REC_INTERVAL)
+            continue; /* the interval timer samples it */
+        double x = numeric(&v.value);
+        if (r->mode == REC_DEADBAND && p->has_last && isfinite(x) && fabs(x - p->last_v) <= r->deadband)
+            continue;
+        if (full || (h->cur && h->cur->samples >= 4096 && !hist_has_room(h, h->cur->samples))) {
+            full = true;
+            h->st.dropped++;
+            continue;
+        }
+        put_sample(h, idx, v.ts, &v.value, v.quality);
+        p->has_last = 1;
+        p->last_ts = v.ts;
+        p->last_v = x;
+    }
+    if (full) {
+        static int64_t last_warn;
+        int64_t now = now_ms();
+        if (now - last_warn > 10000) {
+            log_warn("history", "the writer is behind: %llu samples buffered (buffer_max %llu); "
+                     "driver samples are being dropped (see opsd_history_dropped_total)",
+                     (unsigned long long)h->queued_samples, (unsigned long long)h->cfg.buffer_max);
+            last_warn = now;
+        }
+    }
+    batch_push(h);
+}
+
+/* REC_INTERVAL points: the current value every `every`, changed or not. Cost per tick is the
+ * number of interval points, which is the rate they asked for. */
+static void on_interval(uv_timer_t *t)
+{
+    struct hist *h = t->data;
+    int64_t now = now_ms();
+    for (uint32_t idx = 0; idx < h->npts; idx++) {
+        struct hpoint *p = &h->pts[idx];
+        if (p->rule < 0 || h->cfg.rules[p->rule].mode != REC_INTERVAL || now < p->next_due)
+            continue;
+        int64_t every = h->cfg.rules[p->rule].every_ms;
+        p->next_due = (now / every + 1) * every;
+        struct pt_view v;
+        live_view(h->live, idx, &v);
+        if (!v.has_value)
+            continue;
+        put_sample(h, idx, now - now % every, &v.value, v.quality);
+        p->has_last = 1;
+        p->last_ts = now - now % every;
+    }
+    batch_push(h);
+}
+
+void hist_barrier(struct hist *h, void (*done)(void *ud, int status), void *ud)
+{
+    struct hbatch *b = batch_cur(h);
+    if (b->ntickets == b->ticketcap) {
+        b->ticketcap = b->ticketcap ? b->ticketcap * 2 : 4;
+        b->tickets = xgrow(b->tickets, b->ticketcap);
+    }
+    b->tickets[b->ntickets++] = (struct hticket){done, ud};
+    batch_push(h);
+}
+
+/* Batches back from the writer: complete their acknowledgements. */
+static void on_done(uv_async_t *a)
+{
+    struct hist *h = a->data;
+    pthread_mutex_lock(&h->lock);
+    struct hbatch *b = h->done;
+    h->done = h->done_tail = NULL;
+    pthread_mutex_unlock(&h->lock);
+    while (b) {
+        struct hbatch *next = b->next;
+        for (uint32_t i = 0; i < b->ntickets; i++)
+            b->tickets[i].done(b->tickets[i].ud, b->status);
+        batch_free(b);
+        b = next;
+    }
+}
+
+void hist_dir(const struct hist *h, char *out, size_t len) { snprintf(out, len, "%s", h->store_dir); }
+
+bool hist_records(const struct hist *h, uint32_t idx)
+{
+    return h && idx < h->npts && h->pts[idx].rule >= 0;
+}
+
+void hist_reconfigure(struct hist *h, const struct hist_config *cfg)
+{
+    batch_push(h);
+    hist_config_release(&h->cfg);
+    config_copy(&h->cfg, cfg);
+    pthread_mutex_lock(&h->lock);
+    h->retention_ms = cfg->retention_ms;
+    pthread_mutex_unlock(&h->lock);
+    if (cfg->partition_ms != h->partition_ms)
+        log_warn("history", "a new partition length takes effect after a restart");
+    assign_rules(h);
+}
+
+void hist_stats(struct hist *h, struct hist_stats *out)
+{
+    pthread_mutex_lock(&h->lock);
+    *out = h->st;
+    out->queued = h->queued_samples + (h->cur ? h->cur->samples : 0);
+    pthread_mutex_unlock(&h->lock);
+}
+
+int hist_open(struct hist **out, const struct hist_config *cfg, const char *data_dir,
+              uv_loop_t *loop, struct live *live)
+{
+    struct hist *h = xzalloc(sizeof *h);
+    h->loop = loop;
+    h->live = live;
+    config_copy(&h->cfg, cfg);
+    h->retention_ms = cfg->retention_ms;
+    h->partition_ms = cfg->partition_ms;
+    h->commit_interval_ms = cfg->commit_interval_ms;
+    if (cfg->partition_adjusted_from)
+        log_warn("history", "partition %lld s is too long for a retention of %lld s (retention drops "
+                 "whole partitions): using partitions of %lld s",
+                 (long long)(cfg->partition_adjusted_from / 1000), (long long)(cfg->retention_ms / 1000),
+                 (long long)(cfg->partition_ms / 1000));
+    size_t dl = strlen(data_dir) + 16;
+    h->dir = xmalloc(dl);
+    snprintf(h->dir, dl, "%s/history", data_dir);
+    h->store_dir = xmalloc(dl + 16);
+    snprintf(h->store_dir, dl + 16, "%s/history/partitions", data_dir);
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->wake, NULL);
+    pthread_mutex_init(&h->series_lock, NULL);
+    int rc = hist__writer_start(h);
+    if (rc < 0) {
+        hist_config_release(&h->cfg);
+        free(h->dir);
+        free(h->store_dir);
+        free(h);
+        *out = NULL;
+        return rc;
+    }
+    uv_async_init(loop, &h->done_async, on_done);
+    h->done_async.data = h;
+    uv_timer_init(loop, &h->interval_timer);
+    h->interval_timer.data = h;
+    uv_timer_start(&h->interval_timer, on_interval, 100, 100);
+    assign_rules(h);
+    live_listen(live, on_changes, h);
+    *out = h;
+    return 0;
+}
+
+void hist_stop(struct hist *h)
+{
+    if (!h)
+        return;
+    h->stopping = true;
+    batch_push(h);
+    hist__writer_stop(h);
+    on_done(&h->done_async); /* acknowledge what the writer finished */
+    uv_timer_stop(&h->interval_timer);
+    uv_close((uv_handle_t *)&h->interval_timer, NULL);
+    uv_close((uv_handle_t *)&h->done_async, NULL);
+}
+
+void hist_free(struct hist *h)
+{
+    if (!h)
+        return;
+    if (h->cur)
+        batch_free(h->cur);
+    hist_config_release(&h->cfg);
+    free(h->pts);
+    free(h->dir);
+    free(h->store_dir);
+    pthread_mutex_destroy(&h->lock);
+    pthread_cond_destroy(&h->wake);
+    pthread_mutex_destroy(&h->series_lock);
+    free(h);
+}

@@ -1,0 +1,1919 @@
+/* store.c - the history chunk store (see store.h and docs/internals/history-store.md).
+ *
+ * DIR holds one SQLite database per time partition, named after the partition's start in
+ * milliseconds since the epoch, at least 13 digits (zero-padded), no sign:
+ *
+ *   p-1764460800000.db        partition [1764460800000, 1764460800000 + length)
+ *   p-1764460800000.db-wal    its SQLite WAL and shared-memory index, while open
+ *   p-1764460800000.db-shm
+ *   .p-1764464400000.tmp      only while that partition is being created (and its -journal)
+ *
+ * Each partition file is self-contained (schema below, SQLite page size 4096, WAL journal
+ * mode, application_id 0x4f505348 "OPSH", user_version = format version 1):
+ *
+ *   meta    one row
+ *   | column   | type    | meaning                                                   |
+ *   |----------|---------|-----------------------------------------------------------|
+ *   | format   | INTEGER | HSTORE_FORMAT_VERSION (1)                                 |
+ *   | start    | INTEGER | partition start, ms since the epoch (as in the file name)  |
+ *   | length   | INTEGER | partition length, ms (the same for every file of DIR)      |
+ *   | series   | INTEGER | rows in series                                            |
+ *   | chunks   | INTEGER | rows in chunks                                            |
+ *   | samples  | INTEGER | sum of chunks.count                                       |
+ *   | max_span | INTEGER | largest t_last - t_first in chunks (bounds read scans)     |
+ *
+ *   series  id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, type INTEGER NOT NULL
+ *           (enum pt_type); ids are local to the partition.
+ *
+ *   chunks  series INTEGER NOT NULL   -> series.id
+ *           t_first INTEGER NOT NULL  first sample time, ms; start <= t_first
+ *           t_last INTEGER NOT NULL   last sample time, ms; t_first <= t_last < start + length
+ *           count INTEGER NOT NULL    samples in the chunk, 1 .. 2^32-1
+ *           seq INTEGER NOT NULL      0; 1, 2, ... for further chunks with the same t_first
+ *           data BLOB NOT NULL        the encoded chunk, opaque here
+ *           UNIQUE INDEX chunks_series ON chunks(series, t_first, seq)
+ *
+ * Structures. The writer (struct hstore) keeps every partition of DIR in ent[], ascending by
+ * start, with its committed counters (for hstore_stats) and, for at most HS_OPEN_MAX of them,
+ * an open connection (struct hs_part): prepared statements, a hash of series name -> id, and
+ * the counters of its open transaction. A reader keeps the listing of DIR (start and inode
+ * of each partition file), up to HS_READER_OPEN_MAX open read-only connections, and the files
+ * it found bad (reported once, skipped until they change).
+ *
+ * Invariants:
+ * - A file exists under a partition name only complete: it is created as .p-START.tmp, its
+ *   schema and meta row committed and synced, then renamed, and DIR fsynced.
+ * - A chunk lies inside one partition: start <= t_first <= t_last < start + length.
+ * - Nothing is committed outside hstore_commit (or the early commit of hstore_put when eight
+ *   partitions hold uncommitted chunks), and a commit makes each touched partition durable
+ *   with one fdatasync of its WAL (synchronous=FULL) before returning.
+ * - meta's counters change in the same transaction as the rows they count.
+ * - Retention never deletes rows: it unlinks files (database first, then -wal and -shm). */
+#include "history/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+
+#define HS_MOD             "history"
+#define HS_APP_ID          0x4f505348 /* "OPSH" */
+#define HS_OPEN_MAX        8          /* writer: partitions open at once */
+#define HS_KEEP_OPEN       2          /* writer: partitions left open after a commit */
+#define HS_READER_OPEN_MAX 32         /* reader: partitions open at once */
+#define HS_BUSY_MS         5000       /* SQLite busy timeout */
+#define HS_CACHE_KIB       16384      /* writer: SQLite page cache per open partition */
+#define HS_CKPT_PAGES      4000       /* writer: WAL auto-checkpoint (16 MB of 4 KiB pages) */
+#define HS_WAL_LIMIT       (64 * 1024 * 1024) /* WAL file truncated to this after a checkpoint */
+#define HS_NAME_LEN        48         /* "p-" + 19 digits + ".db-journal" + NUL, with room */
+#define HS_ERR_LEN         320
+#define HS_TRUST_NS        2000000000LL /* a listing older than DIR's mtime by this is reused */
+
+/* ---- names and errors ------------------------------------------------------------------- */
+
+enum hs_kind { HS_DB, HS_WAL, HS_SHM, HS_JOURNAL, HS_KINDS };
+static const char *const hs_suffix[HS_KINDS] = {"", "-wal", "-shm", "-journal"};
+
+/* Parses "p-<digits>.db" plus an optional -wal, -shm or -journal: 13 to 19 digits, no leading
+ * zero beyond the 13 (so each start has exactly one name), at most INT64_MAX. 0 or -1. */
+static int name_parse(const char *name, int64_t *start, enum hs_kind *kind)
+{
+    const char *d = name + 2;
+    uint64_t v = 0;
+    size_t n = 0;
+
+    if (name[0] != 'p' || name[1] != '-')
+        return -1;
+    while (d[n] >= '0' && d[n] <= '9') {
+        if (n == 19)
+            return -1;
+        v = v * 10 + (uint64_t)(d[n] - '0');
+        n++;
+    }
+    if (n < 13 || (n > 13 && d[0] == '0') || v > (uint64_t)INT64_MAX)
+        return -1;
+    if (strncmp(d + n, ".db", 3) != 0)
+        return -1;
+    for (int k = 0; k < HS_KINDS; k++) {
+        if (strcmp(d + n + 3, hs_suffix[k]) == 0) {
+            *start = (int64_t)v;
+            *kind = (enum hs_kind)k;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void name_fmt(char *out, size_t n, int64_t start, enum hs_kind kind)
+{
+    snprintf(out, n, "p-%013" PRId64 ".db%s", start, hs_suffix[kind]);
+}
+
+static void path_fmt(char *out, size_t n, const char *dir, int64_t start, enum hs_kind kind)
+{
+    char name[HS_NAME_LEN];
+    name_fmt(name, sizeof name, start, kind);
+    snprintf(out, n, "%s/%s", dir, name);
+}
+
+/* A duration in ms as the configuration writes it ("1h", "10m", "90s", "1500ms"). */
+static void fmt_ms(char *out, size_t n, int64_t ms)
+{
+    if (ms % 86400000 == 0)
+        snprintf(out, n, "%" PRId64 "d", ms / 86400000);
+    else if (ms % 3600000 == 0)
+        snprintf(out, n, "%" PRId64 "h", ms / 3600000);
+    else if (ms % 60000 == 0)
+        snprintf(out, n, "%" PRId64 "m", ms / 60000);
+    else if (ms % 1000 == 0)
+        snprintf(out, n, "%" PRId64 "s", ms / 1000);
+    else
+        snprintf(out, n, "%" PRId64 "ms", ms);
+}
+
+/* Maps an SQLite result code to a negative errno; the OS error of an I/O failure wins. */
+static int hs_errno(sqlite3 *db, int rc)
+{
+    int sys = db ? sqlite3_system_errno(db) : 0;
+
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+        return 0;
+    case SQLITE_FULL:
+        return -ENOSPC;
+    case SQLITE_IOERR:
+        return sys > 0 ? -sys : -EIO;
+    case SQLITE_CANTOPEN:
+        return sys > 0 ? -sys : -ENOENT;
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return -EACCES;
+    case SQLITE_READONLY:
+        return -EROFS;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    case SQLITE_NOMEM:
+        return -ENOMEM;
+    case SQLITE_TOOBIG:
+        return -E2BIG;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_FORMAT:
+        return -EBADMSG;
+    default:
+        return -EIO;
+    }
+}
+
+static uint64_t file_bytes(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* ---- opening and checking a partition file -------------------------------------------- */
+
+struct hs_meta {
+    int64_t format, start, length, series, chunks, samples, max_span;
+    bool wal; /* the file header says WAL journal mode */
+};
+
+/* Looks at the first 100 bytes before SQLite does, to tell a foreign or cut-short file with a
+ * clear reason. A database shorter than its header says is cut short only when no WAL could
+ * hold the missing pages (a crash during a checkpoint leaves them in the -wal). */
+static int file_precheck(const char *path, bool *wal, char *err, size_t errlen)
+{
+    unsigned char h[100];
+    struct stat sb;
+    ssize_t got;
+    int rc = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return rc;
+    }
+    if (fstat(fd, &sb) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot stat: %s", strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        rc = -EBADMSG;
+        snprintf(err, errlen, "not a regular file");
+        goto out;
+    }
+    if (sb.st_size == 0) {
+        rc = -EBADMSG;
+        snprintf(err, errlen, "empty file, not a partition");
+        goto out;
+    }
+    got = pread(fd, h, sizeof h, 0);
+    if (got < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot read: %s", strerror(errno));
+        goto out;
+    }
+    if ((size_t)got < sizeof h || memcmp(h, "SQLite format 3", 16) != 0) {
+        rc = -EBADMSG;
+        snprintf(err, errlen, "not an SQLite database, so not a partition (%lld bytes)",
+                 (long long)sb.st_size);
+        goto out;
+    }
+    *wal = h[18] == 2;
+    {
+        uint32_t pgsz = (uint32_t)h[16] << 8 | h[17];
+        uint32_t npages = be32(h + 28);
+        if (pgsz == 1)
+            pgsz = 65536;
+        if (npages && be32(h + 24) == be32(h + 92) &&
+            (uint64_t)npages * pgsz > (uint64_t)sb.st_size) {
+            char walpath[PATH_MAX];
+            snprintf(walpath, sizeof walpath, "%s-wal", path);
+            if (file_bytes(walpath) == 0) {
+                rc = -EBADMSG;
+                snprintf(err, errlen,
+                         "cut short: its header says %" PRIu32 " pages of %" PRIu32
+                         " bytes, the file has %lld bytes",
+                         npages, pgsz, (long long)sb.st_size);
+            }
+        }
+    }
+out:
+    close(fd);
+    return rc;
+}
+
+/* Runs sql, which returns one integer. */
+static int q_int(sqlite3 *db, const char *sql, int64_t *v)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *v = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Opens path with SQLite (flags SQLITE_OPEN_READONLY or SQLITE_OPEN_READWRITE, never CREATE)
+ * and checks that it is a partition of this format: one statement reads the application id,
+ * the format version and the meta row (opening a partition is on every reader's path). On
+ * failure *out is NULL, err says why, and the code is -EBADMSG (not a valid partition),
+ * -EBUSY, or a file-system code (-ENOENT ...). */
+static int part_open_db(const char *path, int flags, sqlite3 **out, struct hs_meta *m, char *err,
+                        size_t errlen)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t app = 0, ver = 0;
+    int src;
+    int rc = file_precheck(path, &m->wal, err, errlen);
+
+    *out = NULL;
+    if (rc < 0)
+        return rc;
+    src = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (src != SQLITE_OK) {
+        rc = hs_errno(db, src);
+        snprintf(err, errlen, "cannot open: %s", db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
+        goto fail;
+    }
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, HS_BUSY_MS);
+    src = sqlite3_prepare_v2(db,
+                             "SELECT (SELECT application_id FROM pragma_application_id),"
+                             " (SELECT user_version FROM pragma_user_version), format, start,"
+                             " length, series, chunks, samples, max_span FROM meta",
+                             -1, &st, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+        app = sqlite3_column_int64(st, 0);
+        ver = sqlite3_column_int64(st, 1);
+    } else {
+        /* no meta table, or not readable: say what the file is, if it is something else */
+        sqlite3_finalize(st);
+        st = NULL;
+        if (src == SQLITE_DONE) {
+            rc = -EBADMSG;
+            snprintf(err, errlen, "no meta row");
+            goto fail;
+        }
+        rc = hs_errno(db, src) == -EBUSY ? -EBUSY : -EBADMSG;
+        snprintf(err, errlen, "not a readable partition: %s", sqlite3_errmsg(db));
+        if (rc == -EBUSY || q_int(db, "PRAGMA application_id", &app) != SQLITE_OK)
+            goto fail;
+        if (app == HS_APP_ID &&
+            (q_int(db, "PRAGMA user_version", &ver) != SQLITE_OK || ver == HSTORE_FORMAT_VERSION))
+            goto fail;
+    }
+    if (app != HS_APP_ID) {
+        rc = -EBADMSG;
+        snprintf(err, errlen, "not an opsd history partition (application_id %#" PRIx64 ")",
+                 (uint64_t)app);
+        goto fail;
+    }
+    if (ver != HSTORE_FORMAT_VERSION) {
+        rc = -EBADMSG;
+        snprintf(err, errlen, "partition format %" PRId64 "%s; this opsd reads format %d", ver,
+                 ver > HSTORE_FORMAT_VERSION ? " (written by a newer opsd)" : "",
+                 HSTORE_FORMAT_VERSION);
+        goto fail;
+    }
+    m->format = sqlite3_column_int64(st, 2);
+    m->start = sqlite3_column_int64(st, 3);
+    m->length = sqlite3_column_int64(st, 4);
+    m->series = sqlite3_column_int64(st, 5);
+    m->chunks = sqlite3_column_int64(st, 6);
+    m->samples = sqlite3_column_int64(st, 7);
+    m->max_span = sqlite3_column_int64(st, 8);
+    if (m->format != HSTORE_FORMAT_VERSION || m->length < HSTORE_PARTITION_MIN_MS ||
+        m->length > HSTORE_PARTITION_MAX_MS || m->start < 0 || m->start % m->length != 0 ||
+        m->start > INT64_MAX - m->length || m->series < 0 || m->chunks < 0 || m->samples < 0 ||
+        m->max_span < 0 || m->max_span >= m->length) {
+        rc = -EBADMSG;
+        snprintf(err, errlen,
+                 "meta row out of range (format %" PRId64 ", start %" PRId64 ", length %" PRId64
+                 ")",
+                 m->format, m->start, m->length);
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    *out = db;
+    return 0;
+
+fail:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rc;
+}
+
+/* Switches a partition the writer no longer writes to rollback-journal mode: its WAL is
+ * checkpointed and deleted, and readers then open it with a file lock instead of rebuilding
+ * its shared-memory index (about 10 times cheaper). It needs the file to itself: a reader
+ * holding it open in WAL mode makes it fail at once (no waiting), and it is tried again
+ * later. Returns true when the file is in rollback mode. */
+static bool part_seal(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    bool ok = false;
+    sqlite3_busy_timeout(db, 0);
+    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode = DELETE", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            const unsigned char *mode = sqlite3_column_text(st, 0);
+            ok = mode && strcmp((const char *)mode, "delete") == 0;
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_busy_timeout(db, HS_BUSY_MS);
+    return ok;
+}
+
+/* ---- the writer --------------------------------------------------------------------------- */
+
+enum {
+    ST_FIND_SERIES,
+    ST_INS_SERIES,
+    ST_INS_CHUNK,
+    ST_FIND_CHUNK,
+    ST_UPD_META,
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_COUNT
+};
+
+static const char *const st_sql[ST_COUNT] = {
+    [ST_FIND_SERIES] = "SELECT id, type FROM series WHERE name = ?1",
+    [ST_INS_SERIES] = "INSERT INTO series(name, type) VALUES (?1, ?2)",
+    [ST_INS_CHUNK] = "INSERT INTO chunks(series, t_first, t_last, count, seq, data) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_FIND_CHUNK] = "SELECT seq, t_last, count, data FROM chunks "
+                      "WHERE series = ?1 AND t_first = ?2",
+    [ST_UPD_META] = "UPDATE meta SET series = series + ?1, chunks = chunks + ?2, "
+                    "samples = samples + ?3, max_span = max(max_span, ?4)",
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+};
+
+/* A series of one partition, in the partition's name -> id hash (open addressing). */
+struct hs_series {
+    char *name;        /* NULL: empty slot */
+    uint64_t hash;
+    int64_t id;
+    int type;
+};
+
+/* An open partition of the writer. */
+struct hs_part {
+    sqlite3 *db;
+    sqlite3_stmt *st[ST_COUNT];
+    struct hs_series *slot;
+    size_t cap, nser;  /* slots (a power of two, or 0) and series in them */
+    bool in_txn;
+    uint64_t use;      /* LRU tick */
+    /* the open transaction's contribution, applied to meta at commit */
+    uint64_t p_series, p_chunks, p_samples;
+    int64_t p_span;
+};
+
+/* A partition of DIR as the writer knows it. */
+struct hs_ent {
+    int64_t start;
+    uint64_t series, chunks, samples, bytes;  /* committed; 0 for a bad file but bytes */
+    bool bad;                                 /* a file with this name that is not valid */
+    bool unsealed;                            /* closed, but still in WAL mode (part_seal) */
+    struct hs_part *part;                     /* open, or NULL */
+};
+
+struct hstore {
+    char *dir;
+    int dirfd;           /* DIR, flock'ed */
+    int64_t len;         /* partition length, ms */
+    struct hs_ent *ent;  /* ascending start */
+    size_t nent, capent;
+    size_t nopen;
+    uint64_t tick;
+    int failed;          /* 0, or the code that failed the handle */
+    size_t t_parts;      /* totals over valid partitions (published in the atomics) */
+    uint64_t t_bytes, t_chunks, t_samples;
+    _Atomic size_t a_parts;
+    _Atomic uint64_t a_bytes, a_chunks, a_samples;
+};
+
+static void stats_publish(struct hstore *s)
+{
+    atomic_store_explicit(&s->a_parts, s->t_parts, memory_order_relaxed);
+    atomic_store_explicit(&s->a_bytes, s->t_bytes, memory_order_relaxed);
+    atomic_store_explicit(&s->a_chunks, s->t_chunks, memory_order_relaxed);
+    atomic_store_explicit(&s->a_samples, s->t_samples, memory_order_relaxed);
+}
+
+/* Index of the entry with `start`, or of where it would go (*found false). */
+static size_t ent_find(const struct hstore *s, int64_t start, bool *found)
+{
+    size_t lo = 0, hi = s->nent;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ent[mid].start < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = lo < s->nent && s->ent[lo].start == start;
+    return lo;
+}
+
+static struct hs_ent *ent_insert(struct hstore *s, size_t at, int64_t start)
+{
+    if (s->nent == s->capent) {
+        s->capent = s->capent ? s->capent * 2 : 64;
+        s->ent = xgrow(s->ent, s->capent);
+    }
+    memmove(&s->ent[at + 1], &s->ent[at], (s->nent - at) * sizeof *s->ent);
+    s->nent++;
+    memset(&s->ent[at], 0, sizeof *s->ent);
+    s->ent[at].start = start;
+    return &s->ent[at];
+}
+
+static void ent_bytes_refresh(struct hstore *s, struct hs_ent *e)
+{
+    char path[PATH_MAX];
+    uint64_t b;
+    path_fmt(path, sizeof path, s->dir, e->start, HS_DB);
+    b = file_bytes(path);
+    path_fmt(path, sizeof path, s->dir, e->start, HS_WAL);
+    b += file_bytes(path);
+    if (!e->bad)
+        s->t_bytes = s->t_bytes - e->bytes + b;
+    e->bytes = b;
+}
+
+/* -- series hash -- */
+
+static struct hs_series *ser_find(const struct hs_part *p, const char *name, size_t n, uint64_t h)
+{
+    size_t mask, i;
+    if (!p->cap)
+        return NULL;
+    mask = p->cap - 1;
+    for (i = h & mask;; i = (i + 1) & mask) {
+        struct hs_series *e = &p->slot[i];
+        if (!e->name)
+            return NULL;
+        if (e->hash == h && strncmp(e->name, name, n) == 0 && e->name[n] == '\0')
+            return e;
+    }
+}
+
+static void ser_put(struct hs_series *slot, size_t cap, struct hs_series *e)
+{
+    size_t mask = cap - 1, i;
+    for (i = e->hash & mask; slot[i].name; i = (i + 1) & mask)
+        ;
+    slot[i] = *e;
+}
+
+static void ser_add(struct hs_part *p, const char *name, size_t n, uint64_t h, int64_t id,
+                    int type)
+{
+    struct hs_series e = {xstrndup(name, n), h, id, type};
+    if ((p->nser + 1) * 2 > p->cap) {
+        size_t ncap = p->cap ? p->cap * 2 : 1024;
+        struct hs_series *ns = xnew(struct hs_series, ncap);
+        for (size_t i = 0; i < p->cap; i++)
+            if (p->slot[i].name)
+                ser_put(ns, ncap, &p->slot[i]);
+        free(p->slot);
+        p->slot = ns;
+        p->cap = ncap;
+    }
+    ser_put(p->slot, p->cap, &e);
+    p->nser++;
+}
+
+static void ser_clear(struct hs_part *p)
+{
+    for (size_t i = 0; i < p->cap; i++)
+        free(p->slot[i].name);
+    free(p->slot);
+    p->slot = NULL;
+    p->cap = p->nser = 0;
+}
+
+/* -- partitions -- */
+
+static int st_run(struct hs_part *p, int which)
+{
+    int rc = sqlite3_step(p->st[which]);
+    sqlite3_reset(p->st[which]);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static void pending_clear(struct hs_part *p)
+{
+    p->p_series = p->p_chunks = p->p_samples = 0;
+    p->p_span = 0;
+}
+
+/* Rolls back p's open transaction; its hash may name series rows that are gone: cleared. */
+static void part_rollback(struct hs_part *p)
+{
+    if (!p->in_txn)
+        return;
+    if (!sqlite3_get_autocommit(p->db))
+        st_run(p, ST_ROLLBACK);
+    p->in_txn = false;
+    pending_clear(p);
+    ser_clear(p);
+}
+
+/* Closes e's connection (rolling back what it did not commit) and seals the file.
+ * dropping: the file is about to be unlinked, so closing must not first copy its WAL into it. */
+static void part_close(struct hstore *s, struct hs_ent *e, bool dropping)
+{
+    struct hs_part *p = e->part;
+    if (!p)
+        return;
+    part_rollback(p);
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(p->st[i]);
+    if (dropping)
+        sqlite3_db_config(p->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+    else
+        e->unsealed = !part_seal(p->db);
+    if (sqlite3_close(p->db) != SQLITE_OK)
+        log_error(HS_MOD, "store %s: closing partition %" PRId64 ": %s", s->dir, e->start,
+                  sqlite3_errmsg(p->db));
+    ser_clear(p);
+    free(p);
+    e->part = NULL;
+    s->nopen--;
+}
+
+/* Fails the handle with rc: every open transaction is rolled back. */
+static void hs_fail(struct hstore *s, int rc)
+{
+    if (!s->failed) {
+        s->failed = rc;
+        log_error(HS_MOD,
+                  "store %s: writer failed (%s); uncommitted chunks were rolled back; reopen "
+                  "the store and replay the write-ahead log",
+                  s->dir, strerror(-rc));
+    }
+    for (size_t i = 0; i < s->nent; i++)
+        if (s->ent[i].part)
+            part_rollback(s->ent[i].part);
+}
+
+/* Creates the file of a new partition: schema and meta row under a temporary name, synced,
+ * renamed into place, DIR synced. On failure nothing is left under the partition's name. */
+static int part_create(struct hstore *s, int64_t start)
+{
+    char tmp[PATH_MAX], fin[PATH_MAX], sql[1024];
+    sqlite3 *db = NULL;
+    char *emsg = NULL;
+    bool renamed = false;
+    int rc = 0, src, fd;
+
+    snprintf(tmp, sizeof tmp, "%s/.p-%013" PRId64 ".tmp", s->dir, start);
+    for (int k = 0; k < HS_KINDS; k++) {
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof p, "%s%s", tmp, hs_suffix[k]);
+        unlink(p);
+    }
+    path_fmt(fin, sizeof fin, s->dir, start, HS_DB);
+    snprintf(sql, sizeof sql,
+             "PRAGMA page_size = 4096;"
+             "PRAGMA application_id = %d;"
+             "PRAGMA user_version = %d;"
+             "PRAGMA synchronous = FULL;"
+             "BEGIN;"
+             "CREATE TABLE meta(format INTEGER NOT NULL, start INTEGER NOT NULL,"
+             " length INTEGER NOT NULL, series INTEGER NOT NULL, chunks INTEGER NOT NULL,"
+             " samples INTEGER NOT NULL, max_span INTEGER NOT NULL);"
+             "INSERT INTO meta VALUES (%d, %" PRId64 ", %" PRId64 ", 0, 0, 0, 0);"
+             "CREATE TABLE series(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
+             " type INTEGER NOT NULL);"
+             "CREATE TABLE chunks(series INTEGER NOT NULL, t_first INTEGER NOT NULL,"
+             " t_last INTEGER NOT NULL, count INTEGER NOT NULL, seq INTEGER NOT NULL,"
+             " data BLOB NOT NULL);"
+             "CREATE UNIQUE INDEX chunks_series ON chunks(series, t_first, seq);"
+             "COMMIT;"
+             "PRAGMA journal_mode = WAL;",
+             HS_APP_ID, HSTORE_FORMAT_VERSION, HSTORE_FORMAT_VERSION, start, s->len);
+    src = sqlite3_open_v2(tmp, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                          NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(db, sql, NULL, NULL, &emsg);
+    if (src != SQLITE_OK) {
+        rc = hs_errno(db, src);
+        log_error(HS_MOD, "store %s: cannot create partition %s: %s", s->dir, fin,
+                  emsg ? emsg : db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
+        sqlite3_free(emsg);
+        sqlite3_close(db);
+        goto fail;
+    }
+    if (sqlite3_close(db) != SQLITE_OK) {
+        rc = -EIO;
+        goto fail;
+    }
+    fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) < 0 || rename(tmp, fin) < 0 || (renamed = true, fsync(s->dirfd) < 0)) {
+        rc = -errno;
+        log_error(HS_MOD, "store %s: cannot create partition %s: %s", s->dir, fin,
+                  strerror(-rc));
+        if (fd >= 0)
+            close(fd);
+        if (renamed)
+            unlink(fin); /* renamed, but the directory sync failed: not known to be durable */
+        goto fail;
+    }
+    close(fd);
+    return 0;
+
+fail:
+    for (int k = 0; k < HS_KINDS; k++) {
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof p, "%s%s", tmp, hs_suffix[k]);
+        unlink(p);
+    }
+    return rc;
+}
+
+/* Opens e's file for writing: checks it, sets the connection up, prepares the statements. */
+static int part_open(struct hstore *s, struct hs_ent *e)
+{
+    char path[PATH_MAX], err[HS_ERR_LEN], pragmas[256];
+    struct hs_meta m;
+    struct hs_part *p;
+    sqlite3 *db;
+    int src = SQLITE_OK, rc;
+
+    path_fmt(path, sizeof path, s->dir, e->start, HS_DB);
+    rc = part_open_db(path, SQLITE_OPEN_READWRITE, &db, &m, err, sizeof err);
+    if (rc == 0 && (m.start != e->start || m.length != s->len)) {
+        snprintf(err, sizeof err,
+                 "its meta row says start %" PRId64 " length %" PRId64 ", expected %" PRId64
+                 " and %" PRId64,
+                 m.start, m.length, e->start, s->len);
+        sqlite3_close(db);
+        rc = -EBADMSG;
+    }
+    if (rc < 0) {
+        log_error(HS_MOD, "store %s: cannot write partition %s: %s", s->dir, path, err);
+        return rc;
+    }
+    snprintf(pragmas, sizeof pragmas,
+             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+             "PRAGMA wal_autocheckpoint = %d; PRAGMA journal_size_limit = %d;"
+             "PRAGMA cache_size = -%d;",
+             HS_CKPT_PAGES, HS_WAL_LIMIT, HS_CACHE_KIB);
+    p = xzalloc(sizeof *p);
+    p->db = db;
+    src = sqlite3_exec(db, pragmas, NULL, NULL, NULL);
+    for (int i = 0; i < ST_COUNT && src == SQLITE_OK; i++)
+        src = sqlite3_prepare_v3(db, st_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &p->st[i], NULL);
+    if (src != SQLITE_OK) {
+        rc = hs_errno(db, src);
+        log_error(HS_MOD, "store %s: cannot write partition %s: %s", s->dir, path,
+                  sqlite3_errmsg(db));
+        for (int i = 0; i < ST_COUNT; i++)
+            sqlite3_finalize(p->st[i]);
+        sqlite3_close(db);
+        free(p);
+        return rc;
+    }
+    e->part = p;
+    s->nopen++;
+    return 0;
+}
+
+static int commit_all(struct hstore *s)
+{
+    for (size_t i = 0; i < s->nent; i++) {
+        struct hs_ent *e = &s->ent[i];
+        struct hs_part *p = e->part;
+        sqlite3_stmt *u;
+        int src;
+
+        if (!p || !p->in_txn)
+            continue;
+        u = p->st[ST_UPD_META];
+        sqlite3_bind_int64(u, 1, (int64_t)p->p_series);
+        sqlite3_bind_int64(u, 2, (int64_t)p->p_chunks);
+        sqlite3_bind_int64(u, 3, (int64_t)p->p_samples);
+        sqlite3_bind_int64(u, 4, p->p_span);
+        src = sqlite3_step(u);
+        sqlite3_reset(u);
+        if (src == SQLITE_DONE)
+            src = st_run(p, ST_COMMIT);
+        if (src != SQLITE_OK) {
+            int rc = hs_errno(p->db, src);
+            log_error(HS_MOD, "store %s: commit of partition %" PRId64 " failed: %s", s->dir,
+                      e->start, sqlite3_errmsg(p->db));
+            hs_fail(s, rc);
+            return rc;
+        }
+        p->in_txn = false;
+        e->series += p->p_series;
+        e->chunks += p->p_chunks;
+        e->samples += p->p_samples;
+        s->t_chunks += p->p_chunks;
+        s->t_samples += p->p_samples;
+        pending_clear(p);
+        ent_bytes_refresh(s, e);
+    }
+    stats_publish(s);
+    return 0;
+}
+
+/* Makes room for one more open partition: closes the least recently used one that holds no
+ * uncommitted chunks; when all of them do, commits first. */
+static int make_room(struct hstore *s)
+{
+    while (s->nopen >= HS_OPEN_MAX) {
+        struct hs_ent *lru = NULL;
+        for (size_t i = 0; i < s->nent; i++) {
+            struct hs_ent *e = &s->ent[i];
+            if (e->part && !e->part->in_txn && (!lru || e->part->use < lru->part->use))
+                lru = e;
+        }
+        if (!lru) {
+            int rc = commit_all(s);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        part_close(s, lru, false);
+    }
+    return 0;
+}
+
+/* The open partition starting at `start`, created when missing. */
+static int part_get(struct hstore *s, int64_t start, struct hs_part **out)
+{
+    bool found;
+    size_t at = ent_find(s, start, &found);
+    struct hs_ent *e;
+    int rc;
+
+    if (found && s->ent[at].part) {
+        *out = s->ent[at].part;
+        return 0;
+    }
+    if (found && s->ent[at].bad)
+        return -EBADMSG;
+    rc = make_room(s);
+    if (rc < 0)
+        return rc;
+    if (!found) {
+        rc = part_create(s, start);
+        if (rc < 0)
+            return rc;
+        e = ent_insert(s, at, start);
+        s->t_parts++;
+    } else {
+        e = &s->ent[at];
+    }
+    rc = part_open(s, e);
+    if (rc == -EBADMSG && !e->bad) {
+        /* the file went bad since hstore_open: no longer counted, no longer tried */
+        e->bad = true;
+        s->t_parts--;
+        s->t_bytes -= e->bytes;
+        s->t_chunks -= e->chunks;
+        s->t_samples -= e->samples;
+        e->series = e->chunks = e->samples = 0;
+    }
+    if (rc < 0) {
+        ent_bytes_refresh(s, e);
+        stats_publish(s);
+        return rc;
+    }
+    ent_bytes_refresh(s, e);
+    stats_publish(s);
+    *out = e->part;
+    return 0;
+}
+
+/* The id of `series` in p, added to the partition when new. -EINVAL: it has another type. */
+static int series_id(struct hstore *s, struct hs_part *p, int64_t start, const char *name,
+                     size_t n, enum pt_type type, int64_t *id)
+{
+    uint64_t h = hash_bytes(name, n);
+    struct hs_series *e = ser_find(p, name, n, h);
+    sqlite3_stmt *st;
+    int src, have;
+
+    if (!e) {
+        st = p->st[ST_FIND_SERIES];
+        sqlite3_bind_text(st, 1, name, (int)n, SQLITE_STATIC);
+        src = sqlite3_step(st);
+        if (src == SQLITE_ROW) {
+            *id = sqlite3_column_int64(st, 0);
+            have = sqlite3_column_int(st, 1);
+            sqlite3_reset(st);
+            ser_add(p, name, n, h, *id, have);
+        } else {
+            sqlite3_reset(st);
+            if (src != SQLITE_DONE)
+                return src;
+            st = p->st[ST_INS_SERIES];
+            sqlite3_bind_text(st, 1, name, (int)n, SQLITE_STATIC);
+            sqlite3_bind_int(st, 2, (int)type);
+            src = sqlite3_step(st);
+            sqlite3_reset(st);
+            if (src != SQLITE_DONE)
+                return src;
+            *id = sqlite3_last_insert_rowid(p->db);
+            p->p_series++;
+            ser_add(p, name, n, h, *id, (int)type);
+            return SQLITE_OK;
+        }
+        e = ser_find(p, name, n, h);
+    }
+    if (e->type != (int)type) {
+        log_warn(HS_MOD,
+                 "store %s: series %.*s is %s in partition %" PRId64
+                 "; a %s chunk cannot join it (the new type can start in the next partition)",
+                 s->dir, (int)n, name, pt_type_name((enum pt_type)e->type), start,
+                 pt_type_name(type));
+        return -EINVAL;
+    }
+    *id = e->id;
+    return SQLITE_OK;
+}
+
+/* Inserts the chunk; a chunk identical to a stored one is not stored again (*dup). */
+static int chunk_insert(struct hs_part *p, int64_t id, int64_t t_first, int64_t t_last,
+                        uint32_t count, const void *data, size_t len, bool *dup)
+{
+    sqlite3_stmt *ins = p->st[ST_INS_CHUNK], *find = p->st[ST_FIND_CHUNK];
+    int64_t seq = 0;
+    int src;
+
+    *dup = false;
+    for (;;) {
+        sqlite3_bind_int64(ins, 1, id);
+        sqlite3_bind_int64(ins, 2, t_first);
+        sqlite3_bind_int64(ins, 3, t_last);
+        sqlite3_bind_int64(ins, 4, (int64_t)count);
+        sqlite3_bind_int64(ins, 5, seq);
+        sqlite3_bind_blob(ins, 6, data, (int)len, SQLITE_STATIC);
+        src = sqlite3_step(ins);
+        sqlite3_reset(ins);
+        if (src == SQLITE_DONE)
+            return SQLITE_OK;
+        if (src != SQLITE_CONSTRAINT_UNIQUE || seq != 0)
+            return src;
+        /* (series, t_first, 0) is taken: the same chunk again, or another with that start. */
+        sqlite3_bind_int64(find, 1, id);
+        sqlite3_bind_int64(find, 2, t_first);
+        while ((src = sqlite3_step(find)) == SQLITE_ROW) {
+            int64_t sq = sqlite3_column_int64(find, 0);
+            const void *b = sqlite3_column_blob(find, 3);
+            size_t bl = (size_t)sqlite3_column_bytes(find, 3);
+            if (sq >= seq)
+                seq = sq + 1;
+            if (sqlite3_column_int64(find, 1) == t_last &&
+                sqlite3_column_int64(find, 2) == (int64_t)count && bl == len &&
+                memcmp(b, data, len) == 0)
+                *dup = true;
+        }
+        sqlite3_reset(find);
+        if (src != SQLITE_DONE)
+            return src;
+        if (*dup)
+            return SQLITE_OK;
+    }
+}
+
+int hstore_put(struct hstore *s, const char *series, enum pt_type type, int64_t t_first,
+               int64_t t_last, uint32_t count, const void *data, size_t len)
+{
+    size_t n = series ? strnlen(series, LIVE_NAME_MAX + 1) : 0;
+    struct hs_part *p;
+    int64_t start, id = 0;
+    bool dup;
+    int rc, src;
+
+    if (!s || n == 0 || n > LIVE_NAME_MAX || (unsigned)type > PT_STRING || t_first < 0 ||
+        t_first > t_last || count == 0 || !data || len == 0 || len > HSTORE_DATA_MAX)
+        return -EINVAL;
+    if (s->failed)
+        return s->failed;
+    start = t_first - t_first % s->len;
+    if (start > INT64_MAX - s->len)
+        return -EINVAL;
+    if (t_last - start >= s->len)
+        return -ERANGE;
+    rc = part_get(s, start, &p);
+    if (rc < 0)
+        return rc;
+    p->use = ++s->tick;
+    if (!p->in_txn) {
+        src = st_run(p, ST_BEGIN);
+        if (src != SQLITE_OK) {
+            log_error(HS_MOD, "store %s: cannot start a transaction in partition %" PRId64 ": %s",
+                      s->dir, start, sqlite3_errmsg(p->db));
+            return hs_errno(p->db, src);
+        }
+        p->in_txn = true;
+    }
+    src = series_id(s, p, start, series, n, type, &id);
+    if (src == -EINVAL)
+        return -EINVAL;
+    if (src == SQLITE_OK)
+        src = chunk_insert(p, id, t_first, t_last, count, data, len, &dup);
+    if (src != SQLITE_OK) {
+        rc = hs_errno(p->db, src);
+        if (rc == 0)
+            rc = -EIO;
+        log_error(HS_MOD, "store %s: writing partition %" PRId64 " failed: %s", s->dir, start,
+                  sqlite3_errmsg(p->db));
+        hs_fail(s, rc);
+        return rc;
+    }
+    if (!dup) {
+        p->p_chunks++;
+        p->p_samples += count;
+        if (t_last - t_first > p->p_span)
+            p->p_span = t_last - t_first;
+    }
+    return 0;
+}
+
+int hstore_commit(struct hstore *s)
+{
+    int rc;
+    if (!s)
+        return -EINVAL;
+    if (s->failed)
+        return s->failed;
+    rc = commit_all(s);
+    if (rc < 0)
+        return rc;
+    while (s->nopen > HS_KEEP_OPEN) {
+        struct hs_ent *lru = NULL;
+        for (size_t i = 0; i < s->nent; i++) {
+            struct hs_ent *e = &s->ent[i];
+            if (e->part && (!lru || e->part->use < lru->part->use))
+                lru = e;
+        }
+        part_close(s, lru, false);
+    }
+    return 0;
+}
+
+/* Tries again to seal the partitions that could not be sealed when the writer closed them. */
+static void seal_retry(struct hstore *s)
+{
+    for (size_t i = 0; i < s->nent; i++) {
+        struct hs_ent *e = &s->ent[i];
+        char path[PATH_MAX], err[HS_ERR_LEN];
+        struct hs_meta m;
+        sqlite3 *db;
+        if (!e->unsealed || e->part || e->bad)
+            continue;
+        path_fmt(path, sizeof path, s->dir, e->start, HS_DB);
+        if (part_open_db(path, SQLITE_OPEN_READWRITE, &db, &m, err, sizeof err) == 0) {
+            e->unsealed = !part_seal(db);
+            sqlite3_close(db);
+            ent_bytes_refresh(s, e);
+        }
+    }
+}
+
+int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped)
+{
+    size_t n = 0;
+    int rc = 0;
+
+    if (dropped)
+        *dropped = 0;
+    if (!s)
+        return -EINVAL;
+    if (cutoff_ms < INT64_MIN + s->len)
+        return 0;
+    while (s->nent > 0 && s->ent[0].start <= cutoff_ms - s->len) {
+        struct hs_ent *e = &s->ent[0];
+        char path[PATH_MAX];
+
+        part_close(s, e, true);
+        path_fmt(path, sizeof path, s->dir, e->start, HS_DB);
+        if (unlink(path) < 0 && errno != ENOENT) {
+            rc = -errno;
+            log_error(HS_MOD, "store %s: cannot drop partition %s: %s", s->dir, path,
+                      strerror(errno));
+            break;
+        }
+        for (int k = HS_WAL; k < HS_KINDS; k++) {
+            path_fmt(path, sizeof path, s->dir, e->start, (enum hs_kind)k);
+            if (unlink(path) < 0 && errno != ENOENT)
+                log_warn(HS_MOD, "store %s: cannot remove %s: %s (harmless; removed at the "
+                         "next open)", s->dir, path, strerror(errno));
+        }
+        if (!e->bad) {
+            s->t_parts--;
+            s->t_bytes -= e->bytes;
+            s->t_chunks -= e->chunks;
+            s->t_samples -= e->samples;
+        }
+        memmove(&s->ent[0], &s->ent[1], (s->nent - 1) * sizeof *s->ent);
+        s->nent--;
+        n++;
+    }
+    if (n > 0 && fsync(s->dirfd) < 0 && rc == 0) {
+        rc = -errno;
+        log_error(HS_MOD, "store %s: cannot sync the directory: %s", s->dir, strerror(errno));
+    }
+    /* once an hour or so (retention runs that often) is enough: sealing only makes readers
+     * faster */
+    seal_retry(s);
+    stats_publish(s);
+    if (dropped)
+        *dropped = n;
+    return rc;
+}
+
+void hstore_stats(const struct hstore *s, struct hstore_stats *st)
+{
+    st->partitions = atomic_load_explicit(&s->a_parts, memory_order_relaxed);
+    st->bytes = atomic_load_explicit(&s->a_bytes, memory_order_relaxed);
+    st->chunks = atomic_load_explicit(&s->a_chunks, memory_order_relaxed);
+    st->samples = atomic_load_explicit(&s->a_samples, memory_order_relaxed);
+}
+
+static int cmp_ent(const void *a, const void *b)
+{
+    int64_t x = ((const struct hs_ent *)a)->start, y = ((const struct hs_ent *)b)->start;
+    return (x > y) - (x < y);
+}
+
+struct hs_stray {
+    int64_t start;
+    char name[HS_NAME_LEN];
+};
+
+/* Reads DIR at open: partitions into ent[], leftovers removed, meta rows read. */
+static int hs_scan(struct hstore *s)
+{
+    struct hs_stray *stray = NULL;
+    size_t nstray = 0, capstray = 0;
+    bool removed = false;
+    struct dirent *de;
+    int64_t other_len = 0, other_start = 0;
+    int rc = 0, fd = dup(s->dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+    if (!d) {
+        rc = -errno;
+        if (fd >= 0)
+            close(fd);
+        log_error(HS_MOD, "store %s: cannot list: %s", s->dir, strerror(-rc));
+        return rc;
+    }
+    rewinddir(d);
+    while ((de = readdir(d))) {
+        int64_t start;
+        enum hs_kind kind;
+        const char *nm = de->d_name;
+
+        if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0)
+            continue;
+        if (strncmp(nm, ".p-", 3) == 0 && strstr(nm, ".tmp")) {
+            /* a partition creation cut short: never renamed, never held a chunk */
+            if (unlinkat(s->dirfd, nm, 0) == 0)
+                removed = true;
+            continue;
+        }
+        if (name_parse(nm, &start, &kind) < 0) {
+            log_warn(HS_MOD, "store %s: ignoring %s: not a partition file (p-<start ms>.db)",
+                     s->dir, nm);
+            continue;
+        }
+        if (kind == HS_DB) {
+            struct hs_ent *e;
+            if (s->nent == s->capent) {
+                s->capent = s->capent ? s->capent * 2 : 64;
+                s->ent = xgrow(s->ent, s->capent);
+            }
+            e = &s->ent[s->nent++];
+            memset(e, 0, sizeof *e);
+            e->start = start;
+        } else {
+            if (nstray == capstray) {
+                capstray = capstray ? capstray * 2 : 16;
+                stray = xgrow(stray, capstray);
+            }
+            stray[nstray].start = start;
+            snprintf(stray[nstray].name, sizeof stray[nstray].name, "%.*s", HS_NAME_LEN - 1, nm);
+            nstray++;
+        }
+    }
+    closedir(d);
+    if (s->nent > 1)
+        qsort(s->ent, s->nent, sizeof *s->ent, cmp_ent);
+
+    /* -wal, -shm, -journal whose database is gone (a drop cut short, a reader racing it) */
+    for (size_t i = 0; i < nstray; i++) {
+        bool found;
+        ent_find(s, stray[i].start, &found);
+        if (!found && unlinkat(s->dirfd, stray[i].name, 0) == 0) {
+            log_info(HS_MOD, "store %s: removed %s (its partition is gone)", s->dir,
+                     stray[i].name);
+            removed = true;
+        }
+    }
+    free(stray);
+
+    for (size_t i = 0; i < s->nent; i++) {
+        struct hs_ent *e = &s->ent[i];
+        char path[PATH_MAX], err[HS_ERR_LEN];
+        struct hs_meta m;
+        sqlite3 *db;
+        int orc;
+
+        path_fmt(path, sizeof path, s->dir, e->start, HS_DB);
+        /* read-write: a WAL left by a crash is recovered and checkpointed by the close */
+        orc = part_open_db(path, SQLITE_OPEN_READWRITE, &db, &m, err, sizeof err);
+        if (orc == 0 && m.start != e->start) {
+            snprintf(err, sizeof err, "its meta row says it starts at %" PRId64, m.start);
+            sqlite3_close(db);
+            orc = -EBADMSG;
+        }
+        if (orc == -EBADMSG) {
+            log_error(HS_MOD,
+                      "store %s: %s is not a valid partition: %s; it is not read or written "
+                      "(move it out of the directory)",
+                      s->dir, path, err);
+            e->bad = true;
+            e->bytes = file_bytes(path);
+            continue;
+        }
+        if (orc < 0) {
+            log_error(HS_MOD, "store %s: cannot open %s: %s", s->dir, path, err);
+            rc = orc;
+            break;
+        }
+        e->unsealed = m.wal && !part_seal(db);
+        sqlite3_close(db);
+        if (m.length != s->len && !other_len) {
+            other_len = m.length;
+            other_start = m.start;
+        }
+        e->series = (uint64_t)m.series;
+        e->chunks = (uint64_t)m.chunks;
+        e->samples = (uint64_t)m.samples;
+        s->t_parts++;
+        s->t_chunks += e->chunks;
+        s->t_samples += e->samples;
+        ent_bytes_refresh(s, e);
+    }
+    if (rc == 0 && other_len) {
+        char have[32], want[32];
+        fmt_ms(have, sizeof have, other_len);
+        fmt_ms(want, sizeof want, s->len);
+        log_error(HS_MOD,
+                  "store %s: its partitions are %s long (p-%013" PRId64 ".db and others), "
+                  "not %s: a store keeps one partition length; set the partition length back "
+                  "to %s, or move the existing partitions out of %s",
+                  s->dir, have, other_start, want, have, s->dir);
+        rc = -EINVAL;
+    }
+    if (rc == 0 && removed && fsync(s->dirfd) < 0)
+        rc = -errno;
+    stats_publish(s);
+    return rc;
+}
+
+int hstore_open(const char *dir, int64_t partition_ms, struct hstore **out)
+{
+    struct hstore *s;
+    int fd, rc;
+
+    *out = NULL;
+    if (!dir || !*dir)
+        return -EINVAL;
+    if (partition_ms == 0)
+        partition_ms = HSTORE_PARTITION_DEFAULT_MS;
+    if (partition_ms < HSTORE_PARTITION_MIN_MS || partition_ms > HSTORE_PARTITION_MAX_MS) {
+        log_error(HS_MOD, "store %s: partition length %" PRId64 " ms is out of range (1s .. 366d)",
+                  dir, partition_ms);
+        return -EINVAL;
+    }
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        rc = -errno;
+        log_error(HS_MOD, "store %s: cannot create the directory: %s", dir, strerror(errno));
+        return rc;
+    }
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = -errno;
+        log_error(HS_MOD, "store %s: cannot open the directory: %s", dir, strerror(errno));
+        return rc;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        log_error(HS_MOD, "store %s: %s", dir,
+                  rc == -EBUSY ? "in use by another writer (one opsd per data directory)"
+                               : strerror(-rc));
+        close(fd);
+        return rc;
+    }
+    s = xzalloc(sizeof *s);
+    s->dir = xstrdup(dir);
+    s->dirfd = fd;
+    s->len = partition_ms;
+    rc = hs_scan(s);
+    if (rc < 0) {
+        hstore_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void hstore_close(struct hstore *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nent; i++)
+        part_close(s, &s->ent[i], false);
+    seal_retry(s);
+    free(s->ent);
+    close(s->dirfd); /* releases the lock */
+    free(s->dir);
+    free(s);
+}
+
+/* ---- readers ------------------------------------------------------------------------------ */
+
+/* One statement per partition, one snapshot: the series' id, then its chunks that overlap
+ * [?2, ?3]. A chunk starts at most max_span before ?2 if it reaches ?2, which bounds the scan. */
+#define HR_READ_SQL                                                                            \
+    "SELECT s.type, c.t_first, c.t_last, c.count, c.data "                                     \
+    "FROM series s JOIN chunks c ON c.series = s.id "                                          \
+    "WHERE s.name = ?1 AND c.t_first BETWEEN ?2 - (SELECT max_span FROM meta) AND ?3 "         \
+    "AND c.t_last >= ?2 ORDER BY c.t_first, c.seq"
+
+struct hr_file {
+    int64_t start;
+    ino_t ino;
+};
+
+struct hr_conn {
+    int64_t start;
+    ino_t ino;
+    bool wal;          /* opened in WAL mode */
+    sqlite3 *db;
+    sqlite3_stmt *read;
+    uint64_t use;
+};
+
+/* A file found bad: skipped without a new report until it changes. */
+struct hr_bad {
+    int64_t start;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+};
+
+struct hstore_reader {
+    char *dir;
+    int64_t len;                 /* partition length, from the first valid partition; 0 unknown */
+    struct hr_file *file;        /* partition files, ascending start */
+    size_t nfile, capfile;
+    bool listed, trusted;        /* trusted: DIR's mtime was old enough at listing time */
+    struct timespec dir_mtime;
+    struct hr_conn conn[HS_READER_OPEN_MAX];
+    size_t nconn;
+    struct hr_bad *bad;
+    size_t nbad, capbad;
+    uint64_t tick;
+};
+
+static int cmp_file(const void *a, const void *b)
+{
+    int64_t x = ((const struct hr_file *)a)->start, y = ((const struct hr_file *)b)->start;
+    return (x > y) - (x < y);
+}
+
+static void hr_conn_close(struct hstore_reader *r, size_t i)
+{
+    sqlite3_finalize(r->conn[i].read);
+    sqlite3_close(r->conn[i].db);
+    r->conn[i] = r->conn[--r->nconn];
+}
+
+static const struct hr_file *hr_file_find(const struct hstore_reader *r, int64_t start)
+{
+    size_t lo = 0, hi = r->nfile;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->file[mid].start < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->nfile && r->file[lo].start == start ? &r->file[lo] : NULL;
+}
+
+/* Whether to keep c open after a read. An idle connection in WAL mode would stop the writer
+ * from sealing the partition (part_seal), so one is kept only to the newest partitions, which
+ * the writer holds open anyway (and in WAL mode). Sealed partitions are opened cheaply. */
+static bool hr_keep(const struct hstore_reader *r, const struct hr_conn *c)
+{
+    if (!c->wal)
+        return true;
+    for (size_t i = r->nfile > HS_KEEP_OPEN ? r->nfile - HS_KEEP_OPEN : 0; i < r->nfile; i++)
+        if (r->file[i].start == c->start)
+            return true;
+    return false;
+}
+
+/* Lists DIR again unless it has not changed since a listing that can be trusted (one taken
+ * when DIR's mtime was already older than the clock's granularity could hide). */
+static int hr_list(struct hstore_reader *r)
+{
+    struct stat sb;
+    struct timespec now;
+    struct dirent *de;
+    DIR *d;
+
+    if (stat(r->dir, &sb) < 0)
+        return -errno;
+    if (r->listed && r->trusted && sb.st_mtim.tv_sec == r->dir_mtime.tv_sec &&
+        sb.st_mtim.tv_nsec == r->dir_mtime.tv_nsec)
+        return 0;
+    d = opendir(r->dir);
+    if (!d)
+        return -errno;
+    r->nfile = 0;
+    while ((de = readdir(d))) {
+        int64_t start;
+        enum hs_kind kind;
+        if (name_parse(de->d_name, &start, &kind) < 0 || kind != HS_DB)
+            continue;
+        if (r->nfile == r->capfile) {
+            r->capfile = r->capfile ? r->capfile * 2 : 64;
+            r->file = xgrow(r->file, r->capfile);
+        }
+        r->file[r->nfile].start = start;
+        r->file[r->nfile].ino = de->d_ino;
+        r->nfile++;
+    }
+    closedir(d);
+    if (r->nfile > 1)
+        qsort(r->file, r->nfile, sizeof *r->file, cmp_file);
+    r->listed = true;
+    r->dir_mtime = sb.st_mtim;
+    clock_gettime(CLOCK_REALTIME, &now);
+    r->trusted = (int64_t)(now.tv_sec - sb.st_mtim.tv_sec) * 1000000000LL +
+                     (now.tv_nsec - sb.st_mtim.tv_nsec) >=
+                 HS_TRUST_NS;
+    /* forget connections to files that are gone or were replaced, or no longer to keep */
+    for (size_t i = 0; i < r->nconn;) {
+        const struct hr_file *f = hr_file_find(r, r->conn[i].start);
+        if (!f || f->ino != r->conn[i].ino || !hr_keep(r, &r->conn[i]))
+            hr_conn_close(r, i);
+        else
+            i++;
+    }
+    return 0;
+}
+
+/* Notes path as bad (reported now; skipped silently until it changes). */
+static void hr_mark_bad(struct hstore_reader *r, const struct hr_file *f, const char *path)
+{
+    struct stat sb;
+    struct hr_bad *b = NULL;
+
+    for (size_t i = 0; i < r->nbad; i++)
+        if (r->bad[i].start == f->start)
+            b = &r->bad[i];
+    if (!b) {
+        if (r->nbad == r->capbad) {
+            r->capbad = r->capbad ? r->capbad * 2 : 8;
+            r->bad = xgrow(r->bad, r->capbad);
+        }
+        b = &r->bad[r->nbad++];
+    }
+    memset(b, 0, sizeof *b);
+    b->start = f->start;
+    b->ino = f->ino;
+    if (stat(path, &sb) == 0) {
+        b->size = sb.st_size;
+        b->mtime = sb.st_mtim;
+    }
+}
+
+static bool hr_is_bad(const struct hstore_reader *r, const struct hr_file *f, const char *path)
+{
+    struct stat sb;
+    for (size_t i = 0; i < r->nbad; i++) {
+        const struct hr_bad *b = &r->bad[i];
+        if (b->start != f->start)
+            continue;
+        return b->ino == f->ino && stat(path, &sb) == 0 && sb.st_size == b->size &&
+               sb.st_mtim.tv_sec == b->mtime.tv_sec && sb.st_mtim.tv_nsec == b->mtime.tv_nsec;
+    }
+    return false;
+}
+
+/* The open connection to partition f: 0 with *out, 1 to skip the file (gone, or bad: reported
+ * once), or a negative code (-EBUSY). */
+static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct hr_conn **out)
+{
+    char path[PATH_MAX], err[HS_ERR_LEN];
+    struct hs_meta m;
+    struct hr_conn *c;
+    sqlite3 *db;
+    sqlite3_stmt *st = NULL;
+    int rc, src;
+
+    for (size_t i = 0; i < r->nconn; i++) {
+        if (r->conn[i].start == f->start && r->conn[i].ino == f->ino) {
+            r->conn[i].use = ++r->tick;
+            *out = &r->conn[i];
+            return 0;
+        }
+    }
+    path_fmt(path, sizeof path, r->dir, f->start, HS_DB);
+    if (hr_is_bad(r, f, path))
+        return 1;
+    rc = part_open_db(path, SQLITE_OPEN_READONLY, &db, &m, err, sizeof err);
+    if (rc == -ENOENT)
+        return 1; /* dropped by retention since the listing */
+    if (rc == -EBUSY)
+        return rc;
+    if (rc == 0 && m.start != f->start) {
+        snprintf(err, sizeof err, "its meta row says it starts at %" PRId64, m.start);
+        rc = -EBADMSG;
+    } else if (rc == 0 && r->len && m.length != r->len) {
+        snprintf(err, sizeof err,
+                 "partition length %" PRId64 " ms differs from the store's %" PRId64 " ms",
+                 m.length, r->len);
+        rc = -EBADMSG;
+    }
+    if (rc == 0) {
+        src = sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+        if (src == SQLITE_OK)
+            src = sqlite3_prepare_v3(db, HR_READ_SQL, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+        if (src != SQLITE_OK) {
+            snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
+            rc = -EBADMSG;
+        }
+    }
+    if (rc < 0) {
+        if (db)
+            sqlite3_close(db);
+        log_warn(HS_MOD, "store %s: skipping %s: %s", r->dir, path, err);
+        hr_mark_bad(r, f, path);
+        return 1;
+    }
+    if (!r->len)
+        r->len = m.length;
+    if (r->nconn == HS_READER_OPEN_MAX) {
+        size_t lru = 0;
+        for (size_t i = 1; i < r->nconn; i++)
+            if (r->conn[i].use < r->conn[lru].use)
+                lru = i;
+        hr_conn_close(r, lru);
+    }
+    c = &r->conn[r->nconn++];
+    c->start = f->start;
+    c->ino = f->ino;
+    c->wal = m.wal;
+    c->db = db;
+    c->read = st;
+    c->use = ++r->tick;
+    *out = c;
+    return 0;
+}
+
+/* Reads one partition. 0, fn's non-zero value, 1 when the file turned out bad (reported,
+ * connection closed), or -EBUSY. */
+static int hr_read_part(struct hstore_reader *r, struct hr_conn *c, const struct hr_file *f,
+                        const char *series, int64_t from, int64_t to, hstore_chunk_fn fn,
+                        void *ud)
+{
+    sqlite3_stmt *st = c->read;
+    int64_t lo = from > f->start ? from : f->start;
+    int64_t hi = to - f->start < r->len ? to : f->start + r->len - 1;
+    bool insane = false;
+    int src, rc = 0;
+
+    sqlite3_bind_text(st, 1, series, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t type = sqlite3_column_int64(st, 0);
+        int64_t t_first = sqlite3_column_int64(st, 1);
+        int64_t t_last = sqlite3_column_int64(st, 2);
+        int64_t count = sqlite3_column_int64(st, 3);
+        const void *data = sqlite3_column_blob(st, 4);
+        size_t len = (size_t)sqlite3_column_bytes(st, 4);
+
+        if (type < 0 || type > PT_STRING || count <= 0 || count > UINT32_MAX ||
+            t_first > t_last || !data || sqlite3_column_type(st, 4) != SQLITE_BLOB) {
+            insane = true;
+            continue;
+        }
+        rc = fn(ud, (enum pt_type)type, t_first, t_last, (uint32_t)count, data, len);
+        if (rc)
+            break;
+    }
+    sqlite3_reset(st);
+    if (insane)
+        log_warn(HS_MOD, "store %s: partition %" PRId64 ": skipped chunks of %s that are not "
+                 "sane (run hstore_verify / opsctl history verify)", r->dir, f->start, series);
+    if (rc)
+        return rc;
+    if (src == SQLITE_DONE)
+        return 0;
+    if ((src & 0xff) == SQLITE_BUSY || (src & 0xff) == SQLITE_LOCKED)
+        return -EBUSY;
+    {
+        char path[PATH_MAX];
+        path_fmt(path, sizeof path, r->dir, f->start, HS_DB);
+        log_warn(HS_MOD, "store %s: skipping %s: %s", r->dir, path, sqlite3_errmsg(c->db));
+        hr_mark_bad(r, f, path);
+        hr_conn_close(r, (size_t)(c - r->conn));
+    }
+    return 1;
+}
+
+int hstore_reader_open(const char *dir, struct hstore_reader **out)
+{
+    struct stat sb;
+    struct hstore_reader *r;
+
+    *out = NULL;
+    if (!dir || !*dir)
+        return -EINVAL;
+    if (stat(dir, &sb) < 0)
+        return -errno;
+    if (!S_ISDIR(sb.st_mode))
+        return -ENOTDIR;
+    if (access(dir, R_OK | X_OK) < 0)
+        return -errno;
+    r = xzalloc(sizeof *r);
+    r->dir = xstrdup(dir);
+    *out = r;
+    return 0;
+}
+
+void hstore_reader_close(struct hstore_reader *r)
+{
+    if (!r)
+        return;
+    while (r->nconn)
+        hr_conn_close(r, 0);
+    free(r->file);
+    free(r->bad);
+    free(r->dir);
+    free(r);
+}
+
+int hstore_read(struct hstore_reader *r, const char *series, int64_t from, int64_t to,
+                hstore_chunk_fn fn, void *ud)
+{
+    struct hr_conn *c;
+    int rc;
+
+    if (!r || !series || !*series || !fn || from > to)
+        return -EINVAL;
+    rc = hr_list(r);
+    if (rc < 0)
+        return rc;
+    /* The partition length comes from the newest valid partition. */
+    for (size_t i = r->nfile; i-- > 0 && !r->len;) {
+        rc = hr_conn_get(r, &r->file[i], &c);
+        if (rc < 0)
+            return rc;
+    }
+    if (!r->len)
+        return 0;
+    for (size_t i = 0; i < r->nfile; i++) {
+        /* a copy: reading may close connections, never the listing */
+        struct hr_file f = r->file[i];
+        if (f.start > to)
+            break;
+        if (f.start < from && from - f.start >= r->len)
+            continue;
+        rc = hr_conn_get(r, &f, &c);
+        if (rc == 1)
+            continue;
+        if (rc < 0)
+            return rc;
+        rc = hr_read_part(r, c, &f, series, from, to, fn, ud);
+        if (rc == 1)
+            continue;
+        if (!hr_keep(r, c))
+            hr_conn_close(r, (size_t)(c - r->conn));
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- listing and verification ----------------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int hstore_list(const char *dir, int (*fn)(void *ud, const struct hstore_partition_info *p),
+                void *ud)
+{
+    int64_t *starts = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    int rc = 0;
+    DIR *d;
+
+    if (!dir || !fn)
+        return -EINVAL;
+    d = opendir(dir);
+    if (!d)
+        return -errno;
+    while ((de = readdir(d))) {
+        int64_t start;
+        enum hs_kind kind;
+        if (name_parse(de->d_name, &start, &kind) < 0 || kind != HS_DB)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            starts = xgrow(starts, cap);
+        }
+        starts[n++] = start;
+    }
+    closedir(d);
+    if (n > 1)
+        qsort(starts, n, sizeof *starts, cmp_i64);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char name[HS_NAME_LEN], path[PATH_MAX], err[HS_ERR_LEN];
+        struct hstore_partition_info info;
+        struct hs_meta m;
+        sqlite3 *db;
+        int orc;
+
+        name_fmt(name, sizeof name, starts[i], HS_DB);
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        memset(&info, 0, sizeof info);
+        info.file = name;
+        info.start = info.end = starts[i];
+        orc = part_open_db(path, SQLITE_OPEN_READONLY, &db, &m, err, sizeof err);
+        if (orc == -ENOENT)
+            continue; /* dropped meanwhile */
+        if (orc == 0) {
+            sqlite3_close(db);
+            if (m.start != starts[i]) {
+                snprintf(err, sizeof err, "its meta row says it starts at %" PRId64, m.start);
+                orc = -EBADMSG;
+            }
+        }
+        info.bytes = file_bytes(path);
+        if (orc == 0) {
+            char wal[PATH_MAX + 8];
+            snprintf(wal, sizeof wal, "%s-wal", path);
+            info.bytes += file_bytes(wal);
+            info.end = m.start + m.length;
+            info.series = (uint64_t)m.series;
+            info.chunks = (uint64_t)m.chunks;
+            info.samples = (uint64_t)m.samples;
+        } else {
+            info.error = err;
+        }
+        rc = fn(ud, &info);
+    }
+    free(starts);
+    return rc;
+}
+
+/* Runs a query and reports whether it returned a row (1), none (0), or failed (< 0 + err). */
+static int v_step(sqlite3 *db, sqlite3_stmt *st, char *err, size_t errlen)
+{
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        return 1;
+    if (src == SQLITE_DONE)
+        return 0;
+    snprintf(err, errlen, "reading failed: %s", sqlite3_errmsg(db));
+    return hs_errno(db, src) == -EBUSY ? -EBUSY : -EBADMSG;
+}
+
+int hstore_verify(const char *path, char *err, size_t errlen)
+{
+    char ebuf[HS_ERR_LEN];
+    const char *base;
+    struct hs_meta m;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t start;
+    enum hs_kind kind;
+    int rc, src;
+
+    if (!err || errlen == 0) {
+        err = ebuf;
+        errlen = sizeof ebuf;
+    }
+    err[0] = '\0';
+    if (!path)
+        return -EINVAL;
+    rc = part_open_db(path, SQLITE_OPEN_READONLY, &db, &m, err, errlen);
+    if (rc < 0)
+        return rc;
+    base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (name_parse(base, &start, &kind) == 0 && kind == HS_DB && start != m.start) {
+        snprintf(err, errlen, "the name says start %" PRId64 ", the meta row %" PRId64, start,
+                 m.start);
+        rc = -EBADMSG;
+        goto out;
+    }
+    /* integrity_check reports "ok" or one row per problem: the first is enough */
+    src = sqlite3_prepare_v2(db, "PRAGMA integrity_check(1)", -1, &st, NULL);
+    if (src != SQLITE_OK || (rc = v_step(db, st, err, errlen)) < 0)
+        goto sqlfail;
+    if (rc == 1 && (!sqlite3_column_text(st, 0) ||
+                    strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0)) {
+        snprintf(err, errlen, "integrity_check: %s",
+                 sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "?");
+        rc = -EBADMSG;
+        goto out;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+
+    src = sqlite3_prepare_v2(
+        db,
+        "SELECT c.rowid, c.series, c.t_first, c.t_last, c.count, typeof(c.data),"
+        " length(c.data), s.id IS NULL FROM chunks c LEFT JOIN series s ON s.id = c.series "
+        "WHERE NOT (typeof(c.t_first) = 'integer' AND typeof(c.t_last) = 'integer'"
+        " AND typeof(c.count) = 'integer' AND c.t_first <= c.t_last AND c.count > 0"
+        " AND c.count <= 4294967295 AND c.t_first >= ?1 AND c.t_last < ?2"
+        " AND typeof(c.data) = 'blob' AND length(c.data) > 0 AND s.id IS NOT NULL) LIMIT 1",
+        -1, &st, NULL);
+    if (src != SQLITE_OK)
+        goto sqlfail;
+    sqlite3_bind_int64(st, 1, m.start);
+    sqlite3_bind_int64(st, 2, m.start + m.length);
+    rc = v_step(db, st, err, errlen);
+    if (rc < 0)
+        goto out;
+    if (rc == 1) {
+        int64_t tf = sqlite3_column_int64(st, 2), tl = sqlite3_column_int64(st, 3);
+        int64_t cnt = sqlite3_column_int64(st, 4);
+        const char *why = sqlite3_column_int(st, 7)      ? "its series does not exist"
+                          : tf > tl                      ? "t_first > t_last"
+                          : cnt <= 0 || cnt > UINT32_MAX ? "count out of range"
+                          : tf < m.start || tl >= m.start + m.length
+                              ? "outside the partition"
+                              : "a column has the wrong type, or data is empty";
+        snprintf(err, errlen,
+                 "chunk rowid %" PRId64 " (series %" PRId64 ", t_first %" PRId64
+                 ", t_last %" PRId64 ", count %" PRId64 "): %s",
+                 (int64_t)sqlite3_column_int64(st, 0), (int64_t)sqlite3_column_int64(st, 1), tf,
+                 tl, cnt, why);
+        rc = -EBADMSG;
+        goto out;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+
+    src = sqlite3_prepare_v2(db,
+                             "SELECT id FROM series WHERE NOT (typeof(name) = 'text'"
+                             " AND length(name) BETWEEN 1 AND ?1 AND typeof(type) = 'integer'"
+                             " AND type BETWEEN 0 AND ?2) LIMIT 1",
+                             -1, &st, NULL);
+    if (src != SQLITE_OK)
+        goto sqlfail;
+    sqlite3_bind_int(st, 1, LIVE_NAME_MAX);
+    sqlite3_bind_int(st, 2, PT_STRING);
+    rc = v_step(db, st, err, errlen);
+    if (rc < 0)
+        goto out;
+    if (rc == 1) {
+        snprintf(err, errlen, "series id %" PRId64 ": name or type out of range",
+                 (int64_t)sqlite3_column_int64(st, 0));
+        rc = -EBADMSG;
+        goto out;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+
+    src = sqlite3_prepare_v2(db,
+                             "SELECT (SELECT count(*) FROM series), count(*),"
+                             " coalesce(sum(count), 0), coalesce(max(t_last - t_first), 0) "
+                             "FROM chunks",
+                             -1, &st, NULL);
+    if (src != SQLITE_OK)
+        goto sqlfail;
+    rc = v_step(db, st, err, errlen);
+    if (rc < 0)
+        goto out;
+    {
+        int64_t ns = sqlite3_column_int64(st, 0), nc = sqlite3_column_int64(st, 1);
+        int64_t sum = sqlite3_column_int64(st, 2), span = sqlite3_column_int64(st, 3);
+        if (ns != m.series || nc != m.chunks || sum != m.samples || span > m.max_span) {
+            snprintf(err, errlen,
+                     "meta counters do not match the tables: series %" PRId64 "/%" PRId64
+                     ", chunks %" PRId64 "/%" PRId64 ", samples %" PRId64 "/%" PRId64
+                     ", max_span %" PRId64 "/%" PRId64 " (meta/tables)",
+                     m.series, ns, m.chunks, nc, m.samples, sum, m.max_span, span);
+            rc = -EBADMSG;
+            goto out;
+        }
+    }
+    rc = 0;
+    goto out;
+
+sqlfail:
+    if (rc >= 0) {
+        snprintf(err, errlen, "reading failed: %s", sqlite3_errmsg(db));
+        rc = hs_errno(db, src) == -EBUSY ? -EBUSY : -EBADMSG;
+    }
+out:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rc;
+}

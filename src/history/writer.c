@@ -1,0 +1,650 @@
+/* writer.c - the history writer thread: WAL group commit, chunk encoding, checkpoints,
+ * retention, and recovery at start.
+ *
+ * Loop of the thread:
+ *   1. wait for batches (or the checkpoint time); take every batch queued so far
+ *   2. append each to the WAL, one fdatasync for all of them (group commit)
+ *   3. hand them back to the loop, which acknowledges their producers
+ *   4. encode their samples into the series' open chunks; a chunk that is full
+ *      (HCHUNK_SAMPLES) or would cross a partition boundary is closed (pending)
+ *   5. at a checkpoint: put the pending chunks in the store and commit it (durable), start a
+ *      new WAL segment that begins with the still-open chunks (kind 2 record), sync it, drop
+ *      the older segments, drop partitions past the retention
+ * Invariant: every acknowledged sample is, at any moment, in a committed partition or in a
+ * WAL segment that has not been dropped. So a restart replays the segments and loses
+ * nothing; since the segments replayed hold only what is not in the store, nothing is
+ * stored twice.
+ *
+ * Late samples (older than the open chunk's last) go to the series' `late` chunk; one that is
+ * out of order even there closes it and starts another. Queries merge all of them. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "history/hist_int.h"
+
+/* ---- series table (writer thread; queries read it under series_lock) ---- */
+
+static struct hseries *series_find(struct hist *h, const char *name, size_t len, uint64_t hash)
+{
+    if (!h->series)
+        return NULL;
+    for (uint32_t i = (uint32_t)hash & h->series_mask;; i = (i + 1) & h->series_mask) {
+        struct hseries *s = h->series[i];
+        if (!s)
+            return NULL;
+        if (s->hash == hash && strlen(s->name) == len && memcmp(s->name, name, len) == 0)
+            return s;
+    }
+}
+
+static void series_insert(struct hist *h, struct hseries *s)
+{
+    for (uint32_t i = (uint32_t)s->hash & h->series_mask;; i = (i + 1) & h->series_mask) {
+        if (!h->series[i]) {
+            h->series[i] = s;
+            return;
+        }
+    }
+}
+
+/* The series named so, created with `type` when new. A type change closes its chunks. */
+static struct hseries *series_get(struct hist *h, const char *name, size_t len, enum pt_type type);
+
+static void pending_add(struct hseries *s, struct chunk_enc *e)
+{
+    if (chunk_enc_count(e) == 0)
+        return;
+    size_t len;
+    const uint8_t *data = chunk_enc_data(e, &len);
+    struct hpending *p = xmalloc(sizeof *p + len);
+    p->next = NULL;
+    p->type = s->type;
+    p->t_first = chunk_enc_first(e);
+    p->t_last = chunk_enc_last(e);
+    p->count = chunk_enc_count(e);
+    p->len = len;
+    memcpy(p->data, data, len);
+    if (s->pending_tail)
+        s->pending_tail->next = p;
+    else
+        s->pending = p;
+    s->pending_tail = p;
+    chunk_enc_release(e);
+    chunk_enc_init(e, s->type);
+}
+
+static struct hseries *series_get(struct hist *h, const char *name, size_t len, enum pt_type type)
+{
+    uint64_t hash = hash_bytes(name, len);
+    struct hseries *s = series_find(h, name, len, hash);
+    if (s) {
+        if (s->type != type) {
+            /* Close what was encoded with the old type (pending chunks keep their type). */
+            pending_add(s, &s->open);
+            pending_add(s, &s->late);
+            s->type = type;
+            chunk_enc_release(&s->open);
+            chunk_enc_release(&s->late);
+            chunk_enc_init(&s->open, type);
+            chunk_enc_init(&s->late, type);
+        }
+        return s;
+    }
+    if ((h->nseries + 1) * 2 > h->series_mask) {
+        uint32_t old_mask = h->series_mask;
+        struct hseries **old = h->series;
+        h->series_mask = old_mask ? old_mask * 2 + 1 : 1023;
+        h->series = xnew(struct hseries *, (size_t)h->series_mask + 1);
+        for (uint32_t i = 0; old && i <= old_mask; i++)
+            if (old[i])
+                series_insert(h, old[i]);
+        free(old);
+    }
+    s = xzalloc(sizeof *s);
+    s->name = xstrndup(name, len);
+    s->hash = hash;
+    s->type = type;
+    chunk_enc_init(&s->open, type);
+    chunk_enc_init(&s->late, type);
+    series_insert(h, s);
+    h->nseries++;
+    return s;
+}
+
+static int64_t partition_of(const struct hist *h, int64_t ts)
+{
+    int64_t p = h->partition_ms;
+    return ts >= 0 ? ts / p : -((-ts + p - 1) / p);
+}
+
+/* Appends one sample to the series' chunks (see the top comment). */
+static void series_add(struct hist *h, struct hseries *s, int64_t ts, const struct pt_value *v,
+                       enum pt_quality q)
+{
+    struct chunk_enc *e = &s->open;
+    if (chunk_enc_count(e) && ts < chunk_enc_last(e))
+        e = &s->late;
+    if (chunk_enc_count(e) &&
+        (chunk_enc_count(e) >= HCHUNK_SAMPLES || ts < chunk_enc_last(e) ||
+         partition_of(h, ts) != partition_of(h, chunk_enc_first(e))))
+        pending_add(s, e);
+    if (chunk_enc_add(e, ts, v, q) < 0) {
+        /* Full (bytes): close and retry once in a fresh chunk. */
+        pending_add(s, e);
+        if (chunk_enc_add(e, ts, v, q) < 0)
+            log_error("history", "series %s: a sample at %lld could not be encoded", s->name, (long long)ts);
+    }
+}
+
+/* ---- records ---- */
+
+static void by_idx_set(struct hist *h, uint32_t idx, struct hseries *s)
+{
+    if (idx >= h->by_idx_cap) {
+        uint32_t cap = h->by_idx_cap ? h->by_idx_cap : 1024;
+        while (cap <= idx)
+            cap *= 2;
+        h->by_idx = xgrow(h->by_idx, cap);
+        memset(h->by_idx + h->by_idx_cap, 0, (cap - h->by_idx_cap) * sizeof *h->by_idx);
+        h->by_idx_cap = cap;
+    }
+    h->by_idx[idx] = s;
+}
+
+static int read_value(struct hreader *r, enum pt_type type, struct pt_value *v, char *sbuf)
+{
+    v->type = type;
+    switch (type) {
+    case PT_DOUBLE: {
+        uint64_t bits = hget_u64(r);
+        memcpy(&v->u.d, &bits, 8);
+        break;
+    }
+    case PT_INT: v->u.i = (int64_t)hget_u64(r); break;
+    case PT_BOOL: v->u.b = hget_u8(r) != 0; break;
+    case PT_STRING: {
+        uint16_t n = hget_u16(r);
+        const uint8_t *p = n <= LIVE_STRING_MAX ? hget(r, n) : NULL;
+        if (!p)
+            return -1;
+        memcpy(sbuf, p, n);
+        sbuf[n] = '\0';
+        v->u.s = sbuf;
+        break;
+    }
+    default: return -1;
+    }
+    return r->bad ? -1 : 0;
+}
+
+/* Applies a kind 1 record (samples). Returns the samples applied, or -1 when malformed. */
+static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
+{
+    struct hreader r = {rec, len, 1, false};
+    uint32_t n = hget_u32(&r);
+    int64_t applied = 0;
+    static char sbuf[LIVE_STRING_MAX + 1]; /* writer thread only */
+    for (uint32_t i = 0; i < n && !r.bad; i++) {
+        uint8_t tag = hget_u8(&r);
+        uint32_t idx = hget_u32(&r);
+        if (tag == HTAG_SERIES) {
+            uint8_t type = hget_u8(&r);
+            uint16_t nl = hget_u16(&r);
+            const uint8_t *name = hget(&r, nl);
+            if (!name || type > PT_STRING || nl == 0)
+                return -1;
+            by_idx_set(h, idx, series_get(h, (const char *)name, nl, (enum pt_type)type));
+        } else if (tag == HTAG_SAMPLE) {
+            int64_t ts = (int64_t)hget_u64(&r);
+            uint8_t q = hget_u8(&r);
+            struct hseries *s = idx < h->by_idx_cap ? h->by_idx[idx] : NULL;
+            struct pt_value v;
+            if (!s || q > Q_BAD || read_value(&r, s->type, &v, sbuf) < 0)
+                return -1;
+            series_add(h, s, ts, &v, (enum pt_quality)q);
+            applied++;
+        } else {
+            return -1;
+        }
+    }
+    return r.bad ? -1 : applied;
+}
+
+/* Applies a kind 2 record (open chunks at a checkpoint). */
+static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
+{
+    struct hreader r = {rec, len, 1, false};
+    uint8_t flags = hget_u8(&r);
+    if (flags & 1) {
+        /* A new process starts here: earlier indices meant other points. */
+        if (h->by_idx)
+            memset(h->by_idx, 0, h->by_idx_cap * sizeof *h->by_idx);
+    }
+    uint32_t n = hget_u32(&r);
+    for (uint32_t i = 0; i < n && !r.bad; i++) {
+        uint8_t type = hget_u8(&r);
+        uint16_t nl = hget_u16(&r);
+        const uint8_t *name = hget(&r, nl);
+        hget_u8(&r); /* which: open or late, re-sorted by series_add anyway */
+        uint32_t count = hget_u32(&r);
+        uint32_t clen = hget_u32(&r);
+        const uint8_t *data = hget(&r, clen);
+        if (!name || !data || type > PT_STRING || nl == 0)
+            return -1;
+        struct hseries *s = series_get(h, (const char *)name, nl, (enum pt_type)type);
+        struct chunk_dec d;
+        if (chunk_dec_init(&d, (enum pt_type)type, data, clen, count) < 0)
+            return -1;
+        int64_t ts;
+        struct pt_value v;
+        enum pt_quality q;
+        int k;
+        while ((k = chunk_dec_next(&d, &ts, &v, &q)) == 1)
+            series_add(h, s, ts, &v, q);
+        if (k < 0)
+            return -1;
+    }
+    return r.bad ? -1 : 0;
+}
+
+static int replay_one(void *ud, const void *rec, size_t len)
+{
+    struct hist *h = ud;
+    const uint8_t *p = rec;
+    int rc = -1;
+    if (len >= 1 && p[0] == HREC_SAMPLES)
+        rc = apply_samples(h, p, len) < 0 ? -1 : 0;
+    else if (len >= 1 && p[0] == HREC_CHUNKS)
+        rc = apply_chunks(h, p, len);
+    if (rc < 0)
+        log_error("history", "a WAL record of %zu bytes is malformed; skipped", len);
+    return 0; /* keep going: one bad record must not hide the rest */
+}
+
+/* ---- checkpoint ---- */
+
+static void patch_u32(char *at, uint32_t v)
+{
+    uint8_t le[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    memcpy(at, le, 4);
+}
+
+/* Writes the open chunks as kind 2 records (split at about 1 MiB) into the current segment. */
+static int write_open_chunks(struct hist *h, bool new_process)
+{
+    struct buf rec;
+    buf_init(&rec, 64u << 20);
+    uint32_t n = 0;
+    int rc = 0;
+    bool first = true;
+    for (uint32_t i = 0; i <= h->series_mask && h->series && rc == 0; i++) {
+        struct hseries *s = h->series[i];
+        for (int which = 0; s && which < 2 && rc == 0; which++) {
+            struct chunk_enc *e = which ? &s->late : &s->open;
+            if (!chunk_enc_count(e))
+                continue;
+            if (rec.len == 0) {
+                hput_u8(&rec, HREC_CHUNKS);
+                hput_u8(&rec, first && new_process ? 1 : 0);
+                hput_u32(&rec, 0);
+                first = false;
+            }
+            size_t len;
+            const uint8_t *data = chunk_enc_data(e, &len);
+            size_t nl = strlen(s->name);
+            hput_u8(&rec, (uint8_t)s->type);
+            hput_u16(&rec, (uint16_t)nl);
+            buf_append(&rec, s->name, nl);
+            hput_u8(&rec, (uint8_t)which);
+            hput_u32(&rec, chunk_enc_count(e));
+            hput_u32(&rec, (uint32_t)len);
+            buf_append(&rec, data, len);
+            n++;
+            if (rec.len > (1u << 20)) {
+                patch_u32(rec.data + 2, n);
+                rc = wal_append(h->wal, rec.data, rec.len);
+                buf_reset(&rec);
+                n = 0;
+            }
+        }
+    }
+    if (rc == 0 && (rec.len || new_process)) {
+        if (rec.len == 0) {
+            hput_u8(&rec, HREC_CHUNKS);
+            hput_u8(&rec, new_process ? 1 : 0);
+            hput_u32(&rec, 0);
+        }
+        patch_u32(rec.data + 2, n);
+        rc = wal_append(h->wal, rec.data, rec.len);
+    }
+    buf_release(&rec);
+    return rc;
+}
+
+/* Writes the idx -> series map of this process (series entries of a kind 1 record), so that
+ * the batches after a checkpoint, which name series by idx only, can be replayed without the
+ * segments that announced them. */
+static int write_index_map(struct hist *h)
+{
+    struct buf rec;
+    buf_init(&rec, 256u << 20);
+    hput_u8(&rec, HREC_SAMPLES);
+    hput_u32(&rec, 0);
+    uint32_t n = 0;
+    for (uint32_t idx = 0; idx < h->by_idx_cap; idx++) {
+        struct hseries *s = h->by_idx[idx];
+        if (!s)
+            continue;
+        size_t nl = strlen(s->name);
+        hput_u8(&rec, HTAG_SERIES);
+        hput_u32(&rec, idx);
+        hput_u8(&rec, (uint8_t)s->type);
+        hput_u16(&rec, (uint16_t)nl);
+        buf_append(&rec, s->name, nl);
+        n++;
+    }
+    int rc = 0;
+    if (n) {
+        patch_u32(rec.data + 1, n);
+        rc = rec.overflow ? -ENOMEM : wal_append(h->wal, rec.data, rec.len);
+    }
+    buf_release(&rec);
+    return rc;
+}
+
+static int commit_pending(struct hist *h, uint64_t *chunks)
+{
+    int rc = 0;
+    *chunks = 0;
+    for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
+        struct hseries *s = h->series[i];
+        if (!s)
+            continue;
+        for (struct hpending *p = s->pending; p && rc == 0; p = p->next) {
+            rc = hstore_put(h->store, s->name, p->type, p->t_first, p->t_last, p->count, p->data, p->len);
+            (*chunks)++;
+        }
+    }
+    if (rc == 0)
+        rc = hstore_commit(h->store);
+    if (rc < 0)
+        return rc;
+    /* Committed: the pending chunks are in the store now. */
+    pthread_mutex_lock(&h->series_lock);
+    for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
+        struct hseries *s = h->series[i];
+        if (!s)
+            continue;
+        struct hpending *p = s->pending;
+        while (p) {
+            struct hpending *next = p->next;
+            free(p);
+            p = next;
+        }
+        s->pending = s->pending_tail = NULL;
+    }
+    pthread_mutex_unlock(&h->series_lock);
+    return 0;
+}
+
+static int checkpoint(struct hist *h, bool new_process)
+{
+    uint64_t t0 = mono_ns();
+    uint64_t chunks = 0;
+    int rc = commit_pending(h, &chunks);
+    uint64_t seg = 0;
+    if (rc == 0)
+        rc = wal_rotate(h->wal, &seg);
+    if (rc == 0)
+        rc = write_open_chunks(h, new_process);
+    if (rc == 0)
+        rc = write_index_map(h);
+    if (rc == 0)
+        rc = wal_sync(h->wal);
+    if (rc == 0)
+        rc = wal_drop_before(h->wal, seg);
+    if (rc < 0) {
+        log_error("history", "checkpoint failed (%s): the WAL keeps everything; retrying at the next one",
+                  strerror(-rc));
+        pthread_mutex_lock(&h->lock);
+        h->st.write_errors++;
+        pthread_mutex_unlock(&h->lock);
+        return rc;
+    }
+    pthread_mutex_lock(&h->lock);
+    int64_t retention = h->retention_ms;
+    pthread_mutex_unlock(&h->lock);
+    size_t dropped = 0;
+    if (hstore_drop_before(h->store, now_ms() - retention, &dropped) < 0)
+        log_error("history", "retention: could not drop expired partitions");
+    if (dropped)
+        log_info("history", "retention: dropped %zu partition(s) older than %lld s", dropped,
+                 (long long)(retention / 1000));
+    struct hstore_stats ss;
+    hstore_stats(h->store, &ss);
+    pthread_mutex_lock(&h->lock);
+    h->st.chunks_committed += chunks;
+    h->st.checkpoints++;
+    h->st.partitions_dropped += dropped;
+    h->st.series = h->nseries;
+    h->st.store_bytes = ss.bytes;
+    h->st.store_partitions = ss.partitions;
+    h->st.wal_bytes = wal_bytes(h->wal);
+    h->st.last_checkpoint_s = (double)(mono_ns() - t0) / 1e9;
+    pthread_mutex_unlock(&h->lock);
+    return 0;
+}
+
+/* ---- the thread ---- */
+
+static void *writer_main(void *arg)
+{
+    struct hist *h = arg;
+    h->next_checkpoint = now_ms() + h->commit_interval_ms;
+    for (;;) {
+        pthread_mutex_lock(&h->lock);
+        while (!h->queue && !h->quit && now_ms() < h->next_checkpoint) {
+            int64_t wait = h->next_checkpoint - now_ms();
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += wait / 1000;
+            ts.tv_nsec += (wait % 1000) * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+        }
+        struct hbatch *batches = h->queue;
+        h->queue = h->queue_tail = NULL;
+        bool quit = h->quit;
+        pthread_mutex_unlock(&h->lock);
+
+        /* 2. WAL: every batch, one sync. */
+        int status = 0;
+        uint64_t samples = 0;
+        for (struct hbatch *b = batches; b && status == 0; b = b->next) {
+            if (b->n)
+                status = wal_append(h->wal, b->rec.data, b->rec.len);
+            samples += b->samples;
+        }
+        if (batches && status == 0)
+            status = wal_sync(h->wal);
+        if (status < 0)
+            log_error("history", "the WAL could not be written (%s): %llu samples are not durable "
+                      "and their producers are told so", strerror(-status), (unsigned long long)samples);
+
+        /* 4. chunks (under the series lock: queries copy from them). */
+        if (status == 0) {
+            pthread_mutex_lock(&h->series_lock);
+            for (struct hbatch *b = batches; b; b = b->next)
+                if (b->n && apply_samples(h, (const uint8_t *)b->rec.data, b->rec.len) < 0)
+                    log_error("history", "internal: a batch could not be decoded");
+            pthread_mutex_unlock(&h->series_lock);
+        }
+
+        /* 3. back to the loop for the acknowledgements. */
+        if (batches) {
+            pthread_mutex_lock(&h->lock);
+            struct hbatch *last = batches;
+            for (struct hbatch *b = batches; b; b = b->next) {
+                b->status = status;
+                h->queued_samples -= b->samples;
+                last = b;
+            }
+            if (h->done_tail)
+                h->done_tail->next = batches;
+            else
+                h->done = batches;
+            h->done_tail = last;
+            h->st.queued = h->queued_samples;
+            if (status == 0) {
+                h->st.durable += samples;
+                h->st.wal_syncs++;
+            } else {
+                h->st.write_errors++;
+            }
+            pthread_mutex_unlock(&h->lock);
+            uv_async_send(&h->done_async);
+        }
+
+        /* 5. checkpoint. */
+        if (quit || now_ms() >= h->next_checkpoint) {
+            /* Only this thread changes the series; checkpoint() takes series_lock where it
+             * frees what queries may be copying. */
+            checkpoint(h, false);
+            h->next_checkpoint = now_ms() + h->commit_interval_ms;
+        }
+        if (quit)
+            break;
+    }
+    return NULL;
+}
+
+int hist__writer_start(struct hist *h)
+{
+    if (mkdir(h->dir, 0750) < 0 && errno != EEXIST) {
+        log_error("history", "cannot create %s: %s", h->dir, strerror(errno));
+        return -errno;
+    }
+    char wdir[4096];
+    snprintf(wdir, sizeof wdir, "%s/wal", h->dir);
+    if (mkdir(h->store_dir, 0750) < 0 && errno != EEXIST) {
+        log_error("history", "cannot create %s: %s", h->store_dir, strerror(errno));
+        return -errno;
+    }
+    int rc = hstore_open(h->store_dir, h->partition_ms, &h->store);
+    if (rc < 0) {
+        log_error("history", "cannot open the store in %s (%s)", h->dir, strerror(-rc));
+        return rc;
+    }
+    /* Recovery: replay, then a checkpoint so the WAL starts afresh for this process. */
+    uint64_t t0 = mono_ns();
+    struct wal_replay_stats rs;
+    memset(&rs, 0, sizeof rs);
+    rc = wal_replay(wdir, replay_one, h, &rs);
+    if (rc < 0 && rc != -ENOENT) {
+        log_error("history", "cannot replay the WAL in %s (%s)", wdir, strerror(-rc));
+        hstore_close(h->store);
+        return rc;
+    }
+    /* Indices in the replayed records were the previous process's: forget them. */
+    if (h->by_idx)
+        memset(h->by_idx, 0, h->by_idx_cap * sizeof *h->by_idx);
+    rc = wal_open(wdir, &h->wal);
+    if (rc < 0) {
+        log_error("history", "cannot open the WAL in %s (%s)", wdir, strerror(-rc));
+        hstore_close(h->store);
+        return rc;
+    }
+    rc = checkpoint(h, true);
+    if (rc < 0) {
+        wal_close(h->wal);
+        hstore_close(h->store);
+        return rc;
+    }
+    log_info("history", "store %s: %u series recovered in %.1f ms", h->store_dir, h->nseries,
+             (double)(mono_ns() - t0) / 1e6);
+    if (pthread_create(&h->thread, NULL, writer_main, h) != 0) {
+        wal_close(h->wal);
+        hstore_close(h->store);
+        return -EAGAIN;
+    }
+    h->thread_started = true;
+    return 0;
+}
+
+void hist__writer_stop(struct hist *h)
+{
+    if (!h->thread_started)
+        return;
+    pthread_mutex_lock(&h->lock);
+    h->quit = true;
+    pthread_cond_signal(&h->wake);
+    pthread_mutex_unlock(&h->lock);
+    pthread_join(h->thread, NULL);
+    h->thread_started = false;
+    wal_close(h->wal);
+    hstore_close(h->store);
+    for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
+        struct hseries *s = h->series[i];
+        if (!s)
+            continue;
+        chunk_enc_release(&s->open);
+        chunk_enc_release(&s->late);
+        struct hpending *p = s->pending;
+        while (p) {
+            struct hpending *next = p->next;
+            free(p);
+            p = next;
+        }
+        free(s->name);
+        free(s);
+    }
+    free(h->series);
+    free(h->by_idx);
+    h->series = NULL;
+    h->by_idx = NULL;
+}
+
+int hist__series_snapshot(struct hist *h, const char *name, struct hmem_chunk **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&h->series_lock);
+    struct hseries *s = series_find(h, name, strlen(name), hash_bytes(name, strlen(name)));
+    if (!s) {
+        pthread_mutex_unlock(&h->series_lock);
+        return 0;
+    }
+    size_t cap = 2;
+    for (struct hpending *p = s->pending; p; p = p->next)
+        cap++;
+    struct hmem_chunk *c = xnew(struct hmem_chunk, cap);
+    size_t k = 0;
+    for (struct hpending *p = s->pending; p; p = p->next) {
+        c[k] = (struct hmem_chunk){p->type, p->count, p->len, xmalloc(p->len)};
+        memcpy(c[k++].data, p->data, p->len);
+    }
+    for (int which = 0; which < 2; which++) {
+        struct chunk_enc *e = which ? &s->late : &s->open;
+        if (!chunk_enc_count(e))
+            continue;
+        size_t len;
+        const uint8_t *data = chunk_enc_data(e, &len);
+        c[k] = (struct hmem_chunk){s->type, chunk_enc_count(e), len, xmalloc(len)};
+        memcpy(c[k++].data, data, len);
+    }
+    pthread_mutex_unlock(&h->series_lock);
+    *out = c;
+    *n = k;
+    return 0;
+}

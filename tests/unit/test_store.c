@@ -1,0 +1,1151 @@
+/* test_store.c - history/store.h: put/commit/read across partitions, visibility of committed
+ * data only, retention by unlinking whole partitions, the partition length check, chunks
+ * that cross a boundary, one series name in many partitions, duplicate and same-start
+ * chunks, list and verify, foreign, garbage, empty and cut-short files, the writer lock,
+ * a failing disk (RLIMIT_FSIZE) that fails the handle, kill -9 of a writer (every commit
+ * that returned 0 is there), and a reader thread running while the writer commits and drops.
+ *
+ * Each test gets a fresh directory under $TMPDIR (or /tmp). Times are around
+ * 2025-11-30T00:00Z with 1 h partitions unless a test says otherwise. */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "unit.h"
+
+#include "core/log.h"
+#include "history/store.h"
+
+#define T0 INT64_C(1764460800000) /* 2025-11-30T00:00:00Z, a multiple of H */
+#define H  INT64_C(3600000)
+#define M  INT64_C(60000)
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+struct tdir {
+    char path[256];
+};
+
+static int dir_setup(void **state)
+{
+    struct tdir *t = calloc(1, sizeof *t);
+    const char *base = getenv("TMPDIR");
+    snprintf(t->path, sizeof t->path, "%s/test_store.XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(t->path)) {
+        free(t);
+        return -1;
+    }
+    *state = t;
+    return 0;
+}
+
+static void rm_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char p[512];
+            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            struct stat sb;
+            if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
+                rm_tree(p);
+            else
+                unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
+static int dir_teardown(void **state)
+{
+    struct tdir *t = *state;
+    rm_tree(t->path);
+    free(t);
+    return 0;
+}
+
+static const char *tdir(void **state) { return ((struct tdir *)*state)->path; }
+
+static void part_path(char *out, size_t n, const char *dir, int64_t start, const char *suffix)
+{
+    snprintf(out, n, "%s/p-%013" PRId64 ".db%s", dir, start, suffix);
+}
+
+static bool exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static bool part_exists(const char *dir, int64_t start, const char *suffix)
+{
+    char p[512];
+    part_path(p, sizeof p, dir, start, suffix);
+    return exists(p);
+}
+
+/* Number of entries of dir (besides . and ..). */
+static int count_files(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    assert_non_null(d);
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void file_write(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The bytes of a test chunk: a function of the series and t_first, len 8 .. 200. */
+static size_t chunk_bytes(unsigned char *out, const char *series, int64_t t_first, size_t len)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)t_first;
+    for (const char *c = series; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (size_t i = 0; i < len; i++) {
+        h = h * 6364136223846793005ull + 1442695040888963407ull;
+        out[i] = (unsigned char)(h >> 56);
+    }
+    return len;
+}
+
+/* Puts a test chunk of `series` over [t_first, t_last] (count samples, 40 bytes). */
+static int put(struct hstore *s, const char *series, int64_t t_first, int64_t t_last,
+               uint32_t count)
+{
+    unsigned char data[40];
+    chunk_bytes(data, series, t_first, sizeof data);
+    return hstore_put(s, series, PT_DOUBLE, t_first, t_last, count, data, sizeof data);
+}
+
+struct got_chunk {
+    enum pt_type type;
+    int64_t t_first, t_last;
+    uint32_t count;
+    bool data_ok; /* data equals chunk_bytes(series, t_first, 40) */
+};
+
+struct got {
+    const char *series;
+    size_t n;
+    struct got_chunk c[1024];
+    size_t stop_after; /* 0: never */
+};
+
+static int collect(void *ud, enum pt_type type, int64_t t_first, int64_t t_last, uint32_t count,
+                   const void *data, size_t len)
+{
+    struct got *g = ud;
+    unsigned char want[40];
+    if (g->n < 1024) {
+        struct got_chunk *c = &g->c[g->n];
+        c->type = type;
+        c->t_first = t_first;
+        c->t_last = t_last;
+        c->count = count;
+        chunk_bytes(want, g->series, t_first, sizeof want);
+        c->data_ok = len == sizeof want && memcmp(data, want, len) == 0;
+    }
+    g->n++;
+    return g->stop_after && g->n >= g->stop_after ? 7 : 0;
+}
+
+/* Reads series over [from, to] with a fresh reader into g. */
+static int read_all(const char *dir, const char *series, int64_t from, int64_t to, struct got *g)
+{
+    struct hstore_reader *r;
+    int rc;
+    memset(g, 0, sizeof *g);
+    g->series = series;
+    assert_int_equal(hstore_reader_open(dir, &r), 0);
+    rc = hstore_read(r, series, from, to, collect, g);
+    hstore_reader_close(r);
+    return rc;
+}
+
+struct listed {
+    size_t n;
+    struct {
+        char file[64];
+        int64_t start, end;
+        uint64_t bytes, series, chunks, samples;
+        bool error;
+        char why[256];
+    } p[64];
+};
+
+static int list_fn(void *ud, const struct hstore_partition_info *p)
+{
+    struct listed *l = ud;
+    if (l->n < 64) {
+        snprintf(l->p[l->n].file, sizeof l->p[l->n].file, "%s", p->file);
+        l->p[l->n].start = p->start;
+        l->p[l->n].end = p->end;
+        l->p[l->n].bytes = p->bytes;
+        l->p[l->n].series = p->series;
+        l->p[l->n].chunks = p->chunks;
+        l->p[l->n].samples = p->samples;
+        l->p[l->n].error = p->error != NULL;
+        snprintf(l->p[l->n].why, sizeof l->p[l->n].why, "%s", p->error ? p->error : "");
+    }
+    l->n++;
+    return 0;
+}
+
+/* Runs one SQL statement on a partition file (to damage it on purpose). */
+static void part_sql(const char *dir, int64_t start, const char *sql)
+{
+    char p[512];
+    sqlite3 *db;
+    part_path(p, sizeof p, dir, start, "");
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_close(db), SQLITE_OK);
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+static void test_put_commit_read(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_stats st;
+    struct got g;
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 0);
+    assert_int_equal(st.chunks, 0);
+    /* series a: two chunks per hour over three hours; series b: one chunk in hour 1 */
+    for (int h = 0; h < 3; h++) {
+        assert_int_equal(put(s, "a", T0 + h * H, T0 + h * H + 10 * M, 120), 0);
+        assert_int_equal(put(s, "a", T0 + h * H + 30 * M, T0 + h * H + 59 * M, 100), 0);
+    }
+    assert_int_equal(put(s, "b", T0 + H + 5 * M, T0 + H + 6 * M, 7), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 3);
+    assert_int_equal(st.chunks, 7);
+    assert_int_equal(st.samples, 3 * 220 + 7);
+    assert_true(st.bytes > 0);
+    for (int h = 0; h < 3; h++)
+        assert_true(part_exists(dir, T0 + h * H, ""));
+
+    /* everything, in time order */
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 6);
+    for (size_t i = 0; i < 6; i++) {
+        int64_t want = T0 + (int64_t)(i / 2) * H + (i % 2 ? 30 * M : 0);
+        assert_int_equal(g.c[i].t_first, want);
+        assert_int_equal(g.c[i].count, i % 2 ? 100 : 120);
+        assert_int_equal(g.c[i].type, PT_DOUBLE);
+        assert_true(g.c[i].data_ok);
+    }
+    /* overlap: [T0+5m, T0+H+1m] touches a0 (ends at 10m), a1 (30..59m) and a2 (H..H+10m) */
+    assert_int_equal(read_all(dir, "a", T0 + 5 * M, T0 + H + M, &g), 0);
+    assert_int_equal(g.n, 3);
+    assert_int_equal(g.c[0].t_first, T0);
+    assert_int_equal(g.c[2].t_first, T0 + H);
+    /* a range inside a gap between chunks: nothing */
+    assert_int_equal(read_all(dir, "a", T0 + 11 * M, T0 + 29 * M, &g), 0);
+    assert_int_equal(g.n, 0);
+    /* the exact edges count: to == t_first, from == t_last */
+    assert_int_equal(read_all(dir, "a", T0 + 10 * M, T0 + 30 * M, &g), 0);
+    assert_int_equal(g.n, 2);
+    /* b, and a series that does not exist */
+    assert_int_equal(read_all(dir, "b", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 1);
+    assert_int_equal(g.c[0].count, 7);
+    assert_int_equal(read_all(dir, "zz", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 0);
+    /* fn stops the read: its value comes back */
+    {
+        struct hstore_reader *r;
+        memset(&g, 0, sizeof g);
+        g.series = "a";
+        g.stop_after = 2;
+        assert_int_equal(hstore_reader_open(dir, &r), 0);
+        assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 7);
+        assert_int_equal(g.n, 2);
+        assert_int_equal(hstore_read(r, "", 0, 1, collect, &g), -EINVAL);
+        assert_int_equal(hstore_read(r, "a", 2, 1, collect, &g), -EINVAL);
+        hstore_reader_close(r);
+    }
+    hstore_close(s);
+
+    /* reopen: stats come back from the meta rows */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 3);
+    assert_int_equal(st.chunks, 7);
+    assert_int_equal(st.samples, 3 * 220 + 7);
+    hstore_close(s);
+}
+
+static void test_only_committed_visible(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_reader *r;
+    struct got g = {.series = "a"};
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(put(s, "a", T0, T0 + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    assert_int_equal(hstore_reader_open(dir, &r), 0);
+
+    assert_int_equal(put(s, "a", T0 + 2 * M, T0 + 3 * M, 60), 0);
+    assert_int_equal(put(s, "a", T0 + H, T0 + H + M, 60), 0); /* a new partition */
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 1);
+
+    assert_int_equal(hstore_commit(s), 0);
+    g.n = 0;
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 3);
+
+    /* put and close without a commit: rolled back */
+    assert_int_equal(put(s, "a", T0 + 4 * M, T0 + 5 * M, 60), 0);
+    assert_int_equal(put(s, "a", T0 + 2 * H, T0 + 2 * H + M, 60), 0);
+    hstore_close(s);
+    g.n = 0;
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 3);
+    hstore_reader_close(r);
+    /* commit with nothing put is a no-op */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+}
+
+static void test_drop_before(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_reader *r;
+    struct hstore_stats st;
+    struct got g = {.series = "a"};
+    size_t dropped = 99;
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    for (int h = 0; h < 6; h++) {
+        assert_int_equal(put(s, "a", T0 + h * H, T0 + h * H + M, 60), 0);
+        assert_int_equal(put(s, "b", T0 + h * H, T0 + h * H + M, 60), 0);
+    }
+    assert_int_equal(hstore_commit(s), 0);
+    /* the writer keeps the newest two open (SQLite's -wal and -shm are there); it sealed the
+     * others: rollback-journal mode, no -wal or -shm, and reading them makes none */
+    assert_int_equal(hstore_reader_open(dir, &r), 0);
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 6);
+    for (int h = 0; h < 6; h++) {
+        assert_int_equal(part_exists(dir, T0 + h * H, "-shm"), h >= 4);
+        assert_int_equal(part_exists(dir, T0 + h * H, "-wal"), h >= 4);
+    }
+
+    /* nothing ends at or before T0 */
+    assert_int_equal(hstore_drop_before(s, T0, &dropped), 0);
+    assert_int_equal(dropped, 0);
+    /* the cutoff in the middle of hour 2: hours 0 and 1 end before it, hour 2 does not */
+    assert_int_equal(hstore_drop_before(s, T0 + 2 * H + 30 * M, &dropped), 0);
+    assert_int_equal(dropped, 2);
+    for (int h = 0; h < 2; h++) {
+        assert_false(part_exists(dir, T0 + h * H, ""));
+        assert_false(part_exists(dir, T0 + h * H, "-wal"));
+        assert_false(part_exists(dir, T0 + h * H, "-shm"));
+    }
+    assert_true(part_exists(dir, T0 + 2 * H, ""));
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 4);
+    assert_int_equal(st.chunks, 8);
+    /* the same reader, after the drop: the dropped partitions are not read */
+    g.n = 0;
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 4);
+    assert_int_equal(g.c[0].t_first, T0 + 2 * H);
+
+    /* the end of hour 3 exactly: hours 2 and 3 go */
+    assert_int_equal(hstore_drop_before(s, T0 + 4 * H, &dropped), 0);
+    assert_int_equal(dropped, 2);
+    assert_false(part_exists(dir, T0 + 3 * H, ""));
+    assert_true(part_exists(dir, T0 + 4 * H, ""));
+    /* uncommitted chunks of a dropped partition are discarded with it */
+    assert_int_equal(put(s, "a", T0 + 4 * H + 10 * M, T0 + 4 * H + 11 * M, 60), 0);
+    assert_int_equal(hstore_drop_before(s, T0 + 5 * H, &dropped), 0);
+    assert_int_equal(dropped, 1);
+    assert_int_equal(hstore_commit(s), 0);
+    g.n = 0;
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 1);
+    assert_int_equal(g.c[0].t_first, T0 + 5 * H);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 1);
+    assert_int_equal(st.chunks, 2);
+    assert_int_equal(st.samples, 120);
+    /* everything: the directory is empty but for the last partition and SQLite's files */
+    assert_int_equal(hstore_drop_before(s, INT64_MAX, &dropped), 0);
+    assert_int_equal(dropped, 1);
+    g.n = 0;
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 0);
+    hstore_reader_close(r);
+    assert_int_equal(count_files(dir), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 0);
+    assert_int_equal(st.bytes, 0);
+    /* a new chunk after everything was dropped starts a new partition */
+    assert_int_equal(put(s, "a", T0 + 9 * H, T0 + 9 * H + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 1);
+    hstore_close(s);
+}
+
+/* A partition the writer closes is sealed (rollback-journal mode, no -wal/-shm); a reader that
+ * holds it open in WAL mode delays that until the writer's next try. */
+static void test_sealing(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_reader *r;
+    struct got g = {.series = "a"};
+    size_t dropped;
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(put(s, "a", T0, T0 + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    assert_true(part_exists(dir, T0, "-wal"));
+    assert_int_equal(hstore_reader_open(dir, &r), 0);
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0); /* holds hour 0 */
+    assert_int_equal(g.n, 1);
+
+    assert_int_equal(put(s, "a", T0 + H, T0 + H + M, 60), 0);
+    assert_int_equal(put(s, "a", T0 + 2 * H, T0 + 2 * H + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0); /* closes hour 0: the reader holds it, not sealed */
+    assert_true(part_exists(dir, T0, "-wal"));
+    g.n = 0;
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0); /* lets it go */
+    assert_int_equal(g.n, 3);
+    assert_int_equal(hstore_drop_before(s, T0, &dropped), 0); /* tries again */
+    assert_int_equal(dropped, 0);
+    assert_false(part_exists(dir, T0, "-wal"));
+    assert_false(part_exists(dir, T0, "-shm"));
+    g.n = 0;
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 3);
+    assert_false(part_exists(dir, T0, "-wal"));
+    /* a late chunk into the sealed hour: back to WAL mode while written */
+    assert_int_equal(put(s, "a", T0 + 30 * M, T0 + 31 * M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    g.n = 0;
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 4);
+    hstore_reader_close(r);
+    hstore_close(s);
+    for (int h = 0; h < 3; h++) /* a clean close seals everything */
+        assert_false(part_exists(dir, T0 + h * H, "-wal"));
+}
+
+static void test_partition_length_fixed(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(put(s, "a", T0, T0 + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+
+    s = (struct hstore *)1;
+    assert_int_equal(hstore_open(dir, 10 * M, &s), -EINVAL);
+    assert_null(s);
+    assert_int_equal(hstore_open(dir, 2 * H, &s), -EINVAL);
+    assert_int_equal(hstore_open(dir, 999, &s), -EINVAL);            /* below 1 s */
+    assert_int_equal(hstore_open(dir, 367 * 24 * H, &s), -EINVAL);   /* above 366 d */
+    assert_int_equal(hstore_open(dir, 0, &s), 0);                    /* the default: 1 h */
+    hstore_close(s);
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    hstore_close(s);
+    /* an empty directory takes any length */
+    char other[300];
+    snprintf(other, sizeof other, "%s/sub", dir);
+    assert_int_equal(hstore_open(other, 10 * M, &s), 0);
+    assert_int_equal(put(s, "a", T0 + 10 * M, T0 + 19 * M, 60), 0);
+    assert_int_equal(put(s, "a", T0 + 10 * M, T0 + 20 * M, 60), -ERANGE);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+    rm_tree(other);
+}
+
+static void test_boundary_and_arguments(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_stats st;
+    struct got g;
+    unsigned char data[8] = {1};
+    char longname[LIVE_NAME_MAX + 2];
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    /* crosses from hour 0 into hour 1 by one millisecond */
+    assert_int_equal(put(s, "a", T0 + 59 * M, T0 + H, 60), -ERANGE);
+    /* ends on the last millisecond of the hour: fine */
+    assert_int_equal(count_files(dir), 0);
+    assert_int_equal(put(s, "b", T0 + 59 * M, T0 + H - 1, 60), 0);
+    assert_int_equal(put(s, "a", T0 + 59 * M, T0 + 3 * H, 60), -ERANGE);
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    assert_int_equal(hstore_put(s, "", PT_DOUBLE, T0, T0, 1, data, 8), -EINVAL);
+    assert_int_equal(hstore_put(s, NULL, PT_DOUBLE, T0, T0, 1, data, 8), -EINVAL);
+    assert_int_equal(hstore_put(s, longname, PT_DOUBLE, T0, T0, 1, data, 8), -EINVAL);
+    longname[LIVE_NAME_MAX] = '\0'; /* exactly the longest name */
+    assert_int_equal(hstore_put(s, longname, PT_DOUBLE, T0, T0, 1, data, 8), 0);
+    assert_int_equal(hstore_put(s, "a", (enum pt_type)9, T0, T0, 1, data, 8), -EINVAL);
+    assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0 + 1, T0, 1, data, 8), -EINVAL);
+    assert_int_equal(hstore_put(s, "a", PT_DOUBLE, -5, 0, 1, data, 8), -EINVAL);
+    assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 0, data, 8), -EINVAL);
+    assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 1, data, 0), -EINVAL);
+    assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 1, NULL, 8), -EINVAL);
+    assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 1, data, HSTORE_DATA_MAX + 1),
+                     -EINVAL);
+    /* a series keeps its type within a partition; another partition may take another */
+    assert_int_equal(hstore_put(s, "b", PT_INT, T0 + M, T0 + M, 1, data, 8), -EINVAL);
+    assert_int_equal(hstore_put(s, "b", PT_INT, T0 + H, T0 + H, 1, data, 8), 0);
+    /* the handle is still usable after all of that */
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 2);
+    assert_int_equal(st.chunks, 3);
+    assert_int_equal(st.samples, 62);
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 0); /* nothing of a was stored */
+    assert_int_equal(read_all(dir, "b", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 2);
+    assert_int_equal(g.c[0].type, PT_DOUBLE);
+    assert_int_equal(g.c[1].type, PT_INT);
+    hstore_close(s);
+}
+
+static void test_same_name_many_partitions(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct got g;
+    char name[32];
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    /* 24 partitions; in each, a different number of other series come first, so "x" has a
+     * different id in each file */
+    for (int h = 0; h < 24; h++) {
+        for (int k = 0; k < h; k++) {
+            snprintf(name, sizeof name, "other-%02d-%02d", h, k);
+            assert_int_equal(put(s, name, T0 + h * H, T0 + h * H + M, 10), 0);
+        }
+        assert_int_equal(put(s, "x", T0 + h * H + 20 * M, T0 + h * H + 40 * M, 120), 0);
+        if (h % 5 == 4)
+            assert_int_equal(hstore_commit(s), 0); /* many partitions in one commit */
+    }
+    assert_int_equal(hstore_commit(s), 0);
+    assert_int_equal(read_all(dir, "x", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 24);
+    for (int h = 0; h < 24; h++) {
+        assert_int_equal(g.c[h].t_first, T0 + h * H + 20 * M);
+        assert_true(g.c[h].data_ok);
+    }
+    /* a window of hours 5..7 (partial ends) */
+    assert_int_equal(read_all(dir, "x", T0 + 5 * H + 30 * M, T0 + 7 * H + 25 * M, &g), 0);
+    assert_int_equal(g.n, 3);
+    assert_int_equal(g.c[0].t_first, T0 + 5 * H + 20 * M);
+    assert_int_equal(g.c[2].t_first, T0 + 7 * H + 20 * M);
+    /* the series of hour 7 are not in hour 8 */
+    assert_int_equal(read_all(dir, "other-07-00", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 1);
+    hstore_close(s);
+}
+
+static void test_duplicates_and_same_start(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_stats st;
+    struct got g;
+    unsigned char other[40];
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(put(s, "a", T0, T0 + M, 60), 0);
+    assert_int_equal(put(s, "a", T0, T0 + M, 60), 0); /* the same chunk again, same txn */
+    assert_int_equal(hstore_commit(s), 0);
+    assert_int_equal(put(s, "a", T0, T0 + M, 60), 0); /* and after the commit */
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.chunks, 1);
+    assert_int_equal(st.samples, 60);
+    /* another chunk with the same start (samples sharing one timestamp): kept beside it */
+    memset(other, 0xab, sizeof other);
+    assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 5, other, sizeof other), 0);
+    assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 5, other, sizeof other), 0);
+    assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 6, other, sizeof other), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.chunks, 3);
+    assert_int_equal(st.samples, 71);
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 3);
+    assert_int_equal(g.c[0].count, 60); /* by t_first, then in the order they were stored */
+    assert_int_equal(g.c[1].count, 5);
+    assert_int_equal(g.c[2].count, 6);
+    hstore_close(s);
+    {
+        char p[512], err[256];
+        part_path(p, sizeof p, dir, T0, "");
+        assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+    }
+}
+
+static void test_list_and_verify(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct listed l = {0};
+    char p[512], err[256];
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    for (int h = 0; h < 3; h++)
+        for (int k = 0; k <= h; k++) {
+            char name[16];
+            snprintf(name, sizeof name, "s%d", k);
+            assert_int_equal(put(s, name, T0 + h * H, T0 + h * H + M, 10 + (uint32_t)k), 0);
+            assert_int_equal(put(s, name, T0 + h * H + 2 * M, T0 + h * H + 3 * M, 1), 0);
+        }
+    assert_int_equal(hstore_commit(s), 0);
+
+    /* while the writer holds the files open */
+    assert_int_equal(hstore_list(dir, list_fn, &l), 0);
+    assert_int_equal(l.n, 3);
+    for (int h = 0; h < 3; h++) {
+        char want[64];
+        snprintf(want, sizeof want, "p-%013" PRId64 ".db", T0 + h * H);
+        assert_string_equal(l.p[h].file, want);
+        assert_int_equal(l.p[h].start, T0 + h * H);
+        assert_int_equal(l.p[h].end, T0 + (h + 1) * H);
+        assert_int_equal(l.p[h].series, h + 1);
+        assert_int_equal(l.p[h].chunks, 2 * (h + 1));
+        assert_false(l.p[h].error);
+        assert_true(l.p[h].bytes >= 4096);
+        part_path(p, sizeof p, dir, T0 + h * H, "");
+        assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+        assert_string_equal(err, "");
+    }
+    assert_int_equal(l.p[2].samples, 10 + 11 + 12 + 3);
+    hstore_close(s);
+
+    /* damage that SQLite cannot see, one kind per partition */
+    part_sql(dir, T0, "UPDATE chunks SET t_last = t_first + 3600000 WHERE rowid = 1");
+    part_path(p, sizeof p, dir, T0, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "outside the partition"));
+    part_sql(dir, T0 + H, "UPDATE chunks SET count = 0 WHERE rowid = 2");
+    part_path(p, sizeof p, dir, T0 + H, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "count out of range"));
+    part_sql(dir, T0 + 2 * H, "UPDATE meta SET chunks = chunks + 1");
+    part_path(p, sizeof p, dir, T0 + 2 * H, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "meta counters"));
+    /* a chunk whose series is missing */
+    part_sql(dir, T0 + 2 * H, "UPDATE meta SET chunks = chunks - 1; DELETE FROM series WHERE id = 1;"
+                              "UPDATE meta SET series = series - 1");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "series does not exist"));
+    /* a file that is not there; a tiny err buffer is still terminated */
+    snprintf(p, sizeof p, "%s/p-0000000000000.db", dir);
+    assert_int_equal(hstore_verify(p, err, 4), -ENOENT);
+    assert_int_equal(strlen(err), 3);
+    assert_int_equal(hstore_verify(p, NULL, 0), -ENOENT);
+}
+
+static void test_bad_files(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_stats st;
+    struct listed l = {0};
+    struct got g;
+    char p[512], q[512], err[256];
+    unsigned char junk[8192];
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    /* hours 0, 2, 4 valid; hour 2 big enough to span many pages */
+    for (int h = 0; h <= 4; h += 2)
+        for (int k = 0; k < (h == 2 ? 400 : 1); k++)
+            assert_int_equal(put(s, "a", T0 + h * H + k * 1000, T0 + h * H + k * 1000 + 500, 5),
+                             0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s); /* checkpoints: everything is in the .db files */
+
+    /* hour 1: garbage; hour 3: a foreign SQLite database; hour 5: empty; hour 2: cut short;
+     * and a file that is not named like a partition at all */
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (unsigned char)(i * 7 + 3);
+    part_path(p, sizeof p, dir, T0 + H, "");
+    file_write(p, junk, sizeof junk);
+    {
+        sqlite3 *db;
+        part_path(p, sizeof p, dir, T0 + 3 * H, "");
+        assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1)", NULL,
+                                      NULL, NULL),
+                         SQLITE_OK);
+        sqlite3_close(db);
+    }
+    part_path(p, sizeof p, dir, T0 + 5 * H, "");
+    file_write(p, "", 0);
+    part_path(p, sizeof p, dir, T0 + 2 * H, "");
+    {
+        struct stat sb;
+        assert_int_equal(stat(p, &sb), 0);
+        assert_true(sb.st_size > 8 * 4096);
+        assert_int_equal(truncate(p, sb.st_size / 2), 0);
+    }
+    snprintf(q, sizeof q, "%s/notes.txt", dir);
+    file_write(q, "hello", 5);
+
+    /* the reader skips all of them and reads hours 0 and 4 */
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 2);
+    assert_int_equal(g.c[0].t_first, T0);
+    assert_int_equal(g.c[1].t_first, T0 + 4 * H);
+    /* twice with one reader: reported once, still skipped */
+    {
+        struct hstore_reader *r;
+        assert_int_equal(hstore_reader_open(dir, &r), 0);
+        for (int i = 0; i < 2; i++) {
+            memset(&g, 0, sizeof g);
+            g.series = "a";
+            assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+            assert_int_equal(g.n, 2);
+        }
+        hstore_reader_close(r);
+    }
+
+    /* verify names the problem of each */
+    part_path(p, sizeof p, dir, T0 + H, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "not an SQLite database"));
+    part_path(p, sizeof p, dir, T0 + 2 * H, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "cut short"));
+    part_path(p, sizeof p, dir, T0 + 3 * H, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "not an opsd history partition"));
+    part_path(p, sizeof p, dir, T0 + 5 * H, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "empty"));
+    part_path(p, sizeof p, dir, T0 + 4 * H, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+
+    /* list shows all six, with the errors */
+    assert_int_equal(hstore_list(dir, list_fn, &l), 0);
+    assert_int_equal(l.n, 6);
+    for (int h = 0; h < 6; h++) {
+        assert_int_equal(l.p[h].start, T0 + h * H);
+        assert_int_equal(l.p[h].error, h != 0 && h != 4);
+    }
+    assert_int_equal(l.p[4].end, T0 + 5 * H);
+    assert_int_equal(l.p[1].end, T0 + H);
+
+    /* the writer opens the directory, counts only the valid partitions, refuses to write
+     * into a bad one, and writes elsewhere */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 2);
+    assert_int_equal(st.chunks, 2);
+    assert_int_equal(put(s, "a", T0 + H + M, T0 + H + 2 * M, 5), -EBADMSG);
+    assert_int_equal(put(s, "a", T0 + 6 * H, T0 + 6 * H + M, 5), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    assert_true(exists(q)); /* never touched */
+    /* a bad file is dropped by its name's time like any partition */
+    size_t dropped;
+    assert_int_equal(hstore_drop_before(s, T0 + 4 * H, &dropped), 0);
+    assert_int_equal(dropped, 4);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 2);
+    hstore_close(s);
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 2);
+}
+
+static void test_writer_lock(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s, *s2 = (struct hstore *)1;
+    char p[512];
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(hstore_open(dir, H, &s2), -EBUSY);
+    assert_null(s2);
+    hstore_close(s);
+    assert_int_equal(hstore_open(dir, H, &s2), 0);
+    hstore_close(s2);
+    /* a parent that does not exist; a file in the way */
+    snprintf(p, sizeof p, "%s/no/such", dir);
+    assert_int_equal(hstore_open(p, H, &s), -ENOENT);
+    snprintf(p, sizeof p, "%s/file", dir);
+    file_write(p, "x", 1);
+    assert_int_equal(hstore_open(p, H, &s), -ENOTDIR);
+    {
+        struct hstore_reader *r = (struct hstore_reader *)1;
+        assert_int_equal(hstore_reader_open(p, &r), -ENOTDIR);
+        assert_null(r);
+        snprintf(p, sizeof p, "%s/missing", dir);
+        assert_int_equal(hstore_reader_open(p, &r), -ENOENT);
+    }
+}
+
+static void test_leftovers_removed(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    char p[512];
+
+    /* an interrupted creation and the SQLite files of a partition that is gone */
+    snprintf(p, sizeof p, "%s/.p-%013" PRId64 ".tmp", dir, T0);
+    file_write(p, "half", 4);
+    snprintf(p, sizeof p, "%s/.p-%013" PRId64 ".tmp-journal", dir, T0);
+    file_write(p, "half", 4);
+    part_path(p, sizeof p, dir, T0 - H, "-wal");
+    file_write(p, "", 0);
+    part_path(p, sizeof p, dir, T0 - H, "-shm");
+    file_write(p, "", 0);
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(count_files(dir), 0);
+    hstore_close(s);
+}
+
+static void test_many_partitions_one_commit(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_stats st;
+    struct got g;
+
+    /* 20 partitions touched before one commit: more than stay open at once */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    for (int round = 0; round < 3; round++)
+        for (int h = 0; h < 20; h++)
+            assert_int_equal(put(s, "a", T0 + h * H + round * M, T0 + h * H + round * M + 1, 2),
+                             0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 20);
+    assert_int_equal(st.chunks, 60);
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 60);
+    for (size_t i = 1; i < g.n; i++)
+        assert_true(g.c[i].t_first > g.c[i - 1].t_first);
+    hstore_close(s);
+}
+
+/* A disk that fills up: the handle fails, everything since the last commit is rolled back,
+ * later calls return the same code, and what was committed before is intact. */
+static void test_failed_handle(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_stats st;
+    struct rlimit old, lim;
+    struct got g;
+    unsigned char big[4000];
+    char p[512], err[256];
+    int rc = 0;
+
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(put(s, "a", T0, T0 + 1, 2), 0);
+    assert_int_equal(hstore_commit(s), 0);
+
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 256 * 1024;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    memset(big, 0x5a, sizeof big);
+    for (int i = 1; i < 400 && rc == 0; i++) {
+        big[0] = (unsigned char)i;
+        big[1] = (unsigned char)(i >> 8);
+        rc = hstore_put(s, "a", PT_DOUBLE, T0 + i * 1000, T0 + i * 1000, 1, big, sizeof big);
+    }
+    if (rc == 0)
+        rc = hstore_commit(s);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    assert_true(rc == -EFBIG || rc == -ENOSPC || rc == -EIO);
+    /* failed: every later put and commit returns the first code */
+    assert_int_equal(put(s, "a", T0 + 2 * H, T0 + 2 * H, 1), rc);
+    assert_int_equal(hstore_commit(s), rc);
+    hstore_stats(s, &st);
+    assert_int_equal(st.chunks, 1);
+    hstore_close(s);
+
+    /* reopened: the committed chunk only, and a sound file */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 1);
+    assert_int_equal(put(s, "a", T0 + H - 1, T0 + H, 2), -ERANGE); /* usable again */
+    assert_int_equal(put(s, "a", T0 + 500 * 1000, T0 + 500 * 1000 + 1, 2), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+    part_path(p, sizeof p, dir, T0, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 2);
+}
+
+/* kill -9 of a writer at a random moment: every commit it reported is there. */
+static void test_kill_writer(void **state)
+{
+    const char *dir = tdir(state);
+    int fds[2];
+    pid_t pid;
+    long committed = 0, n;
+    struct got g;
+
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct hstore *s;
+        close(fds[0]);
+        if (hstore_open(dir, H, &s) < 0)
+            _exit(2);
+        for (long i = 0;; i++) {
+            /* 10 chunks a commit, spread over two partitions */
+            for (int k = 0; k < 10; k++) {
+                int64_t t = T0 + (i * 10 + k) * 1000 + (k % 2) * H;
+                if (put(s, "a", t, t, 1) < 0)
+                    _exit(3);
+            }
+            if (hstore_commit(s) < 0)
+                _exit(4);
+            if (write(fds[1], &i, sizeof i) != sizeof i)
+                _exit(5);
+        }
+    }
+    close(fds[1]);
+    /* let it commit for a while, then kill it mid-flight */
+    while (committed < 200 && read(fds[0], &n, sizeof n) == sizeof n)
+        committed = n + 1;
+    usleep(3000);
+    kill(pid, SIGKILL);
+    while (read(fds[0], &n, sizeof n) == sizeof n)
+        committed = n + 1;
+    close(fds[0]);
+    waitpid(pid, NULL, 0);
+    assert_true(committed >= 200);
+
+    /* the reported commits are all there, each chunk once. The commit in flight at the kill
+     * may be there too, in both partitions or (it commits them one after the other, in time
+     * order) in the first only. */
+    {
+        struct hstore *s;
+        struct hstore_reader *r;
+        size_t have[2];
+        assert_int_equal(hstore_open(dir, H, &s), 0);
+        hstore_close(s);
+        assert_int_equal(hstore_reader_open(dir, &r), 0);
+        for (int part = 0; part < 2; part++) {
+            memset(&g, 0, sizeof g);
+            g.series = "a";
+            assert_int_equal(hstore_read(r, "a", T0 + part * H, T0 + part * H + H - 1, collect,
+                                         &g),
+                             0);
+            have[part] = g.n;
+        }
+        hstore_reader_close(r);
+        for (int part = 0; part < 2; part++) {
+            assert_true(have[part] == (size_t)committed * 5 ||
+                        have[part] == (size_t)(committed + 1) * 5);
+        }
+        assert_true(have[0] >= have[1]);
+    }
+}
+
+/* ---- a reader thread while the writer commits and drops ---------------------------------- */
+
+#define CW_ROUNDS   300
+#define CW_PER      8      /* chunks of "a" per commit */
+#define CW_PER_PART 40     /* commits per partition */
+
+/* What the writer has done, in chunks of "a", announced before each step (from then on a
+ * reader may see it) and counted after it (from then on a reader must see it). */
+struct conc {
+    const char *dir;
+    _Atomic long announced, committed;      /* put, before and after hstore_commit */
+    _Atomic long drop_announced, drop_done; /* before and after hstore_drop_before */
+    _Atomic bool done;
+    long reads, max_seen;
+    int error;
+    char why[160];
+};
+
+static int conc_check(void *ud, enum pt_type type, int64_t t_first, int64_t t_last,
+                      uint32_t count, const void *data, size_t len)
+{
+    int64_t *prev = ud;
+    unsigned char want[40];
+    chunk_bytes(want, "a", t_first, sizeof want);
+    if (t_first <= *prev || len != sizeof want || memcmp(data, want, len) != 0 ||
+        type != PT_DOUBLE || count != 3 || t_last != t_first + 2)
+        return -1000;
+    *prev = t_first;
+    return 0;
+}
+
+struct conc_count {
+    int64_t prev;
+    long n;
+};
+
+static int conc_fn(void *ud, enum pt_type type, int64_t t_first, int64_t t_last, uint32_t count,
+                   const void *data, size_t len)
+{
+    struct conc_count *c = ud;
+    int rc = conc_check(&c->prev, type, t_first, t_last, count, data, len);
+    c->n++;
+    return rc;
+}
+
+static void *conc_reader(void *arg)
+{
+    struct conc *c = arg;
+    struct hstore_reader *r;
+    if (hstore_reader_open(c->dir, &r) < 0) {
+        c->error = 1;
+        return NULL;
+    }
+    while (!atomic_load(&c->done) && !c->error) {
+        long committed = atomic_load(&c->committed), drop_done = atomic_load(&c->drop_done);
+        struct conc_count cc = {INT64_MIN, 0};
+        int rc = hstore_read(r, "a", 0, INT64_MAX, conc_fn, &cc);
+        long announced = atomic_load(&c->announced);
+        long drop_announced = atomic_load(&c->drop_announced);
+        if (rc != 0) {
+            c->error = 2;
+            snprintf(c->why, sizeof c->why, "hstore_read returned %d after %ld chunks", rc, cc.n);
+            break;
+        }
+        /* at least what was committed before the read and not dropped by its end; at most
+         * what was put by its end and not certainly dropped at its start */
+        if (cc.n < committed - drop_announced || cc.n > announced - drop_done) {
+            c->error = 3;
+            snprintf(c->why, sizeof c->why,
+                     "saw %ld chunks; committed %ld, drop announced %ld; announced %ld, "
+                     "dropped %ld",
+                     cc.n, committed, drop_announced, announced, drop_done);
+            break;
+        }
+        c->reads++;
+        if (cc.n > c->max_seen)
+            c->max_seen = cc.n;
+    }
+    hstore_reader_close(r);
+    return NULL;
+}
+
+static void test_concurrent_reader(void **state)
+{
+    struct conc c = {.dir = tdir(state)};
+    struct hstore *s;
+    pthread_t th;
+    long part_chunks[CW_ROUNDS / CW_PER_PART + 1] = {0};
+    int first_live = 0;
+
+    assert_int_equal(hstore_open(c.dir, H, &s), 0);
+    assert_int_equal(pthread_create(&th, NULL, conc_reader, &c), 0);
+    for (int i = 0; i < CW_ROUNDS && !c.error; i++) {
+        int part = i / CW_PER_PART;
+        for (int k = 0; k < CW_PER; k++) {
+            int64_t t = T0 + part * H + (i % CW_PER_PART) * CW_PER * 1000 + k * 1000;
+            assert_int_equal(put(s, "a", t, t + 2, 3), 0);
+            assert_int_equal(put(s, "noise", t, t + 2, 3), 0);
+        }
+        atomic_fetch_add(&c.announced, CW_PER);
+        assert_int_equal(hstore_commit(s), 0);
+        part_chunks[part] += CW_PER;
+        atomic_fetch_add(&c.committed, CW_PER);
+        /* retention keeps the last three partitions */
+        if (i % CW_PER_PART == CW_PER_PART - 1 && part >= 2) {
+            size_t dropped;
+            long gone = 0;
+            int cut = part - 2;
+            /* announce the drop before it happens: a reader may see it any time from now */
+            for (int q = first_live; q <= cut; q++)
+                gone += part_chunks[q];
+            atomic_fetch_add(&c.drop_announced, gone);
+            assert_int_equal(hstore_drop_before(s, T0 + (cut + 1) * H, &dropped), 0);
+            atomic_fetch_add(&c.drop_done, gone);
+            assert_int_equal(dropped, (size_t)(cut + 1 - first_live));
+            first_live = cut + 1;
+        }
+    }
+    atomic_store(&c.done, true);
+    pthread_join(th, NULL);
+    hstore_close(s);
+    if (c.error)
+        print_message("    reader: %s\n", c.why);
+    assert_int_equal(c.error, 0);
+    assert_true(c.reads > 10);
+    print_message("    %ld reads, at most %ld chunks seen\n", c.reads, c.max_seen);
+}
+
+int main(void)
+{
+    /* the bad-file and failing-disk tests log errors on purpose; TEST_LOG=1 shows everything */
+    log_set_level(getenv("TEST_LOG") ? LOG_DEBUG : LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_put_commit_read, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_only_committed_visible, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_drop_before, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_sealing, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_partition_length_fixed, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_boundary_and_arguments, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_same_name_many_partitions, dir_setup,
+                                        dir_teardown),
+        cmocka_unit_test_setup_teardown(test_duplicates_and_same_start, dir_setup,
+                                        dir_teardown),
+        cmocka_unit_test_setup_teardown(test_list_and_verify, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_files, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_writer_lock, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_leftovers_removed, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_many_partitions_one_commit, dir_setup,
+                                        dir_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_handle, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_kill_writer, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_reader, dir_setup, dir_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
