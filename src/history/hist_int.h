@@ -92,6 +92,8 @@ struct hist {
     struct hist_config cfg;
     struct hpoint *pts;
     uint32_t npts;
+    uint32_t *interval_pts;      /* the REC_INTERVAL points, for the interval timer */
+    uint32_t ninterval;
     struct hbatch *cur;
     uv_async_t done_async;
     uv_timer_t interval_timer;

@@ -157,6 +157,7 @@ static void assign_rules(struct hist *h)
         h->npts = n;
     }
     uint64_t recorded = 0;
+    h->ninterval = 0;
     for (uint32_t i = 0; i < n; i++) {
         struct pt_view v;
         live_view(h->live, i, &v);
@@ -166,6 +167,11 @@ static void assign_rules(struct hist *h)
             if (rule_matches(&h->cfg.rules[k], v.name))
                 rule = (int32_t)k;
         p->rule = rule;
+        if (rule >= 0 && h->cfg.rules[rule].mode == REC_INTERVAL) {
+            if (h->ninterval % 1024 == 0)
+                h->interval_pts = xgrow(h->interval_pts, h->ninterval + 1024);
+            h->interval_pts[h->ninterval++] = i;
+        }
         if (p->type != (uint8_t)v.type) {
             p->type = (uint8_t)v.type;
             p->announced = 0; /* the writer must learn the new type */
@@ -182,6 +188,7 @@ static struct hbatch *batch_new(void)
 {
     struct hbatch *b = xzalloc(sizeof *b);
     buf_init(&b->rec, HBATCH_MAX_BYTES + 64 * 1024);
+    buf_reserve(&b->rec, 64 * 1024);
     hput_u8(&b->rec, HREC_SAMPLES);
     hput_u32(&b->rec, 0); /* entry count, patched when sealed */
     return b;
@@ -307,6 +314,11 @@ int hist_record(struct hist *h, uint32_t idx, int64_t ts, const struct pt_value 
 static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t n)
 {
     struct hist *h = ud;
+    /* Room is checked once per flush: how many samples the buffer can still take. */
+    pthread_mutex_lock(&h->lock);
+    uint64_t queued = h->queued_samples + (h->cur ? h->cur->samples : 0);
+    pthread_mutex_unlock(&h->lock);
+    uint64_t room = queued < h->cfg.buffer_max ? h->cfg.buffer_max - queued : 0;
     bool full = false;
     for (size_t i = 0; i < n; i++) {
         uint32_t idx = changed[i];
@@ -323,11 +335,12 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
         double x = numeric(&v.value);
         if (r->mode == REC_DEADBAND && p->has_last && isfinite(x) && fabs(x - p->last_v) <= r->deadband)
             continue;
-        if (full || (h->cur && h->cur->samples >= 4096 && !hist_has_room(h, h->cur->samples))) {
+        if (room == 0) {
             full = true;
             h->st.dropped++;
             continue;
         }
+        room--;
         put_sample(h, idx, v.ts, &v.value, v.quality);
         p->has_last = 1;
         p->last_ts = v.ts;
@@ -352,9 +365,10 @@ static void on_interval(uv_timer_t *t)
 {
     struct hist *h = t->data;
     int64_t now = now_ms();
-    for (uint32_t idx = 0; idx < h->npts; idx++) {
+    for (uint32_t k = 0; k < h->ninterval; k++) {
+        uint32_t idx = h->interval_pts[k];
         struct hpoint *p = &h->pts[idx];
-        if (p->rule < 0 || h->cfg.rules[p->rule].mode != REC_INTERVAL || now < p->next_due)
+        if (now < p->next_due)
             continue;
         int64_t every = h->cfg.rules[p->rule].every_ms;
         p->next_due = (now / every + 1) * every;
@@ -489,6 +503,7 @@ void hist_free(struct hist *h)
         batch_free(h->cur);
     hist_config_release(&h->cfg);
     free(h->pts);
+    free(h->interval_pts);
     free(h->dir);
     free(h->store_dir);
     pthread_mutex_destroy(&h->lock);

@@ -335,14 +335,17 @@ static int write_open_chunks(struct hist *h, bool new_process)
 static int write_index_map(struct hist *h)
 {
     struct buf rec;
-    buf_init(&rec, 256u << 20);
-    hput_u8(&rec, HREC_SAMPLES);
-    hput_u32(&rec, 0);
+    buf_init(&rec, 8u << 20);
     uint32_t n = 0;
-    for (uint32_t idx = 0; idx < h->by_idx_cap; idx++) {
+    int rc = 0;
+    for (uint32_t idx = 0; idx < h->by_idx_cap && rc == 0; idx++) {
         struct hseries *s = h->by_idx[idx];
         if (!s)
             continue;
+        if (rec.len == 0) {
+            hput_u8(&rec, HREC_SAMPLES);
+            hput_u32(&rec, 0);
+        }
         size_t nl = strlen(s->name);
         hput_u8(&rec, HTAG_SERIES);
         hput_u32(&rec, idx);
@@ -350,11 +353,16 @@ static int write_index_map(struct hist *h)
         hput_u16(&rec, (uint16_t)nl);
         buf_append(&rec, s->name, nl);
         n++;
+        if (rec.len > (1u << 20)) { /* records stay far below the WAL's 16 MiB limit */
+            patch_u32(rec.data + 1, n);
+            rc = wal_append(h->wal, rec.data, rec.len);
+            buf_reset(&rec);
+            n = 0;
+        }
     }
-    int rc = 0;
-    if (n) {
+    if (rc == 0 && n) {
         patch_u32(rec.data + 1, n);
-        rc = rec.overflow ? -ENOMEM : wal_append(h->wal, rec.data, rec.len);
+        rc = wal_append(h->wal, rec.data, rec.len);
     }
     buf_release(&rec);
     return rc;
