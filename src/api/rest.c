@@ -18,6 +18,7 @@
 #define LIST_DEFAULT 1000
 #define LIST_MAX     10000
 #define SAMPLES_MAX  100000
+#define COLUMNS_MAX  1000000
 #define FUTURE_MAX_MS (24 * 3600 * 1000LL)
 
 static bool need_role(struct http_req *r, enum api_role role)
@@ -249,6 +250,86 @@ static void samples_durable(void *ud, int status)
     free(a);
 }
 
+/* The columnar form, for bulk loads:
+ * {"series":[{"point":"a","ts":[t1,t2,..],"values":[v1,v2,..],"quality":"good"|[q1,q2,..]}]}
+ * Validated whole into *out; on an error the answer names series[i] and the element. */
+static int stage_columns(struct http_req *r, json_t *series, struct staged **out, size_t *nout)
+{
+    struct live *l = r->api->live;
+    *out = NULL;
+    *nout = 0;
+    if (!json_is_array(series)) {
+        rest_error(r, 400, "bad_request", "'series' must be a list of {point, ts, values}");
+        return -1;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < json_array_size(series); i++) {
+        json_t *v = json_object_get(json_array_get(series, i), "values");
+        total += json_is_array(v) ? json_array_size(v) : 0;
+    }
+    if (total > COLUMNS_MAX) {
+        rest_error(r, 413, "too_large", "at most %d samples per request, got %zu", COLUMNS_MAX, total);
+        return -1;
+    }
+    struct staged *st = xnew(struct staged, total ? total : 1);
+    size_t n = 0;
+    int64_t now = now_ms();
+    for (size_t i = 0; i < json_array_size(series); i++) {
+        json_t *o = json_array_get(series, i);
+        json_t *jp = json_object_get(o, "point"), *jts = json_object_get(o, "ts");
+        json_t *jv = json_object_get(o, "values"), *jq = json_object_get(o, "quality");
+        if (!json_is_object(o) || !json_is_string(jp) || !json_is_array(jts) || !json_is_array(jv) ||
+            json_array_size(jts) != json_array_size(jv)) {
+            rest_error(r, 400, "bad_request",
+                       "series[%zu] needs 'point', and 'ts' and 'values' lists of the same length", i);
+            goto fail;
+        }
+        if (jq && !json_is_string(jq) && !(json_is_array(jq) && json_array_size(jq) == json_array_size(jv))) {
+            rest_error(r, 400, "bad_request", "series[%zu].quality is one quality or a list as long as 'values'", i);
+            goto fail;
+        }
+        const char *name = json_string_value(jp);
+        uint32_t idx = live_findn(l, name, json_string_length(jp));
+        if (idx == LIVE_NONE) {
+            rest_error(r, 404, "unknown_point", "series[%zu]: no point named '%.200s'", i, name);
+            goto fail;
+        }
+        for (size_t k = 0; k < json_array_size(jv); k++) {
+            struct staged *x = &st[n];
+            const char *why = json_to_value(json_array_get(jv, k), live_type(l, idx), &x->v);
+            if (why) {
+                rest_error(r, 400, "wrong_type", "series[%zu].values[%zu]: point '%.200s' is %s: a value must be %s",
+                           i, k, name, pt_type_name(live_type(l, idx)), why);
+                goto fail;
+            }
+            json_t *t = json_array_get(jts, k);
+            if (json_is_integer(t))
+                x->ts = json_integer_value(t);
+            else if (!json_is_string(t) || parse_time_ms(json_string_value(t), &x->ts) < 0)
+                x->ts = -1;
+            if (x->ts < 0 || x->ts > now + FUTURE_MAX_MS) {
+                rest_error(r, 400, "bad_request", "series[%zu].ts[%zu]: ms since 1970 or RFC 3339, "
+                           "at most a day ahead", i, k);
+                goto fail;
+            }
+            json_t *q = json_is_array(jq) ? json_array_get(jq, k) : jq;
+            x->q = Q_GOOD;
+            if (q && (!json_is_string(q) || pt_quality_parse(json_string_value(q), &x->q) < 0)) {
+                rest_error(r, 400, "bad_request", "series[%zu].quality: good, uncertain or bad", i);
+                goto fail;
+            }
+            x->idx = idx;
+            n++;
+        }
+    }
+    *out = st;
+    *nout = n;
+    return 0;
+fail:
+    free(st);
+    return -1;
+}
+
 static void post_samples(struct http_req *r)
 {
     if (!need_role(r, ROLE_OPERATOR))
@@ -260,8 +341,14 @@ static void post_samples(struct http_req *r)
     json_t *arr = json_object_get(j, "samples");
     struct staged *st = NULL;
     size_t n = 0;
+    if (json_is_object(j) && json_object_get(j, "series") && !arr) {
+        if (stage_columns(r, json_object_get(j, "series"), &st, &n) < 0)
+            goto out;
+        goto apply;
+    }
     if (!json_is_object(j) || !json_is_array(arr)) {
-        rest_error(r, 400, "bad_request", "the body is {\"samples\":[{\"point\":..,\"value\":..}]}");
+        rest_error(r, 400, "bad_request", "the body is {\"samples\":[{\"point\":..,\"value\":..}]} "
+                   "or {\"series\":[{\"point\":..,\"ts\":[..],\"values\":[..]}]}");
         goto out;
     }
     n = json_array_size(arr);
@@ -303,6 +390,7 @@ static void post_samples(struct http_req *r)
         }
         goto out;
     }
+apply:;
     struct hist *h = r->api->hist;
     if (h && !hist_has_room(h, n)) {
         r->retry_after = "1";

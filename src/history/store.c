@@ -4,12 +4,15 @@
  * milliseconds since the epoch, at least 13 digits (zero-padded), no sign:
  *
  *   p-1764460800000.db        partition [1764460800000, 1764460800000 + length)
- *   p-1764460800000.db-wal    its SQLite WAL and shared-memory index, while open
- *   p-1764460800000.db-shm
+ *   p-1764460800000.db-wal    its SQLite WAL and shared-memory index, while the writer has it
+ *   p-1764460800000.db-shm    open (and until it is sealed)
  *   .p-1764464400000.tmp      only while that partition is being created (and its -journal)
  *
- * Each partition file is self-contained (schema below, SQLite page size 4096, WAL journal
- * mode, application_id 0x4f505348 "OPSH", user_version = format version 1):
+ * Each partition file is self-contained (schema below, SQLite page size 4096, application_id
+ * 0x4f505348 "OPSH", user_version = format version 1). While the writer has it open it is in
+ * WAL journal mode (readers never block it); when the writer closes it, it is "sealed": put
+ * back in rollback-journal mode, WAL checkpointed and deleted, so that a reader opens it with
+ * a file lock instead of rebuilding a shared-memory index (part_seal).
  *
  *   meta    one row
  *   | column   | type    | meaning                                                   |
@@ -38,7 +41,9 @@
  * an open connection (struct hs_part): prepared statements, a hash of series name -> id, and
  * the counters of its open transaction. A reader keeps the listing of DIR (start and inode
  * of each partition file), up to HS_READER_OPEN_MAX open read-only connections, and the files
- * it found bad (reported once, skipped until they change).
+ * it found bad (reported once, skipped until they change). A reader keeps a connection open
+ * between reads only to sealed partitions and to the two newest (which the writer holds open
+ * anyway): an idle WAL-mode connection would keep the writer from sealing a partition.
  *
  * Invariants:
  * - A file exists under a partition name only complete: it is created as .p-START.tmp, its
@@ -77,6 +82,7 @@
 #define HS_OPEN_MAX        8          /* writer: partitions open at once */
 #define HS_KEEP_OPEN       2          /* writer: partitions left open after a commit */
 #define HS_READER_OPEN_MAX 32         /* reader: partitions open at once */
+#define HR_CACHE_KIB       "1024"     /* reader: SQLite page cache per open partition */
 #define HS_BUSY_MS         5000       /* SQLite busy timeout */
 #define HS_CACHE_KIB       16384      /* writer: SQLite page cache per open partition */
 #define HS_CKPT_PAGES      4000       /* writer: WAL auto-checkpoint (16 MB of 4 KiB pages) */
@@ -640,8 +646,9 @@ static void hs_fail(struct hstore *s, int rc)
             part_rollback(s->ent[i].part);
 }
 
-/* Creates the file of a new partition: schema and meta row under a temporary name, synced,
- * renamed into place, DIR synced. On failure nothing is left under the partition's name. */
+/* Creates the file of a new partition: schema and meta row under a temporary name, synced
+ * (rollback-journal mode, synchronous=FULL), renamed into place, DIR synced: a sealed, empty
+ * partition. On failure nothing is left under the partition's name. */
 static int part_create(struct hstore *s, int64_t start)
 {
     char tmp[PATH_MAX], fin[PATH_MAX], sql[1024];
@@ -673,8 +680,7 @@ static int part_create(struct hstore *s, int64_t start)
              " t_last INTEGER NOT NULL, count INTEGER NOT NULL, seq INTEGER NOT NULL,"
              " data BLOB NOT NULL);"
              "CREATE UNIQUE INDEX chunks_series ON chunks(series, t_first, seq);"
-             "COMMIT;"
-             "PRAGMA journal_mode = WAL;",
+             "COMMIT;",
              HS_APP_ID, HSTORE_FORMAT_VERSION, HSTORE_FORMAT_VERSION, start, s->len);
     src = sqlite3_open_v2(tmp, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                           NULL);
@@ -715,6 +721,14 @@ fail:
     return rc;
 }
 
+static int journal_mode_cb(void *ud, int n, char **val, char **col)
+{
+    char **mode = ud;
+    if (n > 0 && val[0] && !*mode)
+        *mode = xstrdup(val[0]);
+    return 0;
+}
+
 /* Opens e's file for writing: checks it, sets the connection up, prepares the statements. */
 static int part_open(struct hstore *s, struct hs_ent *e)
 {
@@ -739,13 +753,24 @@ static int part_open(struct hstore *s, struct hs_ent *e)
         return rc;
     }
     snprintf(pragmas, sizeof pragmas,
-             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
-             "PRAGMA wal_autocheckpoint = %d; PRAGMA journal_size_limit = %d;"
-             "PRAGMA cache_size = -%d;",
+             "PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = %d;"
+             "PRAGMA journal_size_limit = %d; PRAGMA cache_size = -%d;",
              HS_CKPT_PAGES, HS_WAL_LIMIT, HS_CACHE_KIB);
     p = xzalloc(sizeof *p);
     p->db = db;
-    src = sqlite3_exec(db, pragmas, NULL, NULL, NULL);
+    /* WAL mode while written, so that readers never wait for the writer. Should a reader
+     * keep it from switching (past the busy timeout), commits still work and are as
+     * durable, in rollback-journal mode; readers then wait during each commit. */
+    {
+        char *mode = NULL;
+        src = sqlite3_exec(db, "PRAGMA journal_mode = WAL", journal_mode_cb, &mode, NULL);
+        if (src == SQLITE_OK && (!mode || strcmp(mode, "wal") != 0))
+            log_warn(HS_MOD, "store %s: partition %s stays in %s journal mode while written",
+                     s->dir, path, mode ? mode : "its");
+        free(mode);
+    }
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(db, pragmas, NULL, NULL, NULL);
     for (int i = 0; i < ST_COUNT && src == SQLITE_OK; i++)
         src = sqlite3_prepare_v3(db, st_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &p->st[i], NULL);
     if (src != SQLITE_OK) {
@@ -1532,7 +1557,8 @@ static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct 
         rc = -EBADMSG;
     }
     if (rc == 0) {
-        src = sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+        src = sqlite3_exec(db, "PRAGMA query_only = 1; PRAGMA cache_size = -" HR_CACHE_KIB, NULL,
+                           NULL, NULL);
         if (src == SQLITE_OK)
             src = sqlite3_prepare_v3(db, HR_READ_SQL, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
         if (src != SQLITE_OK) {

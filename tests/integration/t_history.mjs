@@ -149,6 +149,21 @@ await test('history: aggregates per interval and per bucket', async () => {
   assertEq(q.json.series[0].buckets[1][1].max, 59, 'max of the second');
 });
 
+await test('history: columnar batches for bulk loads; a bad one changes nothing', async () => {
+  const t0 = Date.now() - 7200000;
+  const ts = Array.from({ length: 1000 }, (_, i) => t0 + i);
+  const values = ts.map((_, i) => i / 4);
+  let r = await http(d, 'POST', '/api/v1/samples', { series: [{ point: 'ext-006', ts, values }] });
+  assertEq(r.status, 200, `status ${r.text.slice(0, 200)}`);
+  assertEq(r.json.accepted, 1000, 'accepted');
+  r = await http(d, 'POST', '/api/v1/samples', { series: [{ point: 'ext-006', ts: [t0 - 1, t0 - 2], values: [1, 'x'] }] });
+  assertEq(r.status, 400, 'wrong type');
+  assertEq(r.json.error.code, 'wrong_type', 'code');
+  const q = await hist(d, `points=ext-006&from=${t0 - 10}&to=${t0 + 999}&limit=100000`);
+  assertEq(q.json.series[0].samples.length, 1000, 'samples stored (and none of the bad batch)');
+  assertEq(q.json.series[0].samples[999][1], 999 / 4, 'last value');
+});
+
 await test('history: CSV export', async () => {
   const now = Date.now();
   await post(d, [{ point: 'ext-007', ts: now - 5, value: 1.5 }, { point: 'ext-007', ts: now - 4, value: 2.5 }]);
