@@ -24,7 +24,7 @@ srcs=(src/core/log.c src/core/mem.c src/core/buf.c src/core/util.c src/core/ycon
       src/history/wal.c src/history/chunk.c src/history/store.c src/history/query.c
       src/history/recorder.c src/history/writer.c src/history/hquery.c
       src/drivers/driver.c src/drivers/sim.c src/api/server.c src/api/rest.c
-      src/api/rest_history.c src/api/ws.c src/api/metrics.c src/config.c)
+      src/api/rest_history.c src/api/lineproto.c src/api/ws.c src/api/metrics.c src/config.c)
 pkgs=(libuv libwebsockets yaml-0.1 jansson sqlite3)
 # shellcheck disable=SC2207
 pc_cflags=($(pkg-config --cflags "${pkgs[@]}"))

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/api_int.h"
+#include "api/lineproto.h"
 #include "core/jsonw.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -232,15 +233,26 @@ struct staged {
 struct samples_ack {
     struct rest_deferred *d;
     size_t n;
+    bool influx;
 };
+
+static void samples_answer(struct http_req *r, size_t n, bool influx)
+{
+    if (influx) {
+        r->status = 204;
+        r->ctype = "application/json";
+    } else {
+        buf_printf(&r->resp, "{\"accepted\":%zu}\n", n);
+        rest_json(r, 200);
+    }
+}
 
 static void samples_durable(void *ud, int status)
 {
     struct samples_ack *a = ud;
     struct http_req *r = a->d->req;
     if (r && status == 0) {
-        buf_printf(&r->resp, "{\"accepted\":%zu}\n", a->n);
-        rest_json(r, 200);
+        samples_answer(r, a->n, a->influx);
     } else if (r) {
         rest_error(r, 500, "not_durable",
                    "the samples were applied but could not be made durable (%s): send them again",
@@ -248,6 +260,42 @@ static void samples_durable(void *ud, int status)
     }
     rest_complete(a->d);
     free(a);
+}
+
+/* Applies validated samples: the point table (unless older than the current value), history
+ * (every sample), then the answer: at once without history, else once they are durable.
+ * influx: answer 204 without a body (the InfluxDB write API) instead of {"accepted":n}. */
+static void apply_staged(struct http_req *r, struct staged *st, size_t n, bool influx)
+{
+    struct live *l = r->api->live;
+    struct hist *h = r->api->hist;
+    if (h && !hist_has_room(h, n)) {
+        r->retry_after = "1";
+        rest_error(r, 503, "busy", "history is behind (its buffer is full): nothing was applied; "
+                                   "retry after a second");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* A sample older than the current value (backfill) goes to history only. */
+        struct pt_view cur;
+        live_view(l, st[i].idx, &cur);
+        if (!cur.has_value || st[i].ts >= cur.ts)
+            live_set(l, st[i].idx, &st[i].v, st[i].ts, st[i].q,
+                     st[i].q == Q_GOOD ? NULL : "reported by the source");
+        if (h)
+            hist_record(h, st[i].idx, st[i].ts, &st[i].v, st[i].q);
+    }
+    r->api->m.samples_ingested += n;
+    if (h) {
+        /* Answered only once every sample is durable. */
+        struct samples_ack *a = xmalloc(sizeof *a);
+        a->n = n;
+        a->influx = influx;
+        a->d = rest_defer(r);
+        hist_barrier(h, samples_durable, a);
+    } else {
+        samples_answer(r, n, influx);
+    }
 }
 
 /* The columnar form, for bulk loads:
@@ -390,38 +438,110 @@ static void post_samples(struct http_req *r)
         }
         goto out;
     }
-apply:;
-    struct hist *h = r->api->hist;
-    if (h && !hist_has_room(h, n)) {
-        r->retry_after = "1";
-        rest_error(r, 503, "busy", "history is behind (its buffer is full): nothing was applied; "
-                                   "retry after a second");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        /* A sample older than the current value (backfill) goes to history only. */
-        struct pt_view cur;
-        live_view(l, st[i].idx, &cur);
-        if (!cur.has_value || st[i].ts >= cur.ts)
-            live_set(l, st[i].idx, &st[i].v, st[i].ts, st[i].q,
-                     st[i].q == Q_GOOD ? NULL : "reported by the source");
-        if (h)
-            hist_record(h, st[i].idx, st[i].ts, &st[i].v, st[i].q);
-    }
-    r->api->m.samples_ingested += n;
-    if (h) {
-        /* 200 only once every sample is durable. */
-        struct samples_ack *a = xmalloc(sizeof *a);
-        a->n = n;
-        a->d = rest_defer(r);
-        hist_barrier(h, samples_durable, a);
-    } else {
-        buf_printf(&r->resp, "{\"accepted\":%zu}\n", n);
-        rest_json(r, 200);
-    }
+apply:
+    apply_staged(r, st, n, false);
 out:
     free(st);
     json_decref(j);
+}
+
+/* ---- InfluxDB line protocol: POST /write (v1) and /api/v2/write ---- */
+
+struct lp_ctx {
+    struct http_req *r;
+    struct staged *st;
+    size_t n, cap;
+    char **strings;      /* copies of string values, freed after apply */
+    size_t nstrings;
+    int64_t now;
+    char err[512];
+};
+
+static int lp_one(void *ud, const struct lp_field *f, int line)
+{
+    struct lp_ctx *x = ud;
+    struct live *l = x->r->api->live;
+    uint32_t idx = live_find(l, f->name);
+    if (idx == LIVE_NONE) {
+        snprintf(x->err, sizeof x->err, "line %d: no point named '%s' (declare it under points:)", line, f->name);
+        return -1;
+    }
+    if (x->n == SAMPLES_MAX * 10) {
+        snprintf(x->err, sizeof x->err, "more than %d values in one request", SAMPLES_MAX * 10);
+        return -1;
+    }
+    if (x->n == x->cap) {
+        x->cap = x->cap ? x->cap * 2 : 1024;
+        x->st = xgrow(x->st, x->cap);
+    }
+    struct staged *st = &x->st[x->n];
+    enum pt_type t = live_type(l, idx);
+    st->v.type = t;
+    bool ok = true;
+    if (t == PT_DOUBLE && (f->kind == LP_FLOAT || f->kind == LP_INT))
+        st->v.u.d = f->kind == LP_FLOAT ? f->f : (double)f->i;
+    else if (t == PT_INT && f->kind == LP_INT)
+        st->v.u.i = f->i;
+    else if (t == PT_INT && f->kind == LP_FLOAT && f->f == floor(f->f) && fabs(f->f) < 9.2e18)
+        st->v.u.i = (int64_t)f->f;
+    else if (t == PT_BOOL && f->kind == LP_BOOL)
+        st->v.u.b = f->b;
+    else if (t == PT_STRING && f->kind == LP_STRING && strlen(f->s) <= LIVE_STRING_MAX) {
+        if (x->nstrings % 256 == 0)
+            x->strings = xgrow(x->strings, x->nstrings + 256);
+        st->v.u.s = x->strings[x->nstrings++] = xstrdup(f->s);
+    } else
+        ok = false;
+    if (!ok) {
+        snprintf(x->err, sizeof x->err, "line %d: point '%s' is %s: the value does not fit", line, f->name,
+                 pt_type_name(t));
+        return -1;
+    }
+    st->ts = f->has_ts ? f->ts_ms : x->now;
+    if (st->ts < 0 || st->ts > x->now + FUTURE_MAX_MS) {
+        snprintf(x->err, sizeof x->err, "line %d: the timestamp is before 1970 or more than a day ahead", line);
+        return -1;
+    }
+    st->q = Q_GOOD;
+    st->idx = idx;
+    x->n++;
+    return 0;
+}
+
+/* Errors in InfluxDB's shape, so collectors log something useful. */
+static void lp_error(struct http_req *r, int status, const char *msg)
+{
+    buf_reset(&r->resp);
+    jw_raw(&r->resp, "{\"code\":\"invalid\",\"message\":");
+    jw_str(&r->resp, msg);
+    jw_raw(&r->resp, ",\"error\":{\"code\":\"bad_request\",\"message\":");
+    jw_str(&r->resp, msg);
+    jw_raw(&r->resp, "}}\n");
+    rest_json(r, status);
+}
+
+static void post_influx(struct http_req *r)
+{
+    if (!need_role(r, ROLE_OPERATOR))
+        return;
+    char pbuf[16];
+    const char *p = rest_arg(r, "precision", pbuf, sizeof pbuf);
+    int64_t prec = lp_precision(p);
+    if (prec < 0) {
+        lp_error(r, 400, "precision is ns, u, ms or s");
+        return;
+    }
+    struct lp_ctx x = {.r = r, .now = now_ms()};
+    char perr[512] = "";
+    int rc = lp_parse(r->body.data ? r->body.data : "", r->body.len, prec, lp_one, &x, perr, sizeof perr);
+    if (rc != 0)
+        lp_error(r, 400, rc < 0 && perr[0] ? perr : x.err);
+    else
+        apply_staged(r, x.st, x.n, true);
+    for (size_t i = 0; i < x.nstrings; i++)
+        free(x.strings[i]);
+    free(x.strings);
+    free(x.st);
 }
 
 static void get_root(struct http_req *r)
@@ -473,6 +593,9 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/history/verify") == 0) {
         if (m == LWSHUMETH_POST)
             return rest_history_store(r, true);
+    } else if (strcmp(p, "/write") == 0 || strcmp(p, "/api/v2/write") == 0) {
+        if (m == LWSHUMETH_POST)
+            return post_influx(r);
     } else if (strcmp(p, "/api/v1/samples") == 0) {
         if (m == LWSHUMETH_POST)
             return post_samples(r);

@@ -88,6 +88,8 @@ enum api_role api_auth(struct api *api, struct lws *wsi, bool allow_query_token)
     if (n > 0 && n < (int)sizeof hdr && lws_hdr_copy(wsi, hdr, sizeof hdr, WSI_TOKEN_HTTP_AUTHORIZATION) > 0) {
         if (strncasecmp(hdr, "Bearer ", 7) == 0)
             tok = hdr + 7;
+        else if (strncasecmp(hdr, "Token ", 6) == 0) /* InfluxDB clients (Telegraf) */
+            tok = hdr + 6;
     }
     char arg[512];
     if (!tok && allow_query_token)

@@ -164,6 +164,28 @@ await test('history: columnar batches for bulk loads; a bad one changes nothing'
   assertEq(q.json.series[0].samples[999][1], 999 / 4, 'last value');
 });
 
+await test('history: InfluxDB line protocol at /write and /api/v2/write', async () => {
+  const t = Date.now() - 1000;
+  const body = `ext-005 value=4.5 ${t - 10}000000\n# a comment\n\next-005 value=5.5 ${t - 9}000000\n`;
+  let r = await fetch(`${d.url}/write`, { method: 'POST', body });
+  assertEq(r.status, 204, 'v1 write');
+  r = await fetch(`${d.url}/api/v2/write?precision=ms`, { method: 'POST', body: `label value="x,y" ${t}\n` });
+  assertEq(r.status, 204, 'v2 write');
+  const q = await hist(d, `points=ext-005&from=${t - 10}&to=${t - 9}`);
+  assertEq(JSON.stringify(q.json.series[0].samples), JSON.stringify([[t - 10, 4.5, 'good'], [t - 9, 5.5, 'good']]), 'v1 samples');
+  r = await fetch(`${d.url}/write`, { method: 'POST', body: `ext-005 value=1.5 ${t}000000\nnope value=1\n` });
+  assertEq(r.status, 400, 'unknown point');
+  const e = await r.json();
+  assert(/line 2: no point named 'nope'/.test(e.message), `message: ${e.message}`);
+  const q2 = await hist(d, `points=ext-005,label&from=${t}&to=${t + 1}`);
+  assertEq(q2.json.series[0].samples.length, 0, 'the bad batch changed nothing');
+  assertEq(JSON.stringify(q2.json.series[1].samples), JSON.stringify([[t, 'x,y', 'good']]), 'string via v2');
+  r = await fetch(`${d.url}/write?precision=ms`, { method: 'POST', body: `ext-005 value=2.5 ${t}\n` });
+  assertEq(r.status, 204, 'precision=ms');
+  const q3 = await hist(d, `points=ext-005&from=${t}&to=${t}`);
+  assertEq(JSON.stringify(q3.json.series[0].samples), JSON.stringify([[t, 2.5, 'good']]), 'stored');
+});
+
 await test('history: CSV export', async () => {
   const now = Date.now();
   await post(d, [{ point: 'ext-007', ts: now - 5, value: 1.5 }, { point: 'ext-007', ts: now - 4, value: 2.5 }]);
