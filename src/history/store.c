@@ -26,13 +26,14 @@
  *   | max_span | INTEGER | largest t_last - t_first in chunks (bounds read scans)     |
  *
  *   series  id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, type INTEGER NOT NULL
- *           (enum pt_type); ids are local to the partition.
+ *           (enum pt_type of its first chunk here); ids are local to the partition.
  *
  *   chunks  series INTEGER NOT NULL   -> series.id
  *           t_first INTEGER NOT NULL  first sample time, ms; start <= t_first
  *           t_last INTEGER NOT NULL   last sample time, ms; t_first <= t_last < start + length
  *           count INTEGER NOT NULL    samples in the chunk, 1 .. 2^32-1
  *           seq INTEGER NOT NULL      0; 1, 2, ... for further chunks with the same t_first
+ *           type INTEGER NOT NULL     enum pt_type of this chunk (a point may change type)
  *           data BLOB NOT NULL        the encoded chunk, opaque here
  *           UNIQUE INDEX chunks_series ON chunks(series, t_first, seq)
  *
@@ -424,9 +425,9 @@ enum {
 static const char *const st_sql[ST_COUNT] = {
     [ST_FIND_SERIES] = "SELECT id, type FROM series WHERE name = ?1",
     [ST_INS_SERIES] = "INSERT INTO series(name, type) VALUES (?1, ?2)",
-    [ST_INS_CHUNK] = "INSERT INTO chunks(series, t_first, t_last, count, seq, data) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [ST_FIND_CHUNK] = "SELECT seq, t_last, count, data FROM chunks "
+    [ST_INS_CHUNK] = "INSERT INTO chunks(series, t_first, t_last, count, seq, type, data) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_FIND_CHUNK] = "SELECT seq, t_last, count, type, data FROM chunks "
                       "WHERE series = ?1 AND t_first = ?2",
     [ST_UPD_META] = "UPDATE meta SET series = series + ?1, chunks = chunks + ?2, "
                     "samples = samples + ?3, max_span = max(max_span, ?4)",
@@ -440,7 +441,6 @@ struct hs_series {
     char *name;        /* NULL: empty slot */
     uint64_t hash;
     int64_t id;
-    int type;
 };
 
 /* An open partition of the writer. */
@@ -554,10 +554,9 @@ static void ser_put(struct hs_series *slot, size_t cap, struct hs_series *e)
     slot[i] = *e;
 }
 
-static void ser_add(struct hs_part *p, const char *name, size_t n, uint64_t h, int64_t id,
-                    int type)
+static void ser_add(struct hs_part *p, const char *name, size_t n, uint64_t h, int64_t id)
 {
-    struct hs_series e = {xstrndup(name, n), h, id, type};
+    struct hs_series e = {xstrndup(name, n), h, id};
     if ((p->nser + 1) * 2 > p->cap) {
         size_t ncap = p->cap ? p->cap * 2 : 1024;
         struct hs_series *ns = xnew(struct hs_series, ncap);
@@ -678,12 +677,12 @@ static int part_create(struct hstore *s, int64_t start)
              " type INTEGER NOT NULL);"
              "CREATE TABLE chunks(series INTEGER NOT NULL, t_first INTEGER NOT NULL,"
              " t_last INTEGER NOT NULL, count INTEGER NOT NULL, seq INTEGER NOT NULL,"
-             " data BLOB NOT NULL);"
+             " type INTEGER NOT NULL, data BLOB NOT NULL);"
              "CREATE UNIQUE INDEX chunks_series ON chunks(series, t_first, seq);"
              "COMMIT;",
              HS_APP_ID, HSTORE_FORMAT_VERSION, HSTORE_FORMAT_VERSION, start, s->len);
-    src = sqlite3_open_v2(tmp, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                          NULL);
+    src = sqlite3_open_v2(tmp, &db,
+                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (src == SQLITE_OK)
         src = sqlite3_exec(db, sql, NULL, NULL, &emsg);
     if (src != SQLITE_OK) {
@@ -896,57 +895,46 @@ static int part_get(struct hstore *s, int64_t start, struct hs_part **out)
     return 0;
 }
 
-/* The id of `series` in p, added to the partition when new. -EINVAL: it has another type. */
-static int series_id(struct hstore *s, struct hs_part *p, int64_t start, const char *name,
-                     size_t n, enum pt_type type, int64_t *id)
+/* The id of `series` in p, added to the partition (with the type of its first chunk) when
+ * new: one query per series per open partition, then the hash answers. */
+static int series_id(struct hs_part *p, const char *name, size_t n, enum pt_type type,
+                     int64_t *id)
 {
     uint64_t h = hash_bytes(name, n);
     struct hs_series *e = ser_find(p, name, n, h);
     sqlite3_stmt *st;
-    int src, have;
+    int src;
 
-    if (!e) {
-        st = p->st[ST_FIND_SERIES];
+    if (e) {
+        *id = e->id;
+        return SQLITE_OK;
+    }
+    st = p->st[ST_FIND_SERIES];
+    sqlite3_bind_text(st, 1, name, (int)n, SQLITE_STATIC);
+    src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        *id = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (src == SQLITE_DONE) {
+        st = p->st[ST_INS_SERIES];
         sqlite3_bind_text(st, 1, name, (int)n, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, (int)type);
         src = sqlite3_step(st);
-        if (src == SQLITE_ROW) {
-            *id = sqlite3_column_int64(st, 0);
-            have = sqlite3_column_int(st, 1);
-            sqlite3_reset(st);
-            ser_add(p, name, n, h, *id, have);
-        } else {
-            sqlite3_reset(st);
-            if (src != SQLITE_DONE)
-                return src;
-            st = p->st[ST_INS_SERIES];
-            sqlite3_bind_text(st, 1, name, (int)n, SQLITE_STATIC);
-            sqlite3_bind_int(st, 2, (int)type);
-            src = sqlite3_step(st);
-            sqlite3_reset(st);
-            if (src != SQLITE_DONE)
-                return src;
-            *id = sqlite3_last_insert_rowid(p->db);
-            p->p_series++;
-            ser_add(p, name, n, h, *id, (int)type);
-            return SQLITE_OK;
-        }
-        e = ser_find(p, name, n, h);
+        sqlite3_reset(st);
+        if (src != SQLITE_DONE)
+            return src;
+        *id = sqlite3_last_insert_rowid(p->db);
+        p->p_series++;
+    } else if (src != SQLITE_ROW) {
+        return src;
     }
-    if (e->type != (int)type) {
-        log_warn(HS_MOD,
-                 "store %s: series %.*s is %s in partition %" PRId64
-                 "; a %s chunk cannot join it (the new type can start in the next partition)",
-                 s->dir, (int)n, name, pt_type_name((enum pt_type)e->type), start,
-                 pt_type_name(type));
-        return -EINVAL;
-    }
-    *id = e->id;
+    ser_add(p, name, n, h, *id);
     return SQLITE_OK;
 }
 
 /* Inserts the chunk; a chunk identical to a stored one is not stored again (*dup). */
-static int chunk_insert(struct hs_part *p, int64_t id, int64_t t_first, int64_t t_last,
-                        uint32_t count, const void *data, size_t len, bool *dup)
+static int chunk_insert(struct hs_part *p, int64_t id, enum pt_type type, int64_t t_first,
+                        int64_t t_last, uint32_t count, const void *data, size_t len, bool *dup)
 {
     sqlite3_stmt *ins = p->st[ST_INS_CHUNK], *find = p->st[ST_FIND_CHUNK];
     int64_t seq = 0;
@@ -959,7 +947,8 @@ static int chunk_insert(struct hs_part *p, int64_t id, int64_t t_first, int64_t 
         sqlite3_bind_int64(ins, 3, t_last);
         sqlite3_bind_int64(ins, 4, (int64_t)count);
         sqlite3_bind_int64(ins, 5, seq);
-        sqlite3_bind_blob(ins, 6, data, (int)len, SQLITE_STATIC);
+        sqlite3_bind_int(ins, 6, (int)type);
+        sqlite3_bind_blob(ins, 7, data, (int)len, SQLITE_STATIC);
         src = sqlite3_step(ins);
         sqlite3_reset(ins);
         if (src == SQLITE_DONE)
@@ -971,13 +960,13 @@ static int chunk_insert(struct hs_part *p, int64_t id, int64_t t_first, int64_t 
         sqlite3_bind_int64(find, 2, t_first);
         while ((src = sqlite3_step(find)) == SQLITE_ROW) {
             int64_t sq = sqlite3_column_int64(find, 0);
-            const void *b = sqlite3_column_blob(find, 3);
-            size_t bl = (size_t)sqlite3_column_bytes(find, 3);
+            const void *b = sqlite3_column_blob(find, 4);
+            size_t bl = (size_t)sqlite3_column_bytes(find, 4);
             if (sq >= seq)
                 seq = sq + 1;
             if (sqlite3_column_int64(find, 1) == t_last &&
-                sqlite3_column_int64(find, 2) == (int64_t)count && bl == len &&
-                memcmp(b, data, len) == 0)
+                sqlite3_column_int64(find, 2) == (int64_t)count &&
+                sqlite3_column_int(find, 3) == (int)type && bl == len && memcmp(b, data, len) == 0)
                 *dup = true;
         }
         sqlite3_reset(find);
@@ -1020,11 +1009,9 @@ int hstore_put(struct hstore *s, const char *series, enum pt_type type, int64_t 
         }
         p->in_txn = true;
     }
-    src = series_id(s, p, start, series, n, type, &id);
-    if (src == -EINVAL)
-        return -EINVAL;
+    src = series_id(p, series, n, type, &id);
     if (src == SQLITE_OK)
-        src = chunk_insert(p, id, t_first, t_last, count, data, len, &dup);
+        src = chunk_insert(p, id, type, t_first, t_last, count, data, len, &dup);
     if (src != SQLITE_OK) {
         rc = hs_errno(p->db, src);
         if (rc == 0)
@@ -1352,7 +1339,7 @@ void hstore_close(struct hstore *s)
 /* One statement per partition, one snapshot: the series' id, then its chunks that overlap
  * [?2, ?3]. A chunk starts at most max_span before ?2 if it reaches ?2, which bounds the scan. */
 #define HR_READ_SQL                                                                            \
-    "SELECT s.type, c.t_first, c.t_last, c.count, c.data "                                     \
+    "SELECT c.type, c.t_first, c.t_last, c.count, c.data "                                     \
     "FROM series s JOIN chunks c ON c.series = s.id "                                          \
     "WHERE s.name = ?1 AND c.t_first BETWEEN ?2 - (SELECT max_span FROM meta) AND ?3 "         \
     "AND c.t_last >= ?2 ORDER BY c.t_first, c.seq"
@@ -1857,12 +1844,14 @@ int hstore_verify(const char *path, char *err, size_t errlen)
         "WHERE NOT (typeof(c.t_first) = 'integer' AND typeof(c.t_last) = 'integer'"
         " AND typeof(c.count) = 'integer' AND c.t_first <= c.t_last AND c.count > 0"
         " AND c.count <= 4294967295 AND c.t_first >= ?1 AND c.t_last < ?2"
+        " AND typeof(c.type) = 'integer' AND c.type BETWEEN 0 AND ?3"
         " AND typeof(c.data) = 'blob' AND length(c.data) > 0 AND s.id IS NOT NULL) LIMIT 1",
         -1, &st, NULL);
     if (src != SQLITE_OK)
         goto sqlfail;
     sqlite3_bind_int64(st, 1, m.start);
     sqlite3_bind_int64(st, 2, m.start + m.length);
+    sqlite3_bind_int(st, 3, PT_STRING);
     rc = v_step(db, st, err, errlen);
     if (rc < 0)
         goto out;
@@ -1874,7 +1863,7 @@ int hstore_verify(const char *path, char *err, size_t errlen)
                           : cnt <= 0 || cnt > UINT32_MAX ? "count out of range"
                           : tf < m.start || tl >= m.start + m.length
                               ? "outside the partition"
-                              : "a column has the wrong type, or data is empty";
+                              : "its type is unknown, a column has the wrong type, or data is empty";
         snprintf(err, errlen,
                  "chunk rowid %" PRId64 " (series %" PRId64 ", t_first %" PRId64
                  ", t_last %" PRId64 ", count %" PRId64 "): %s",

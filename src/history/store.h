@@ -64,7 +64,8 @@ void hstore_close(struct hstore *s);
 
 /* Stores one chunk of `series` (1 .. LIVE_NAME_MAX bytes) of `type`: `count` samples (> 0)
  * from t_first to t_last (0 <= t_first <= t_last, ms since the epoch), encoded as `len`
- * bytes (1 .. HSTORE_DATA_MAX) at `data`, copied before the call returns. The chunk joins the
+ * bytes (1 .. HSTORE_DATA_MAX) at `data`, copied before the call returns. Each chunk keeps
+ * its own type, so a point whose type changes goes on in the same series. The chunk joins the
  * implicit transaction of its partition (the one containing t_first, created when missing);
  * readers see it after hstore_commit. A chunk identical to one already stored (same series,
  * t_first, t_last, count and bytes: a replay of the caller's write-ahead log) is accepted
@@ -73,9 +74,7 @@ void hstore_close(struct hstore *s);
  * At most 8 partitions are open at once; a put that needs a ninth while all eight hold
  * uncommitted chunks first commits them (as hstore_commit would), so memory stays bounded.
  * Errors that change nothing, the handle stays usable:
- * -EINVAL  an argument out of range (above), or the series already has another type in that
- *          partition (a series keeps one type per partition; the new type can start in the
- *          next one);
+ * -EINVAL  an argument out of range (above);
  * -ERANGE  the chunk crosses the end of its partition (t_last >= start + partition length);
  * -EBADMSG the file of that partition exists but is not a valid partition (logged at open);
  * -ENOSPC, -EACCES, -EIO, ... creating a new partition file failed.
@@ -126,7 +125,8 @@ int hstore_reader_open(const char *dir, struct hstore_reader **out);
 /* Closes the reader's files and frees r. NULL is fine. */
 void hstore_reader_close(struct hstore_reader *r);
 
-/* The callback of hstore_read: one chunk. data (len bytes) is valid only during the call. */
+/* The callback of hstore_read: one chunk, with the type it was put with. data (len bytes) is
+ * valid only during the call. */
 typedef int (*hstore_chunk_fn)(void *ud, enum pt_type type, int64_t t_first, int64_t t_last,
                                uint32_t count, const void *data, size_t len);
 

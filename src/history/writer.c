@@ -403,10 +403,29 @@ static int commit_pending(struct hist *h, uint64_t *chunks)
     return 0;
 }
 
+/* Chunks of a partition that has ended are closed even when their series went quiet, so they
+ * reach the store (and retention) instead of being carried from checkpoint to checkpoint. */
+static void close_ended(struct hist *h)
+{
+    int64_t current = partition_of(h, now_ms());
+    pthread_mutex_lock(&h->series_lock);
+    for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
+        struct hseries *s = h->series[i];
+        if (!s)
+            continue;
+        if (chunk_enc_count(&s->open) && partition_of(h, chunk_enc_first(&s->open)) < current)
+            pending_add(s, &s->open);
+        if (chunk_enc_count(&s->late) && partition_of(h, chunk_enc_first(&s->late)) < current)
+            pending_add(s, &s->late);
+    }
+    pthread_mutex_unlock(&h->series_lock);
+}
+
 static int checkpoint(struct hist *h, bool new_process)
 {
     uint64_t t0 = mono_ns();
     uint64_t chunks = 0;
+    close_ended(h);
     int rc = commit_pending(h, &chunks);
     uint64_t seg = 0;
     if (rc == 0)
