@@ -1863,7 +1863,7 @@ int hstore_verify(const char *path, char *err, size_t errlen)
                           : cnt <= 0 || cnt > UINT32_MAX ? "count out of range"
                           : tf < m.start || tl >= m.start + m.length
                               ? "outside the partition"
-                              : "its type is unknown, a column has the wrong type, or data is empty";
+                              : "unknown type, a column of the wrong type, or no data";
         snprintf(err, errlen,
                  "chunk rowid %" PRId64 " (series %" PRId64 ", t_first %" PRId64
                  ", t_last %" PRId64 ", count %" PRId64 "): %s",

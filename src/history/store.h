@@ -68,7 +68,7 @@ void hstore_close(struct hstore *s);
  * its own type, so a point whose type changes goes on in the same series. The chunk joins the
  * implicit transaction of its partition (the one containing t_first, created when missing);
  * readers see it after hstore_commit. A chunk identical to one already stored (same series,
- * t_first, t_last, count and bytes: a replay of the caller's write-ahead log) is accepted
+ * t_first, t_last, count, type and bytes: a replay of the caller's write-ahead log) is accepted
  * and not stored twice; another chunk of the same series with the same t_first is stored
  * beside it.
  * At most 8 partitions are open at once; a put that needs a ninth while all eight hold
@@ -98,10 +98,11 @@ int hstore_commit(struct hstore *s);
 /* Retention: deletes every partition whose end (start + partition length) is <= cutoff_ms:
  * its connection is closed without a checkpoint, the file and its -wal, -shm and -journal
  * are unlinked, then DIR is fsynced once. Cost: a few system calls per partition dropped,
- * whatever the partitions hold. Uncommitted chunks of a dropped partition are discarded
- * (they are older than the cutoff). Files with a partition name that are not valid
- * partitions are dropped by their name's time as well. *dropped (may be NULL) gets the number
- * of partitions deleted, also on failure.
+ * however many the store holds, plus the file system's work to free the file's blocks (which
+ * grows with that partition's size: about 0.3 s for 800 MB on ext4). Uncommitted chunks of a
+ * dropped partition are discarded (they are older than the cutoff). Files with a partition
+ * name that are not valid partitions are dropped by their name's time as well. *dropped (may
+ * be NULL) gets the number of partitions deleted, also on failure.
  * Works on a failed handle. -EIO, -EACCES, ... unlinking failed: the partitions deleted before
  * stay deleted, the others stay in the store. */
 int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped);

@@ -378,13 +378,31 @@ static int commit_pending(struct hist *h, uint64_t *chunks)
             continue;
         for (struct hpending *p = s->pending; p && rc == 0; p = p->next) {
             rc = hstore_put(h->store, s->name, p->type, p->t_first, p->t_last, p->count, p->data, p->len);
+            if (rc == -ERANGE || rc == -EBADMSG) {
+                /* This chunk alone cannot be stored (the store says why): count it, go on. */
+                log_error("history", "series %s: a chunk of %u samples at %lld was refused by the store (%s)",
+                          s->name, p->count, (long long)p->t_first, strerror(-rc));
+                pthread_mutex_lock(&h->lock);
+                h->st.write_errors++;
+                pthread_mutex_unlock(&h->lock);
+                rc = 0;
+                continue;
+            }
             (*chunks)++;
         }
     }
     if (rc == 0)
         rc = hstore_commit(h->store);
-    if (rc < 0)
+    if (rc < 0) {
+        /* A failed store handle stays failed: reopen it for the next checkpoint. What was not
+         * committed is still pending here and in the WAL. */
+        hstore_close(h->store);
+        h->store = NULL;
+        int rc2 = hstore_open(h->store_dir, h->partition_ms, &h->store);
+        if (rc2 < 0)
+            log_error("history", "cannot reopen the store in %s (%s)", h->store_dir, strerror(-rc2));
         return rc;
+    }
     /* Committed: the pending chunks are in the store now. */
     pthread_mutex_lock(&h->series_lock);
     for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
@@ -425,6 +443,10 @@ static int checkpoint(struct hist *h, bool new_process)
 {
     uint64_t t0 = mono_ns();
     uint64_t chunks = 0;
+    if (!h->store && hstore_open(h->store_dir, h->partition_ms, &h->store) < 0) {
+        h->store = NULL;
+        return -EIO; /* the WAL keeps everything; retried at the next checkpoint */
+    }
     close_ended(h);
     int rc = commit_pending(h, &chunks);
     uint64_t seg = 0;

@@ -534,21 +534,28 @@ static void test_boundary_and_arguments(void **state)
     assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 1, NULL, 8), -EINVAL);
     assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 1, data, HSTORE_DATA_MAX + 1),
                      -EINVAL);
-    /* a series keeps its type within a partition; another partition may take another */
-    assert_int_equal(hstore_put(s, "b", PT_INT, T0 + M, T0 + M, 1, data, 8), -EINVAL);
-    assert_int_equal(hstore_put(s, "b", PT_INT, T0 + H, T0 + H, 1, data, 8), 0);
+    /* a point that changes type goes on in the same series, in the same partition too; each
+     * chunk comes back with its own type */
+    assert_int_equal(hstore_put(s, "b", PT_INT, T0 + M, T0 + M, 1, data, 8), 0);
+    assert_int_equal(hstore_put(s, "b", PT_STRING, T0 + H, T0 + H, 1, data, 8), 0);
     /* the handle is still usable after all of that */
     assert_int_equal(hstore_commit(s), 0);
     hstore_stats(s, &st);
     assert_int_equal(st.partitions, 2);
-    assert_int_equal(st.chunks, 3);
-    assert_int_equal(st.samples, 62);
+    assert_int_equal(st.chunks, 4);
+    assert_int_equal(st.samples, 63);
     assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
     assert_int_equal(g.n, 0); /* nothing of a was stored */
     assert_int_equal(read_all(dir, "b", 0, INT64_MAX, &g), 0);
-    assert_int_equal(g.n, 2);
-    assert_int_equal(g.c[0].type, PT_DOUBLE);
-    assert_int_equal(g.c[1].type, PT_INT);
+    assert_int_equal(g.n, 3);
+    assert_int_equal(g.c[0].type, PT_INT);    /* T0 + 1 min */
+    assert_int_equal(g.c[1].type, PT_DOUBLE); /* T0 + 59 min */
+    assert_int_equal(g.c[2].type, PT_STRING); /* T0 + 1 h */
+    {
+        char p[512], err[256];
+        part_path(p, sizeof p, dir, T0, "");
+        assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+    }
     hstore_close(s);
 }
 
@@ -611,15 +618,18 @@ static void test_duplicates_and_same_start(void **state)
     assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 5, other, sizeof other), 0);
     assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 5, other, sizeof other), 0);
     assert_int_equal(hstore_put(s, "a", PT_DOUBLE, T0, T0, 6, other, sizeof other), 0);
+    assert_int_equal(hstore_put(s, "a", PT_INT, T0, T0, 6, other, sizeof other), 0); /* type */
     assert_int_equal(hstore_commit(s), 0);
     hstore_stats(s, &st);
-    assert_int_equal(st.chunks, 3);
-    assert_int_equal(st.samples, 71);
+    assert_int_equal(st.chunks, 4);
+    assert_int_equal(st.samples, 77);
     assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
-    assert_int_equal(g.n, 3);
+    assert_int_equal(g.n, 4);
     assert_int_equal(g.c[0].count, 60); /* by t_first, then in the order they were stored */
     assert_int_equal(g.c[1].count, 5);
     assert_int_equal(g.c[2].count, 6);
+    assert_int_equal(g.c[2].type, PT_DOUBLE);
+    assert_int_equal(g.c[3].type, PT_INT);
     hstore_close(s);
     {
         char p[512], err[256];
@@ -679,8 +689,9 @@ static void test_list_and_verify(void **state)
     assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
     assert_non_null(strstr(err, "meta counters"));
     /* a chunk whose series is missing */
-    part_sql(dir, T0 + 2 * H, "UPDATE meta SET chunks = chunks - 1; DELETE FROM series WHERE id = 1;"
-                              "UPDATE meta SET series = series - 1");
+    part_sql(dir, T0 + 2 * H,
+             "UPDATE meta SET chunks = chunks - 1; DELETE FROM series WHERE id = 1;"
+             "UPDATE meta SET series = series - 1");
     assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
     assert_non_null(strstr(err, "series does not exist"));
     /* a file that is not there; a tiny err buffer is still terminated */
