@@ -188,6 +188,9 @@ static int parse_line(struct lp *x, int64_t prec, int (*fn)(void *, const struct
             nl += (size_t)kl;
         }
         pf->f.name[nl] = '\0';
+        if (!live_valid_name(pf->f.name, nl))
+            return fail(x, "'%.*s' is not a valid point name (letters, digits and - _ . : / only)",
+                        (int)nl, pf->f.name);
         nf++;
         if (!eol(x) && *x->p == ',') {
             x->p++;
