@@ -19,13 +19,9 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 
 # The sources the targets may need: everything but main.c and the command-line client.
-srcs=(src/core/log.c src/core/mem.c src/core/buf.c src/core/util.c src/core/yconf.c
-      src/core/jsonw.c src/live/points.c src/live/decl.c src/live/stream.c
-      src/history/wal.c src/history/chunk.c src/history/store.c src/history/query.c
-      src/history/recorder.c src/history/writer.c src/history/hquery.c
-      src/drivers/driver.c src/drivers/sim.c src/api/server.c src/api/rest.c
-      src/api/rest_history.c src/api/lineproto.c src/api/ws.c src/api/metrics.c src/config.c)
-pkgs=(libuv libwebsockets yaml-0.1 jansson sqlite3)
+mapfile -t srcs < <(ls src/*/*.c src/config.c | grep -v '^src/cli/')
+pkgs=(libuv libwebsockets yaml-0.1 jansson sqlite3 libcurl libzstd librabbitmq libmodbus
+      libmosquitto libprotobuf-c)
 # shellcheck disable=SC2207
 pc_cflags=($(pkg-config --cflags "${pkgs[@]}"))
 # shellcheck disable=SC2207

@@ -5,9 +5,10 @@ set -euo pipefail
 want=${1:-build}
 
 build_pkgs=(build-essential cmake pkg-config libuv1-dev libwebsockets-dev libyaml-dev
-            libjansson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev)
-test_pkgs=(libcmocka-dev curl nodejs npm openssl clang libclang-rt-14-dev)
-bench_pkgs=(mosquitto libmosquitto-dev)
+            libjansson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libzstd-dev
+            librabbitmq-dev libmodbus-dev libmosquitto-dev libprotobuf-c-dev protobuf-c-compiler)
+test_pkgs=(libcmocka-dev curl nodejs npm openssl clang libclang-rt-14-dev mosquitto rabbitmq-server)
+bench_pkgs=()
 
 pkgs=("${build_pkgs[@]}")
 case "$want" in
