@@ -210,7 +210,8 @@ mon_opsd() {
       /^opsd_history_partitions /{p=$2} /^opsd_history_partitions_dropped_total /{pd=$2}
       /^opsd_history_wal_bytes /{w=$2} /^opsd_point_updates_total /{u=$2}
       /^opsd_history_recorded_total /{r=$2} /^opsd_history_checkpoint_seconds /{c=$2}
-      END {printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f", d, x, b, s, p, pd, w, u; printf " %.0f %.2f", r, c}')
+      END { if (d == "") { print "- - - - - - - - - -"; exit }
+            printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f", d, x, b, s, p, pd, w, u; printf " %.0f %.2f", r, c}')
     [ -n "$m" ] || m="- - - - - - - - - -"
     echo "$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}') $(cpu_ticks "$pid") $(proc_kb "$pid" VmRSS) $(proc_kb "$pid" VmHWM) $(cut -d' ' -f1-8 <<<"$m") $(du -sb "$dir" 2>/dev/null | cut -f1) $(cut -d' ' -f9-10 <<<"$m")" >>"$out"
     sleep "$iv"
@@ -406,20 +407,20 @@ EOF
     read -r pb ps pn pc <<<"$(opsd_partitions "$sport")"
     stop_pid "$spid"; wait "$smon" 2>/dev/null || true
     read -r ab as an ac adata <<<"$(store_at_rest "$sdir/data")"
-    read -r dt cpu rs0 rs1 rsmax hwm d0 d1 _ _ _ _ r1 r2 <<<"$(win_stats "$sdir/timeline" "$ws" 1e9 5)"
-    read -r _ _ _ _ _ _ x0 x1 _ _ _ _ _ _ <<<"$(win_stats "$sdir/timeline" 0 1e9 6)"
-    read -r _ _ _ _ _ _ _ _ _ bmax _ _ _ _ <<<"$(win_stats "$sdir/timeline" "$ws" 1e9 7)"
-    read -r _ _ _ _ _ _ _ _ smin smax _ _ _ _ <<<"$(win_stats "$sdir/timeline" "$ws" 1e9 8)"
-    read -r _ _ _ _ _ _ _ pdrop _ _ _ _ _ _ <<<"$(win_stats "$sdir/timeline" "$ws" 1e9 10)"
-    read -r _ _ _ _ _ _ u0 u1 _ _ _ _ _ _ <<<"$(win_stats "$sdir/timeline" "$ws" 1e9 12)"
-    read -r _ _ _ _ _ _ _ _ _ ckmax _ _ _ _ <<<"$(win_stats "$sdir/timeline" 0 1e9 15)"
+    read -r dt cpu rs0 rs1 rsmax hwm d0 d1 _ _ _ _ r1 r2 <<<"$(win_stats "$sdir/timeline" "$ws" "$SC_DUR" 5)"
+    read -r _ _ _ _ _ _ x0 x1 _ _ _ _ _ _ <<<"$(win_stats "$sdir/timeline" 0 "$SC_DUR" 6)"
+    read -r _ _ _ _ _ _ _ _ _ bmax _ _ _ _ <<<"$(win_stats "$sdir/timeline" "$ws" "$SC_DUR" 7)"
+    read -r _ _ _ _ _ _ _ _ smin smax _ _ _ _ <<<"$(win_stats "$sdir/timeline" "$ws" "$SC_DUR" 8)"
+    read -r _ _ _ _ _ _ _ pdrop _ _ _ _ _ _ <<<"$(win_stats "$sdir/timeline" "$ws" "$SC_DUR" 10)"
+    read -r _ _ _ _ _ _ u0 u1 _ _ _ _ _ _ <<<"$(win_stats "$sdir/timeline" "$ws" "$SC_DUR" 12)"
+    read -r _ _ _ _ _ _ _ _ _ ckmax _ _ _ _ <<<"$(win_stats "$sdir/timeline" 0 "$SC_DUR" 15)"
     rate=$(awk -v a="$d0" -v b="$d1" -v t="$dt" 'BEGIN { if (t > 0 && a != "-") printf "%.0f", (b - a) / t; else print "-" }')
     urate=$(awk -v a="$u0" -v b="$u1" -v t="$dt" 'BEGIN { if (t > 0 && a != "-") printf "%.0f", (b - a) / t; else print "-" }')
     bps=$(bps_of "$ab" "$as")
     dropped=$(awk -v a="$x0" -v b="$x1" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.0f", b }')
     rflat=$(flat "$r1" "$r2")
-    read -r _ _ _ _ _ _ _ _ bmin2 _ _ _ _ _ <<<"$(win_stats "$sdir/timeline" $((ws + SC_WIN / 2)) 1e9 7)"
-    read -r _ _ _ _ _ _ _ _ _ bmaxall _ _ _ _ <<<"$(win_stats "$sdir/timeline" 0 1e9 7)"
+    read -r _ _ _ _ _ _ _ _ bmin2 _ _ _ _ _ <<<"$(win_stats "$sdir/timeline" $((ws + SC_WIN / 2)) "$SC_DUR" 7)"
+    read -r _ _ _ _ _ _ _ _ _ bmaxall _ _ _ _ <<<"$(win_stats "$sdir/timeline" 0 "$SC_DUR" 7)"
     ok=$(awk -v r="$rate" -v n="$np" -v d="$dropped" -v b="$bmin2" -v a="$alive" -v p="$pdrop" 'BEGIN {
       print (a == "yes" && r != "-" && r >= 0.97 * n && d == 0 && b != "-" && b < n && p + 0 > 0) ? "yes" : "no" }')
     bsec=$(awk -v b="$bmaxall" -v n="$np" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b / n }')
@@ -646,7 +647,7 @@ if want post; then
   verdict "POST row form >= 2,000,000 samples/s (${R[post_rate]:--}/s)" "$(pf "\"${R[post_rate]:-0}\" + 0 >= 2000000")"
 fi
 if want h1; then
-  verdict "<= 3 bytes/sample, simulator's sine at 0.01 (H1 ${R[h1_opsd_bps]:--}, scale ${R[scale_bps]:--})" \
+  verdict "<= 3 bytes/sample, simulator's sine at 0.01 (H1, partitions of $H1_PART: ${R[h1_opsd_bps]:--}; scale, 1m: ${R[scale_bps]:--})" \
     "$(pf "\"${R[h1_opsd_bps]:-99}\" + 0 <= 3 && \"${R[h1_opsd_bps]:-}\" != \"-\"")"
   verdict "H1: rate sustained, RSS and database flat once retention runs (${R[h1_opsd_rate]:--}/s, RSS ${R[h1_rss_flat]:--}, store ${R[h1_db_flat]:--})" \
     "$(pf "\"${R[h1_opsd_rate]:-0}\" + 0 >= 1990 && \"${R[h1_rss_flat]:-}\" == \"flat\" && \"${R[h1_db_flat]:-}\" == \"flat\"")"
