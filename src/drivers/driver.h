@@ -14,11 +14,17 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/buf.h"
 #include "core/yconf.h"
 #include "live/decl.h"
 #include "live/live.h"
 
 struct driver;
+struct driver_device;
+
+/* Called on the loop thread when a write a driver started has ended: err is NULL on success,
+ * else why it failed (valid for the call only). */
+typedef void (*driver_write_done_fn)(void *ud, const char *err);
 
 struct driver_type {
     const char *name;
@@ -32,6 +38,12 @@ struct driver_type {
     /* Stops at once: after return the driver no longer touches the point table. It takes
      * ownership of d: once its handles have closed it calls driver_free(d). */
     void (*stop)(struct driver *d);
+    /* Optional (NULL: the type has no writable points). Writes v to the device behind point
+     * idx, a writable point the driver owns; v has the point's type. Returns 0 when the write
+     * was started: done(ud, err) follows on the loop thread exactly once, also when the driver
+     * is stopped first. Returns -1 when nothing was started (err gets the reason). */
+    int (*write)(struct driver *d, uint32_t idx, const struct pt_value *v, driver_write_done_fn done,
+                 void *ud, char *err, size_t errlen);
 };
 
 struct driver {
@@ -43,6 +55,10 @@ struct driver {
     uv_loop_t *loop;
     struct live *live;
     uint64_t samples;       /* values handed to the point table */
+    struct driver_device **devices;   /* health, see below; freed with the driver */
+    size_t ndevices;
+    uint64_t malformed;     /* frames or payloads that could not be decoded */
+    uint64_t dropped;       /* batches dropped because the loop was behind */
 };
 
 const struct driver_type *driver_type_find(const char *name);
@@ -57,6 +73,109 @@ int driver_declare(struct driver *d);
 uint64_t driver_point_count(const struct driver *d);
 /* Frees a driver that was never started (a started one is handed to its type's stop). */
 void driver_free(struct driver *d);
+
+/* ---- health ----
+ *
+ * A driver reports the health of every device it talks to (a Modbus connection, a BACnet
+ * device, an MQTT broker, a Sparkplug edge node): connected, last success, errors with the
+ * last message, round-trip time. /metrics and GET /api/v1/drivers show them. A device knows
+ * the points it feeds: a failure turns them all bad with the reason "<device>: <message>"
+ * (their last value is kept, never left looking good); the next values the device delivers
+ * make them good again. Loop thread only; a driver thread reports through a batch. */
+#define DRIVER_ERROR_MAX 200
+
+struct driver_device {
+    char *name;
+    bool connected;
+    bool failing;                /* its points are bad because of the last failure */
+    int64_t last_success_ms;     /* wall clock of the last good exchange; 0: never */
+    int64_t last_error_ms;       /* 0: never */
+    uint64_t requests;           /* good exchanges */
+    uint64_t errors;             /* failed exchanges (timeouts, error replies, lost connections) */
+    double rtt_s;                /* round-trip time of the last good exchange; < 0: unknown */
+    char last_error[DRIVER_ERROR_MAX];
+    uint32_t *points;            /* point indices this device feeds */
+    size_t npoints, cappoints;
+};
+
+/* Adds a device (name copied) to d; the pointer stays valid until driver_free(d). */
+struct driver_device *driver_device_add(struct driver *d, const char *name);
+struct driver_device *driver_device_find(const struct driver *d, const char *name);
+/* Records that point idx is fed by dev (once per point). */
+void driver_device_point(struct driver_device *dev, uint32_t idx);
+/* A good exchange: connected, last success = now; rtt_s < 0 keeps the last one. */
+void driver_device_ok(struct driver_device *dev, double rtt_s);
+/* A failed exchange: counted, message kept and logged (on the first of a run), every point of
+ * the device turned bad. disconnected: the connection is gone (connected = false). */
+void driver_device_fail(struct driver *d, struct driver_device *dev, bool disconnected,
+                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Turns every point of dev bad with reason "<device>: <why>" without counting an error (a
+ * Sparkplug death certificate, a driver stopping). */
+void driver_device_points_bad(struct driver *d, struct driver_device *dev, const char *why);
+
+/* Appends {"name","type","points","samples","connected","errors","malformed","dropped",
+ * "devices":[{...}]} for GET /api/v1/drivers and the status page. */
+void driver_health_json(const struct driver *d, struct buf *out);
+/* Appends the Prometheus lines of all drivers (labels driver, device). */
+void driver_metrics_text(struct driver *const *drivers, size_t n, struct buf *out);
+
+/* ---- hand-off from a driver thread ----
+ *
+ * A thread fills a batch (the values of one scan of one device, or its failure) and pushes
+ * it; the loop applies whole batches in the queue's async callback: device health first, then
+ * the values, so a scan lands in the point table at once and reaches listeners in one flush.
+ * The queue is bounded: a push into a full queue drops the batch and counts it (the thread's
+ * poll is in effect skipped), so a slow loop never grows memory. */
+struct driver_sample {
+    uint32_t idx;
+    bool has_value;              /* false: quality (and reason) only */
+    struct pt_value v;
+    char *str;                   /* the batch's copy of a string value */
+    int64_t ts;
+    enum pt_quality q;
+    const char *reason;          /* static text or NULL */
+};
+
+struct driver_batch {
+    struct driver_batch *next;
+    struct driver_device *dev;   /* the device reported on, or NULL */
+    int status;                  /* 0: a good exchange; < 0: a failure, message in error */
+    bool disconnected;
+    double rtt_s;                /* < 0: unknown */
+    uint64_t malformed;          /* undecodable input seen by the thread since its last batch */
+    char error[DRIVER_ERROR_MAX];
+    struct driver_sample *s;
+    size_t n, cap;
+};
+
+struct driver_batch *driver_batch_new(struct driver_device *dev);
+void driver_batch_free(struct driver_batch *b);
+/* Appends a value (a string value is copied). */
+void driver_batch_add(struct driver_batch *b, uint32_t idx, const struct pt_value *v, int64_t ts,
+                      enum pt_quality q, const char *reason);
+/* Appends a quality change without a value. */
+void driver_batch_quality(struct driver_batch *b, uint32_t idx, enum pt_quality q, int64_t ts,
+                          const char *reason);
+/* Applies a batch on the loop thread and frees it. */
+void driver_batch_apply(struct driver *d, struct driver_batch *b);
+
+struct driver_queue {
+    uv_async_t async;
+    uv_mutex_t lock;
+    struct driver *d;
+    struct driver_batch *head, *tail;
+    size_t depth, max;
+    uint64_t dropped;            /* under lock; moved to d->dropped on the loop */
+    void (*closed)(struct driver_queue *q);
+};
+
+/* Loop thread. max: batches that may wait. */
+int driver_queue_init(struct driver_queue *q, struct driver *d, size_t max);
+/* Any thread. Takes b; returns 0, or -1 when the queue is full (b freed and counted). */
+int driver_queue_push(struct driver_queue *q, struct driver_batch *b);
+/* Loop thread, after the threads that push have been joined: frees what is still queued
+ * (unapplied) and closes the async handle; closed(q) is called once it has closed. */
+void driver_queue_close(struct driver_queue *q, void (*closed)(struct driver_queue *q));
 
 extern const struct driver_type sim_driver_type;
 
