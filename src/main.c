@@ -258,6 +258,7 @@ static void metrics_text(void *ud, struct buf *out)
     for (size_t i = 0; i < d->ndrivers; i++)
         buf_printf(out, "opsd_driver_samples_total{driver=\"%s\",type=\"%s\"} %llu\n", d->drivers[i]->name,
                    d->drivers[i]->type->name, (unsigned long long)d->drivers[i]->samples);
+    driver_metrics_text(d->drivers, d->ndrivers, out);
     if (!d->hist)
         return;
     struct hist_stats hs;
@@ -284,6 +285,48 @@ static void metrics_text(void *ud, struct buf *out)
     for (size_t i = 0; i < ARRAY_LEN(m); i++)
         buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", m[i].name, m[i].help, m[i].name,
                    m[i].type, m[i].name, m[i].v);
+}
+
+static int drivers_json(void *ud, const char *name, struct buf *out)
+{
+    struct daemon *d = ud;
+    if (name) {
+        for (size_t i = 0; i < d->ndrivers; i++) {
+            if (strcmp(d->drivers[i]->name, name) == 0) {
+                driver_health_json(d->drivers[i], out);
+                return 0;
+            }
+        }
+        return -1;
+    }
+    jw_raw(out, "{\"drivers\":[");
+    for (size_t i = 0; i < d->ndrivers; i++) {
+        if (i)
+            jw_raw(out, ",");
+        driver_health_json(d->drivers[i], out);
+    }
+    jw_raw(out, "]}");
+    return 0;
+}
+
+static int write_point(void *ud, uint32_t idx, const struct pt_value *v,
+                       void (*done)(void *done_ud, const char *err), void *done_ud, char *err, size_t errlen)
+{
+    struct daemon *d = ud;
+    struct pt_view pv;
+    if (live_view(d->live, idx, &pv) < 0 || pv.owner == 0)
+        return 1;
+    for (size_t i = 0; i < d->ndrivers; i++) {
+        struct driver *drv = d->drivers[i];
+        if (drv->id != pv.owner)
+            continue;
+        if (!drv->type->write) {
+            snprintf(err, errlen, "driver %s (%s) does not write to its devices", drv->name, drv->type->name);
+            return -1;
+        }
+        return drv->type->write(drv, idx, v, done, done_ud, err, errlen) == 0 ? 0 : -1;
+    }
+    return 1;
 }
 
 /* ---- loop plumbing ---- */
@@ -431,7 +474,7 @@ int main(int argc, char **argv)
         rc = 2;
         goto shutdown;
     }
-    struct api_hooks hooks = {&d, status_json, metrics_text};
+    struct api_hooks hooks = {&d, status_json, metrics_text, drivers_json, write_point};
     d.api = api_new(&d.cfg.api, d.loop, d.live, d.stream, &hooks);
     if (!d.api) {
         rc = 2;

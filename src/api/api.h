@@ -39,6 +39,16 @@ struct api_hooks {
     void *ud;
     void (*status_json)(void *ud, struct buf *out);   /* appends ,"key":value... */
     void (*metrics_text)(void *ud, struct buf *out);  /* appends Prometheus lines */
+    /* GET /api/v1/drivers (name NULL: {"drivers":[...]}) and /api/v1/drivers/{name} (one
+     * object): appends the health of the drivers; -1 when no driver has that name. */
+    int (*drivers_json)(void *ud, const char *name, struct buf *out);
+    /* PUT /api/v1/points/{name} on a point a driver owns: the driver writes it to its device.
+     * Returns 0 when the write started (done(done_ud, err) follows later, once, on the loop),
+     * 1 when no driver owns the point (the value is set in the table), -1 when the driver
+     * refuses (err says why). v is valid for the call only. */
+    int (*write_point)(void *ud, uint32_t idx, const struct pt_value *v,
+                       void (*done)(void *done_ud, const char *err), void *done_ud, char *err,
+                       size_t errlen);
 };
 
 struct api;

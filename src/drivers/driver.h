@@ -40,8 +40,9 @@ struct driver_type {
     void (*stop)(struct driver *d);
     /* Optional (NULL: the type has no writable points). Writes v to the device behind point
      * idx, a writable point the driver owns; v has the point's type. Returns 0 when the write
-     * was started: done(ud, err) follows on the loop thread exactly once, also when the driver
-     * is stopped first. Returns -1 when nothing was started (err gets the reason). */
+     * was started: done(ud, err) follows later on the loop thread (never from within
+     * write) exactly once, also when the driver is stopped first. Returns -1 when nothing
+     * was started (err gets the reason). v is valid for the call only. */
     int (*write)(struct driver *d, uint32_t idx, const struct pt_value *v, driver_write_done_fn done,
                  void *ud, char *err, size_t errlen);
 };

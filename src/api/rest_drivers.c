@@ -1,0 +1,81 @@
+/* rest_drivers.c - GET /api/v1/drivers[/{name}] (driver and device health) and the driver
+ * side of PUT /api/v1/points/{name}: a writable point a driver owns is written to its device.
+ *
+ * The daemon answers both through api_hooks (it holds the running drivers). A device write
+ * is asynchronous (a Modbus request on the device's thread): the answer is deferred and
+ * completed when the driver reports the outcome; a client gone by then costs nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "core/jsonw.h"
+#include "core/log.h"
+#include "core/mem.h"
+
+void rest_get_drivers(struct http_req *r, const char *name)
+{
+    struct api *api = r->api;
+    if (!api->hooks.drivers_json) {
+        if (name)
+            return rest_error(r, 404, "unknown_driver", "no driver named '%.200s'", name);
+        jw_raw(&r->resp, "{\"drivers\":[]}\n");
+        return rest_json(r, 200);
+    }
+    if (api->hooks.drivers_json(api->hooks.ud, name, &r->resp) < 0) {
+        buf_reset(&r->resp);
+        return rest_error(r, 404, "unknown_driver", "no driver named '%.200s'", name);
+    }
+    jw_raw(&r->resp, "\n");
+    rest_json(r, 200);
+}
+
+struct pending_write {
+    struct rest_deferred *d;
+    struct api *api;
+    uint32_t idx;
+    char name[LIVE_NAME_MAX + 1];
+};
+
+static void write_done(void *ud, const char *err)
+{
+    struct pending_write *w = ud;
+    struct http_req *r = w->d->req;
+    if (err)
+        log_warn("api", "point %s: the device write failed: %s", w->name, err);
+    if (r && err) {
+        rest_error(r, 502, "write_failed", "point '%s': the device refused or did not answer the write: %s",
+                   w->name, err);
+    } else if (r) {
+        jw_raw(&r->resp, "{\"written\":true,\"point\":");
+        live_json_point(w->api->live, w->idx, &r->resp);
+        jw_raw(&r->resp, "}\n");
+        rest_json(r, 200);
+    }
+    rest_complete(w->d);
+    free(w);
+}
+
+int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const struct pt_value *v)
+{
+    struct api *api = r->api;
+    if (!api->hooks.write_point)
+        return 1;
+    struct pending_write *w = xzalloc(sizeof *w);
+    w->api = api;
+    w->idx = idx;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    char err[256] = "";
+    int rc = api->hooks.write_point(api->hooks.ud, idx, v, write_done, w, err, sizeof err);
+    if (rc == 1) {
+        free(w);
+        return 1;
+    }
+    if (rc < 0) {
+        free(w);
+        rest_error(r, 409, "not_writable", "point '%s': %s", name, err[0] ? err : "the driver refused the write");
+        return 0;
+    }
+    w->d = rest_defer(r); /* done() comes later, never from within write_point */
+    return 0;
+}
