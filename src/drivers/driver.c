@@ -211,10 +211,11 @@ void driver_health_json(const struct driver *d, struct buf *out)
     jw_raw(out, ",\"type\":");
     jw_str(out, d->type->name);
     buf_printf(out, ",\"points\":%llu,\"samples\":%llu,\"connected\":%s,\"errors\":%llu,"
-                    "\"malformed\":%llu,\"dropped\":%llu,\"devices\":[",
+                    "\"malformed\":%llu,\"dropped\":%llu,\"skipped\":%llu,\"devices\":[",
                (unsigned long long)driver_point_count(d), (unsigned long long)d->samples,
                up == d->ndevices ? "true" : "false", (unsigned long long)errors,
-               (unsigned long long)d->malformed, (unsigned long long)d->dropped);
+               (unsigned long long)d->malformed, (unsigned long long)d->dropped,
+               (unsigned long long)d->skipped);
     for (size_t i = 0; i < d->ndevices; i++) {
         const struct driver_device *dev = d->devices[i];
         jw_raw(out, i ? ",{\"name\":" : "{\"name\":");
@@ -302,6 +303,11 @@ void driver_metrics_text(struct driver *const *drivers, size_t n, struct buf *ou
     for (size_t i = 0; i < n; i++)
         buf_printf(out, "opsd_driver_malformed_total{driver=\"%s\"} %llu\n", drivers[i]->name,
                    (unsigned long long)drivers[i]->malformed);
+    buf_printf(out, "# HELP opsd_driver_polls_skipped_total Polls a driver skipped because the previous one was still running.\n"
+                    "# TYPE opsd_driver_polls_skipped_total counter\n");
+    for (size_t i = 0; i < n; i++)
+        buf_printf(out, "opsd_driver_polls_skipped_total{driver=\"%s\"} %llu\n", drivers[i]->name,
+                   (unsigned long long)drivers[i]->skipped);
     buf_printf(out, "# HELP opsd_driver_dropped_total Batches a driver dropped because the loop was behind.\n"
                     "# TYPE opsd_driver_dropped_total counter\n");
     for (size_t i = 0; i < n; i++)
@@ -367,6 +373,9 @@ void driver_batch_quality(struct driver_batch *b, uint32_t idx, enum pt_quality 
 void driver_batch_apply(struct driver *d, struct driver_batch *b)
 {
     d->malformed += b->malformed;
+    d->skipped += b->skipped;
+    if (b->done)
+        b->done(b->done_ud, b->status < 0 ? (b->error[0] ? b->error : "failed") : NULL);
     if (b->dev) {
         if (b->status < 0)
             device_failed(d, b->dev, b->disconnected, b->error[0] ? b->error : "failed");
@@ -385,6 +394,14 @@ void driver_batch_apply(struct driver *d, struct driver_batch *b)
     driver_batch_free(b);
 }
 
+/* A batch not applied: a write's outcome is still reported. */
+static void discard_batch(struct driver_batch *b)
+{
+    if (b->done)
+        b->done(b->done_ud, b->status < 0 ? (b->error[0] ? b->error : "failed") : NULL);
+    driver_batch_free(b);
+}
+
 static void queue_run(uv_async_t *h)
 {
     struct driver_queue *q = h->data;
@@ -397,7 +414,10 @@ static void queue_run(uv_async_t *h)
     uv_mutex_unlock(&q->lock);
     while (b) {
         struct driver_batch *next = b->next;
-        driver_batch_apply(q->d, b);
+        if (q->discard)
+            discard_batch(b);
+        else
+            driver_batch_apply(q->d, b);
         b = next;
     }
 }
@@ -420,7 +440,7 @@ int driver_queue_init(struct driver_queue *q, struct driver *d, size_t max)
 int driver_queue_push(struct driver_queue *q, struct driver_batch *b)
 {
     uv_mutex_lock(&q->lock);
-    if (q->depth >= q->max) {
+    if (q->depth >= q->max && !b->done) {
         q->dropped++;
         uv_mutex_unlock(&q->lock);
         driver_batch_free(b);
@@ -437,6 +457,8 @@ int driver_queue_push(struct driver_queue *q, struct driver_batch *b)
     uv_async_send(&q->async);
     return 0;
 }
+
+void driver_queue_stop(struct driver_queue *q) { q->discard = true; }
 
 static void queue_closed(uv_handle_t *h)
 {
@@ -455,7 +477,7 @@ void driver_queue_close(struct driver_queue *q, void (*closed)(struct driver_que
     uv_mutex_unlock(&q->lock);
     while (b) {
         struct driver_batch *next = b->next;
-        driver_batch_free(b);
+        discard_batch(b);
         b = next;
     }
     q->closed = closed;

@@ -60,6 +60,7 @@ struct driver {
     size_t ndevices;
     uint64_t malformed;     /* frames or payloads that could not be decoded */
     uint64_t dropped;       /* batches dropped because the loop was behind */
+    uint64_t skipped;       /* polls skipped because the previous one was still running */
 };
 
 const struct driver_type *driver_type_find(const char *name);
@@ -144,6 +145,10 @@ struct driver_batch {
     bool disconnected;
     double rtt_s;                /* < 0: unknown */
     uint64_t malformed;          /* undecodable input seen by the thread since its last batch */
+    uint64_t skipped;            /* polls the thread skipped since its last batch */
+    driver_write_done_fn done;   /* a write's outcome: done(done_ud, NULL or error) is called
+                                  * when applied; such a batch is never dropped */
+    void *done_ud;
     char error[DRIVER_ERROR_MAX];
     struct driver_sample *s;
     size_t n, cap;
@@ -167,6 +172,7 @@ struct driver_queue {
     struct driver_batch *head, *tail;
     size_t depth, max;
     uint64_t dropped;            /* under lock; moved to d->dropped on the loop */
+    bool discard;                /* set by driver_queue_stop: values are no longer applied */
     void (*closed)(struct driver_queue *q);
 };
 
@@ -174,8 +180,12 @@ struct driver_queue {
 int driver_queue_init(struct driver_queue *q, struct driver *d, size_t max);
 /* Any thread. Takes b; returns 0, or -1 when the queue is full (b freed and counted). */
 int driver_queue_push(struct driver_queue *q, struct driver_batch *b);
-/* Loop thread, after the threads that push have been joined: frees what is still queued
- * (unapplied) and closes the async handle; closed(q) is called once it has closed. */
+/* Loop thread, when the driver stops: from now on batches are not applied to the point table
+ * (write outcomes are still reported). */
+void driver_queue_stop(struct driver_queue *q);
+/* Loop thread, after the threads that push have been joined: reports the outcome of queued
+ * writes, frees the other batches unapplied and closes the async handle; closed(q) is called
+ * once it has closed. */
 void driver_queue_close(struct driver_queue *q, void (*closed)(struct driver_queue *q));
 
 extern const struct driver_type sim_driver_type;
