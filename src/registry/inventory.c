@@ -1,0 +1,724 @@
+/* inventory.c - NCMP's wire formats: the DmiPluginRegistration body (POST
+ * /ncmpInventory/v1/ch) and its error answer, the search body (cmHandleQueryParameters),
+ * the read-side answers, and the DMI plugin's module and resource answers.
+ *
+ * A registration is checked for shape first (a malformed body changes nothing: 400); then
+ * each handle is applied alone, in NCMP's order removed, created, updated, upgraded, and a
+ * handle that fails lands in the failed* list with NCMP's code while the others apply. */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/jsonw.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "registry/reg_int.h"
+
+#define REG_QUEUE_MAX   2000000     /* changes waiting for the writer before 503 */
+#define DMI_MODULES_MAX 100000
+#define DMI_NAME_MAX    1024
+
+static int fail_shape(char *err, size_t errlen, const char *what)
+{
+    snprintf(err, errlen, "%s", what);
+    return -1;
+}
+
+/* An object whose members are all strings (or null when nulls are allowed). */
+static bool str_map(json_t *o, bool nulls)
+{
+    if (!o)
+        return true;
+    if (!json_is_object(o))
+        return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        if (!json_is_string(v) && !(nulls && json_is_null(v)))
+            return false;
+    }
+    return true;
+}
+
+static bool opt_string(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return !v || json_is_string(v) || json_is_null(v);
+}
+
+static const char *sval(json_t *o, const char *k)
+{
+    const char *v = json_string_value(json_object_get(o, k));
+    return v ? v : "";
+}
+
+/* Checks the whole body's shape. Returns the number of handles it names, or -1. */
+static long check_shape(json_t *j, char *err, size_t errlen)
+{
+    if (!json_is_object(j))
+        return fail_shape(err, errlen, "the body is a DmiPluginRegistration object");
+    static const char *const plugins[] = {"dmiPlugin", "dmiDataPlugin", "dmiModelPlugin"};
+    for (size_t i = 0; i < ARRAY_LEN(plugins); i++)
+        if (!opt_string(j, plugins[i]))
+            return fail_shape(err, errlen, "dmiPlugin, dmiDataPlugin and dmiModelPlugin are strings");
+    long n = 0;
+    json_t *c = json_object_get(j, "createdCmHandles"), *u = json_object_get(j, "updatedCmHandles");
+    json_t *rm = json_object_get(j, "removedCmHandles"), *up = json_object_get(j, "upgradedCmHandles");
+    json_t *lists[2] = {c, u};
+    for (int l = 0; l < 2; l++) {
+        if (!lists[l] || json_is_null(lists[l]))
+            continue;
+        if (!json_is_array(lists[l]))
+            return fail_shape(err, errlen, "createdCmHandles and updatedCmHandles are lists of cm handles");
+        size_t i;
+        json_t *e;
+        json_array_foreach(lists[l], i, e) {
+            if (!json_is_object(e) || !json_is_string(json_object_get(e, "cmHandle"))) {
+                snprintf(err, errlen, "%s[%zu] needs 'cmHandle' (a string)",
+                         l ? "updatedCmHandles" : "createdCmHandles", i);
+                return -1;
+            }
+            if (!str_map(json_object_get(e, "cmHandleProperties"), true) ||
+                !str_map(json_object_get(e, "publicCmHandleProperties"), true)) {
+                snprintf(err, errlen, "%s[%zu]: cmHandleProperties and publicCmHandleProperties map "
+                         "names to strings", l ? "updatedCmHandles" : "createdCmHandles", i);
+                return -1;
+            }
+            if (!opt_string(e, "moduleSetTag") || !opt_string(e, "alternateId") ||
+                !opt_string(e, "dataProducerIdentifier") || !opt_string(e, "trustLevel")) {
+                snprintf(err, errlen, "%s[%zu]: moduleSetTag, alternateId, dataProducerIdentifier and "
+                         "trustLevel are strings", l ? "updatedCmHandles" : "createdCmHandles", i);
+                return -1;
+            }
+            json_t *tl = json_object_get(e, "trustLevel");
+            if (json_is_string(tl) && strcmp(json_string_value(tl), "COMPLETE") != 0 &&
+                strcmp(json_string_value(tl), "NONE") != 0) {
+                snprintf(err, errlen, "%s[%zu]: trustLevel is COMPLETE or NONE",
+                         l ? "updatedCmHandles" : "createdCmHandles", i);
+                return -1;
+            }
+        }
+        n += (long)json_array_size(lists[l]);
+    }
+    json_t *ids[2] = {rm, up ? json_object_get(up, "cmHandles") : NULL};
+    if (up && !json_is_null(up) && (!json_is_object(up) || !opt_string(up, "moduleSetTag")))
+        return fail_shape(err, errlen, "upgradedCmHandles is {\"cmHandles\":[...],\"moduleSetTag\":\"...\"}");
+    for (int l = 0; l < 2; l++) {
+        if (!ids[l] || json_is_null(ids[l]))
+            continue;
+        size_t i;
+        json_t *e;
+        if (!json_is_array(ids[l]))
+            return fail_shape(err, errlen, "removedCmHandles and upgradedCmHandles.cmHandles are lists of ids");
+        json_array_foreach(ids[l], i, e) {
+            if (!json_is_string(e))
+                return fail_shape(err, errlen, "removedCmHandles and upgradedCmHandles.cmHandles are lists of ids");
+        }
+        n += (long)json_array_size(ids[l]);
+    }
+    if (c && json_array_size(c)) {
+        const char *p = sval(j, "dmiPlugin"), *dp = sval(j, "dmiDataPlugin"), *mp = sval(j, "dmiModelPlugin");
+        if (*p ? (*dp || *mp) : (!*dp || !*mp))
+            return fail_shape(err, errlen, "give 'dmiPlugin', or both 'dmiDataPlugin' and 'dmiModelPlugin'");
+    }
+    return n;
+}
+
+struct failures {
+    struct buf *out;
+    int lists;              /* lists written */
+    int in_list;            /* entries in the open list */
+    bool any;
+};
+
+static void fail_open(struct failures *f, const char *name)
+{
+    jw_raw(f->out, f->lists++ ? "],\"" : "{\"");
+    jw_raw(f->out, name);
+    jw_raw(f->out, "\":[");
+    f->in_list = 0;
+}
+
+static void fail_add(struct failures *f, const char *id, enum reg_err e)
+{
+    if (f->in_list++)
+        buf_putc(f->out, ',');
+    jw_raw(f->out, "{\"cmHandle\":");
+    jw_str(f->out, id);
+    buf_printf(f->out, ",\"errorCode\":\"%d\",\"errorText\":", (int)e);
+    jw_str(f->out, reg_err_text(e));
+    buf_putc(f->out, '}');
+    f->any = true;
+}
+
+static void apply_props(struct reg *r, struct reg_handle *h, json_t *props, json_t *pub)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(props, k, v) {
+        size_t i;
+        for (i = 0; i < h->nprops && strcmp(h->props[i].k, k) != 0; i++)
+            ;
+        if (i < h->nprops) {
+            free(h->props[i].v);
+            if (json_is_string(v)) {
+                h->props[i].v = xstrdup(json_string_value(v));
+            } else {
+                free(h->props[i].k);
+                h->props[i] = h->props[--h->nprops];
+            }
+        } else if (json_is_string(v)) {
+            h->props = xgrow(h->props, h->nprops + 1);
+            h->props[h->nprops].k = xstrdup(k);
+            h->props[h->nprops++].v = xstrdup(json_string_value(v));
+        }
+    }
+    json_object_foreach(pub, k, v) {
+        regm_set_pub(r, h, k, json_string_value(v));
+    }
+}
+
+static void set_str(char **field, const char *v)
+{
+    free(*field);
+    *field = v && *v ? xstrdup(v) : NULL;
+}
+
+int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed, int *http,
+                 char *err, size_t errlen, void (*done)(void *ud, int status), void *ud)
+{
+    *http = 400;
+    json_error_t je;
+    json_t *j = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) {
+        snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+                 je.column);
+        return -1;
+    }
+    long n = check_shape(j, err, errlen);
+    if (n < 0) {
+        json_decref(j);
+        return -1;
+    }
+    if ((uint64_t)n > r->cfg.max_batch) {
+        *http = 413;
+        snprintf(err, errlen, "%ld cm handles in one request; at most %u (registry.max_batch)", n,
+                 r->cfg.max_batch);
+        json_decref(j);
+        return -1;
+    }
+    pthread_mutex_lock(&r->wlock);
+    uint64_t queued = r->wq_ops;
+    pthread_mutex_unlock(&r->wlock);
+    if (queued > REG_QUEUE_MAX) {
+        *http = 503;
+        snprintf(err, errlen, "the registry store is behind: nothing was applied; retry in a second");
+        json_decref(j);
+        return -2;
+    }
+    *http = 200;
+    const char *plugin = sval(j, "dmiPlugin"), *dplugin = sval(j, "dmiDataPlugin");
+    const char *mplugin = sval(j, "dmiModelPlugin");
+    struct failures f = {.out = failed};
+    struct reg_batch *b = regb_cur(r);
+    size_t i;
+    json_t *e;
+
+    /* 1. removed */
+    fail_open(&f, "failedRemovedCmHandles");
+    json_array_foreach(json_object_get(j, "removedCmHandles"), i, e) {
+        const char *id = json_string_value(e);
+        struct reg_handle *h = regm_find(r, id);
+        if (!h) {
+            fail_add(&f, id, REG_E_NOT_FOUND);
+            continue;
+        }
+        struct reg_event ev = {.id = h->id, .old_state = h->state, .state = RS_DELETING,
+                               .details = "", .tag = h->tag ? h->tag : "", .ts = now_ms()};
+        for (int k = 0; k < REG_LISTENERS; k++)
+            if (r->listeners[k].fn)
+                r->listeners[k].fn(r->listeners[k].ud, &ev);
+        if (b->ndeleted % 64 == 0)
+            b->deleted_ids = xgrow(b->deleted_ids, b->ndeleted + 64);
+        b->deleted_ids[b->ndeleted++] = xstrdup(id);
+        regm_handle_remove(r, h);
+        r->st.removed++;
+    }
+    /* 2. created */
+    fail_open(&f, "failedCreatedCmHandles");
+    json_array_foreach(json_object_get(j, "createdCmHandles"), i, e) {
+        const char *id = sval(e, "cmHandle");
+        const char *alt = sval(e, "alternateId");
+        if (reg_id_check(id, strlen(id))) {
+            fail_add(&f, id, REG_E_INVALID_ID);
+            continue;
+        }
+        if (regm_find(r, id)) {
+            fail_add(&f, id, REG_E_EXISTS);
+            continue;
+        }
+        if (*alt && rmap_get(&r->by_alt, alt)) {
+            fail_add(&f, id, REG_E_ALT_ID_IN_USE);
+            continue;
+        }
+        struct reg_handle *h = regm_handle_new(r, id);
+        set_str(&h->plugin, plugin);
+        set_str(&h->data_plugin, dplugin);
+        set_str(&h->model_plugin, mplugin);
+        set_str(&h->tag, sval(e, "moduleSetTag"));
+        set_str(&h->producer, sval(e, "dataProducerIdentifier"));
+        set_str(&h->trust, sval(e, "trustLevel"));
+        regm_set_alt(r, h, alt);
+        apply_props(r, h, json_object_get(e, "cmHandleProperties"),
+                    json_object_get(e, "publicCmHandleProperties"));
+        regm_log_handle(r, h);
+        regm_emit(r, h, RS_ADVISED);
+        regm_queue(r, h);
+        r->st.registered++;
+    }
+    /* 3. updated */
+    fail_open(&f, "failedUpdatedCmHandles");
+    json_array_foreach(json_object_get(j, "updatedCmHandles"), i, e) {
+        const char *id = sval(e, "cmHandle");
+        const char *alt = sval(e, "alternateId");
+        struct reg_handle *h = regm_find(r, id);
+        if (!h) {
+            fail_add(&f, id, REG_E_NOT_FOUND);
+            continue;
+        }
+        if (*alt) {
+            struct reg_handle *o = rmap_get(&r->by_alt, alt);
+            if ((o && o != h) || (h->alt_id && strcmp(h->alt_id, alt) != 0)) {
+                fail_add(&f, id, REG_E_ALT_ID_IN_USE);
+                continue;
+            }
+            regm_set_alt(r, h, alt);
+        }
+        if (*plugin || (*dplugin && *mplugin)) {
+            set_str(&h->plugin, plugin);
+            set_str(&h->data_plugin, dplugin);
+            set_str(&h->model_plugin, mplugin);
+        }
+        if (json_is_string(json_object_get(e, "dataProducerIdentifier")))
+            set_str(&h->producer, sval(e, "dataProducerIdentifier"));
+        if (json_is_string(json_object_get(e, "trustLevel")))
+            set_str(&h->trust, sval(e, "trustLevel"));
+        apply_props(r, h, json_object_get(e, "cmHandleProperties"),
+                    json_object_get(e, "publicCmHandleProperties"));
+        regm_log_handle(r, h);
+    }
+    /* 4. upgraded */
+    fail_open(&f, "failedUpgradeCmHandles");
+    json_t *up = json_object_get(j, "upgradedCmHandles");
+    const char *newtag = sval(up, "moduleSetTag");
+    json_array_foreach(json_object_get(up, "cmHandles"), i, e) {
+        const char *id = json_string_value(e);
+        struct reg_handle *h = regm_find(r, id);
+        if (!h) {
+            fail_add(&f, id, REG_E_NOT_FOUND);
+            continue;
+        }
+        if (h->state != RS_READY) {
+            fail_add(&f, id, REG_E_NOT_READY);
+            continue;
+        }
+        set_str(&h->upgrade_tag, newtag);
+        if (!h->upgrade_tag)
+            h->upgrade_tag = xstrdup("");
+        char details[REG_ID_MAX + 64];
+        snprintf(details, sizeof details, "Upgrade to ModuleSetTag: %s", newtag);
+        h->attempts = 0;
+        regm_set_state(r, h, RS_LOCKED, RL_MODULE_UPGRADE, details);
+        regm_queue(r, h);
+    }
+    jw_raw(failed, "]}");
+    if (!f.any) {
+        buf_reset(failed);
+    } else {
+        *http = 500;
+    }
+    json_decref(j);
+    regw_submit(r, done, ud);
+    regs_kick(r);
+    return 0;
+}
+
+/* ---- read side ---- */
+
+int reg_json_handle(struct reg *r, const char *id, struct buf *out)
+{
+    struct reg_handle *h = regm_find(r, id);
+    if (!h)
+        return -1;
+    regm_json_handle(r, h, out, false);
+    return 0;
+}
+
+int reg_json_state(struct reg *r, const char *id, struct buf *out)
+{
+    struct reg_handle *h = regm_find(r, id);
+    if (!h)
+        return -1;
+    jw_raw(out, "{\"state\":");
+    regm_json_handle(r, h, out, true);
+    buf_putc(out, '}');
+    return 0;
+}
+
+int reg_json_modules(struct reg *r, const char *id, struct buf *out)
+{
+    struct reg_handle *h = regm_find(r, id);
+    if (!h)
+        return -1;
+    buf_putc(out, '[');
+    for (size_t i = 0; h->set && i < h->set->nmods; i++) {
+        if (i)
+            buf_putc(out, ',');
+        jw_raw(out, "{\"moduleName\":");
+        jw_str(out, h->set->mods[i].m->name);
+        jw_raw(out, ",\"revision\":");
+        jw_str(out, h->set->mods[i].m->revision);
+        jw_raw(out, ",\"namespace\":");
+        jw_str(out, h->set->mods[i].ns);
+        buf_putc(out, '}');
+    }
+    buf_putc(out, ']');
+    return 0;
+}
+
+static bool plugin_is(const struct reg_handle *h, const char *p)
+{
+    return (h->plugin && strcmp(h->plugin, p) == 0) || (h->data_plugin && strcmp(h->data_plugin, p) == 0) ||
+           (h->model_plugin && strcmp(h->model_plugin, p) == 0);
+}
+
+void reg_json_plugin_handles(struct reg *r, const char *plugin, struct buf *out)
+{
+    buf_putc(out, '[');
+    bool first = true;
+    for (size_t i = 0; i < r->nall; i++) {
+        if (!plugin_is(r->all[i], plugin))
+            continue;
+        if (!first)
+            buf_putc(out, ',');
+        first = false;
+        jw_str(out, r->all[i]->id);
+    }
+    buf_putc(out, ']');
+}
+
+/* ---- search ---- */
+
+#define COND_MAX 64
+
+struct query {
+    const char *mods[COND_MAX];
+    size_t nmods;
+    const char *pk[COND_MAX], *pv[COND_MAX];
+    size_t nprops;
+    bool has_state;
+    enum reg_state state;
+    const char *plugin;
+};
+
+static bool set_has_all(const struct reg_set *s, const struct query *q)
+{
+    for (size_t i = 0; i < q->nmods; i++) {
+        size_t k;
+        for (k = 0; k < s->nmods && strcmp(s->mods[k].m->name, q->mods[i]) != 0; k++)
+            ;
+        if (k == s->nmods)
+            return false;
+    }
+    return true;
+}
+
+static bool matches(const struct reg_handle *h, const struct query *q)
+{
+    if (q->has_state && h->state != q->state)
+        return false;
+    if (q->plugin && !plugin_is(h, q->plugin))
+        return false;
+    if (q->nmods && (!h->set || !set_has_all(h->set, q)))
+        return false;
+    for (size_t i = 0; i < q->nprops; i++) {
+        size_t k;
+        for (k = 0; k < h->npub && !(strcmp(h->pub[k].k, q->pk[i]) == 0 && strcmp(h->pub[k].v, q->pv[i]) == 0); k++)
+            ;
+        if (k == h->npub)
+            return false;
+    }
+    return true;
+}
+
+/* "//state[@cm-handle-state='READY']" (NCMP's cps path for the state) */
+static int cps_state(const char *p, enum reg_state *out)
+{
+    static const char pre[] = "//state[@cm-handle-state=";
+    if (strncmp(p, pre, sizeof pre - 1) != 0)
+        return -1;
+    p += sizeof pre - 1;
+    char q = *p++;
+    if (q != '\'' && q != '"')
+        return -1;
+    const char *end = strchr(p, q);
+    if (!end || strcmp(end + 1, "]") != 0 || end - p >= 16)
+        return -1;
+    char st[16];
+    memcpy(st, p, (size_t)(end - p));
+    st[end - p] = '\0';
+    return reg_state_parse(st, out);
+}
+
+static int parse_query(json_t *j, struct query *q, char *err, size_t errlen)
+{
+    json_t *params = json_object_get(j, "cmHandleQueryParameters");
+    if (!json_is_object(j) || (params && !json_is_array(params) && !json_is_null(params)))
+        return fail_shape(err, errlen, "the body is {\"cmHandleQueryParameters\":[{\"conditionName\":..,"
+                                       "\"conditionParameters\":[..]}]}");
+    size_t i;
+    json_t *c;
+    json_array_foreach(params, i, c) {
+        const char *name = sval(c, "conditionName");
+        json_t *cp = json_object_get(c, "conditionParameters");
+        if (!json_is_array(cp)) {
+            snprintf(err, errlen, "cmHandleQueryParameters[%zu]: 'conditionParameters' is a list", i);
+            return -1;
+        }
+        size_t k;
+        json_t *p;
+        json_array_foreach(cp, k, p) {
+            if (!json_is_object(p)) {
+                snprintf(err, errlen, "cmHandleQueryParameters[%zu].conditionParameters[%zu] is an object", i, k);
+                return -1;
+            }
+            if (strcmp(name, "hasAllModules") == 0) {
+                const char *m = json_string_value(json_object_get(p, "moduleName"));
+                if (!m || q->nmods == COND_MAX) {
+                    snprintf(err, errlen, "hasAllModules takes up to %d {\"moduleName\":\"...\"}", COND_MAX);
+                    return -1;
+                }
+                q->mods[q->nmods++] = m;
+            } else if (strcmp(name, "hasAllProperties") == 0) {
+                const char *key;
+                json_t *v;
+                json_object_foreach(p, key, v) {
+                    if (!json_is_string(v) || q->nprops == COND_MAX) {
+                        snprintf(err, errlen, "hasAllProperties takes up to %d {\"name\":\"value\"}", COND_MAX);
+                        return -1;
+                    }
+                    q->pk[q->nprops] = key;
+                    q->pv[q->nprops++] = json_string_value(v);
+                }
+            } else if (strcmp(name, "cmHandleWithCpsPath") == 0 || strcmp(name, "cmHandleWithState") == 0) {
+                const char *cps = json_string_value(json_object_get(p, "cpsPath"));
+                const char *st = json_string_value(json_object_get(p, "state"));
+                enum reg_state s;
+                if (!(cps ? cps_state(cps, &s) == 0 : st && reg_state_parse(st, &s) == 0)) {
+                    snprintf(err, errlen, "%s: only the state condition is supported: "
+                             "{\"cpsPath\":\"//state[@cm-handle-state='READY']\"} or {\"state\":\"READY\"}", name);
+                    return -1;
+                }
+                if (q->has_state && q->state != s)
+                    q->state = RS__COUNT; /* two different states: nothing matches */
+                else
+                    q->state = s;
+                q->has_state = true;
+            } else if (strcmp(name, "cmHandleWithDmiPlugin") == 0) {
+                q->plugin = json_string_value(json_object_get(p, "dmiPluginName"));
+                if (!q->plugin) {
+                    snprintf(err, errlen, "cmHandleWithDmiPlugin takes {\"dmiPluginName\":\"...\"}");
+                    return -1;
+                }
+            } else {
+                snprintf(err, errlen, "unknown conditionName '%.100s' (hasAllModules, hasAllProperties, "
+                         "cmHandleWithCpsPath, cmHandleWithState, cmHandleWithDmiPlugin)", name);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void emit(struct buf *out, struct reg *r, struct reg_handle *h, bool ids_only, bool alt,
+                 bool *first)
+{
+    if (!*first)
+        buf_putc(out, ',');
+    *first = false;
+    if (ids_only)
+        jw_str(out, alt && h->alt_id ? h->alt_id : h->id);
+    else
+        regm_json_handle(r, h, out, false);
+}
+
+int reg_search(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
+               struct buf *out, char *err, size_t errlen)
+{
+    json_t *j = NULL;
+    if (len) {
+        json_error_t je;
+        j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+        if (!j) {
+            snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text,
+                     je.line, je.column);
+            return -1;
+        }
+    } else {
+        j = json_object();
+    }
+    struct query q = {0};
+    if (parse_query(j, &q, err, errlen) < 0) {
+        json_decref(j);
+        return -1;
+    }
+    buf_putc(out, '[');
+    bool first = true;
+    /* The smallest source of candidates: a property bag, the sets holding the modules, the
+     * state's list, or everything. */
+    size_t best = r->nall;
+    int src = 0; /* 0 all, 1 bag, 2 sets, 3 state */
+    struct reg_handle **bag = NULL;
+    for (size_t i = 0; i < q.nprops; i++) {
+        size_t n;
+        struct reg_handle **b = regm_bag(r, q.pk[i], q.pv[i], &n);
+        if (n < best || !b) {
+            best = n;
+            bag = b;
+            src = 1;
+        }
+    }
+    if (q.nmods) {
+        size_t n = 0;
+        for (size_t i = 0; i < r->sets.cap; i++)
+            if (r->sets.keys[i] && set_has_all(r->sets.vals[i], &q))
+                n += ((struct reg_set *)r->sets.vals[i])->refs;
+        if (n < best) {
+            best = n;
+            src = 2;
+        }
+    }
+    if (q.has_state && (q.state == RS__COUNT || r->st_count[q.state] < best))
+        src = 3;
+    if (src == 1) {
+        for (size_t i = 0; bag && i < best; i++)
+            if (matches(bag[i], &q))
+                emit(out, r, bag[i], ids_only, alt, &first);
+    } else if (src == 2) {
+        for (size_t i = 0; i < r->sets.cap; i++) {
+            struct reg_set *s = r->sets.keys[i] ? r->sets.vals[i] : NULL;
+            if (!s || !set_has_all(s, &q))
+                continue;
+            for (struct reg_handle *h = s->first; h; h = h->set_next)
+                if (matches(h, &q))
+                    emit(out, r, h, ids_only, alt, &first);
+        }
+    } else if (src == 3) {
+        for (struct reg_handle *h = q.state < RS__COUNT ? r->st_first[q.state] : NULL; h; h = h->st_next)
+            if (matches(h, &q))
+                emit(out, r, h, ids_only, alt, &first);
+    } else {
+        for (size_t i = 0; i < r->nall; i++)
+            if (matches(r->all[i], &q))
+                emit(out, r, r->all[i], ids_only, alt, &first);
+    }
+    buf_putc(out, ']');
+    json_decref(j);
+    return 0;
+}
+
+/* ---- DMI plugin answers ---- */
+
+static bool name_ok(const char *s) { return s && *s && strlen(s) <= DMI_NAME_MAX; }
+
+int reg_dmi_parse_modules(const char *text, size_t len, struct reg_modref **out, size_t *n,
+                          char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    json_error_t je;
+    json_t *j = json_loadb(text, len, 0, &je);
+    json_t *arr = json_object_get(j, "schemas");
+    if (!json_is_array(arr) || json_array_size(arr) > DMI_MODULES_MAX) {
+        snprintf(err, errlen, "the plugin's module list is not {\"schemas\":[...]} (at most %d)", DMI_MODULES_MAX);
+        json_decref(j);
+        return -1;
+    }
+    struct reg_modref *m = xnew(struct reg_modref, json_array_size(arr) + 1);
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e) {
+        const char *name = json_string_value(json_object_get(e, "moduleName"));
+        json_t *rv = json_object_get(e, "revision"), *ns = json_object_get(e, "namespace");
+        if (!name_ok(name) || (rv && !json_is_string(rv) && !json_is_null(rv)) ||
+            (ns && !json_is_string(ns) && !json_is_null(ns)) ||
+            strlen(json_string_value(rv) ? json_string_value(rv) : "") > DMI_NAME_MAX) {
+            snprintf(err, errlen, "schemas[%zu] needs 'moduleName' and a string 'revision'", i);
+            reg_modrefs_free(m, *n);
+            json_decref(j);
+            return -1;
+        }
+        m[*n].name = xstrdup(name);
+        m[*n].revision = xstrdup(json_string_value(rv) ? json_string_value(rv) : "");
+        m[(*n)++].ns = xstrdup(json_string_value(ns) ? json_string_value(ns) : "");
+    }
+    json_decref(j);
+    *out = m;
+    return 0;
+}
+
+int reg_dmi_parse_resources(const char *text, size_t len, struct reg_source **out, size_t *n,
+                            char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    json_error_t je;
+    json_t *j = json_loadb(text, len, 0, &je);
+    if (!json_is_array(j) || json_array_size(j) > DMI_MODULES_MAX) {
+        snprintf(err, errlen, "the plugin's module resources are not a list of "
+                 "{moduleName, revision, yangSource}");
+        json_decref(j);
+        return -1;
+    }
+    struct reg_source *s = xnew(struct reg_source, json_array_size(j) + 1);
+    size_t i;
+    json_t *e;
+    json_array_foreach(j, i, e) {
+        const char *name = json_string_value(json_object_get(e, "moduleName"));
+        json_t *rv = json_object_get(e, "revision");
+        json_t *src = json_object_get(e, "yangSource");
+        if (!name_ok(name) || (rv && !json_is_string(rv) && !json_is_null(rv)) || !json_is_string(src) ||
+            strlen(json_string_value(src)) != json_string_length(src)) {
+            snprintf(err, errlen, "moduleResources[%zu] needs 'moduleName', 'revision' and 'yangSource'", i);
+            reg_sources_free(s, *n);
+            json_decref(j);
+            return -1;
+        }
+        s[*n].name = xstrdup(name);
+        s[*n].revision = xstrdup(json_string_value(rv) ? json_string_value(rv) : "");
+        s[(*n)++].source = xstrdup(json_string_value(src));
+    }
+    json_decref(j);
+    *out = s;
+    return 0;
+}
+
+void reg_modrefs_free(struct reg_modref *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(m[i].name);
+        free(m[i].revision);
+        free(m[i].ns);
+    }
+    free(m);
+}
+
+void reg_sources_free(struct reg_source *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(s[i].name);
+        free(s[i].revision);
+        free(s[i].source);
+    }
+    free(s);
+}

@@ -1,0 +1,671 @@
+/* model.c - the registry's in-memory model and its indexes (loop thread).
+ *
+ * Structures:
+ *   by_id, by_alt    id / alternate id -> handle
+ *   all[]            every handle (swap-remove; all_pos is its position)
+ *   st_first[state]  a list per state (st_next/st_prev), with counts
+ *   bags             "key\x1fvalue" of a public property -> bag of handles (position kept in
+ *                    the handle's reg_kv.bag_pos, so removal is O(1))
+ *   sets             set key -> module set; a set lists its handles (set_next/set_prev)
+ *   modules          content hash -> module; by_namerev "name@revision" -> module
+ * Invariants: set->refs is the length of its handle list and never 0 while the set exists;
+ * module->refs is the number of sets that hold it and never 0 while the module exists. The
+ * change that drops a count to zero removes the set or module and logs its deletion in the
+ * same batch, so the store never holds an orphan and needs no orphan query.
+ *
+ * Every mutation also appends the rows it changes to the current batch (regb_*), which
+ * regw_submit hands to the writer as one transaction. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/jsonw.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "registry/reg_int.h"
+
+static const char *const state_names[RS__COUNT] = {"ADVISED", "READY", "LOCKED", "DELETING", "DELETED"};
+static const char *const lock_names[] = {"", "MODULE_SYNC_FAILED", "MODULE_UPGRADE", "MODULE_UPGRADE_FAILED"};
+
+const char *reg_state_name(enum reg_state s) { return s < RS__COUNT ? state_names[s] : "?"; }
+
+int reg_state_parse(const char *s, enum reg_state *out)
+{
+    for (int i = 0; i < RS__COUNT; i++) {
+        if (strcasecmp(s, state_names[i]) == 0) {
+            *out = (enum reg_state)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *reg_lock_name(enum reg_lock l) { return l <= RL_MODULE_UPGRADE_FAILED ? lock_names[l] : ""; }
+
+const char *reg_err_text(enum reg_err e)
+{
+    switch (e) {
+    case REG_E_NOT_FOUND: return "cm handle reference(s) not found";
+    case REG_E_NOT_READY: return "cm handle(s) not ready";
+    case REG_E_EXISTS: return "cm-handle already exists";
+    case REG_E_INVALID_ID: return "cm handle reference has an invalid character(s) in id";
+    case REG_E_ALT_ID_IN_USE: return "alternate id already associated";
+    case REG_E_UNKNOWN:
+    default: return "unknown error";
+    }
+}
+
+int reg_id_check(const char *id, size_t len)
+{
+    /* NCMP's forbidden characters in a cm handle id (they would break its path queries). */
+    static const char bad[] = " !\"#$%&'()*+,./\\:;<=>?@[]^`{|}~";
+    if (len == 0 || len > REG_ID_MAX)
+        return REG_E_INVALID_ID;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)id[i];
+        if (c < 0x20 || c == 0x7f || memchr(bad, c, sizeof bad - 1))
+            return REG_E_INVALID_ID;
+    }
+    return 0;
+}
+
+/* FNV-1a, 128 bits, over the three parts separated by NUL bytes. */
+void regm_content_hash(const char *a, size_t alen, const char *b, size_t blen, const char *c,
+                       size_t clen, char out[33])
+{
+    unsigned __int128 h = ((unsigned __int128)0x6c62272e07bb0142ULL << 64) | 0x62b821756295c58dULL;
+    const unsigned __int128 prime = ((unsigned __int128)1 << 88) | 0x13b;
+    const char *parts[3] = {a, b, c};
+    size_t lens[3] = {alen, blen, clen};
+    for (int p = 0; p < 3; p++) {
+        for (size_t i = 0; i < lens[p]; i++) {
+            h ^= (unsigned char)parts[p][i];
+            h *= prime;
+        }
+        h ^= 0;
+        h *= prime;
+    }
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)(uint64_t)(h >> 64),
+             (unsigned long long)(uint64_t)h);
+}
+
+/* ---- batches ---- */
+
+struct reg_batch *regb_cur(struct reg *r)
+{
+    if (!r->cur)
+        r->cur = xzalloc(sizeof *r->cur);
+    return r->cur;
+}
+
+void regb_op(struct reg *r, enum reg_op_kind k, const char *key, char *doc, const char *a,
+             const char *b)
+{
+    struct reg_batch *bt = regb_cur(r);
+    if (bt->nops == bt->cap) {
+        bt->cap = bt->cap ? bt->cap * 2 : 16;
+        bt->ops = xgrow(bt->ops, bt->cap);
+    }
+    struct reg_op *op = &bt->ops[bt->nops++];
+    op->kind = k;
+    op->key = xstrdup(key);
+    op->doc = doc;
+    op->a = a ? xstrdup(a) : NULL;
+    op->b = b ? xstrdup(b) : NULL;
+}
+
+void regb_free(struct reg_batch *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < b->nops; i++) {
+        free(b->ops[i].key);
+        free(b->ops[i].doc);
+        free(b->ops[i].a);
+        free(b->ops[i].b);
+    }
+    free(b->ops);
+    for (size_t i = 0; i < b->ndeleted; i++)
+        free(b->deleted_ids[i]);
+    free(b->deleted_ids);
+    free(b);
+}
+
+/* ---- init ---- */
+
+void regm_init(struct reg *r)
+{
+    pthread_mutex_init(&r->mod_lock, NULL);
+    r->next_gen = 1;
+}
+
+static void kv_free(struct reg_kv *kv, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(kv[i].k);
+        free(kv[i].v);
+    }
+    free(kv);
+}
+
+static void handle_free(struct reg_handle *h)
+{
+    free(h->id);
+    free(h->plugin);
+    free(h->data_plugin);
+    free(h->model_plugin);
+    free(h->alt_id);
+    free(h->producer);
+    free(h->trust);
+    free(h->tag);
+    free(h->upgrade_tag);
+    free(h->details);
+    kv_free(h->props, h->nprops);
+    kv_free(h->pub, h->npub);
+    free(h);
+}
+
+struct bag {
+    char *key;
+    struct reg_vec hs;
+};
+
+static void set_free(struct reg_set *s)
+{
+    for (size_t i = 0; i < s->nmods; i++)
+        free(s->mods[i].ns);
+    free(s->mods);
+    free(s->key);
+    free(s->tag);
+    free(s);
+}
+
+static void module_free(struct reg_module *m)
+{
+    free(m->hash);
+    free(m->nameRev);
+    free(m->name);
+    free(m->revision);
+    free(m->source);
+    free(m);
+}
+
+void regm_release(struct reg *r)
+{
+    for (size_t i = 0; i < r->nall; i++)
+        handle_free(r->all[i]);
+    free(r->all);
+    for (size_t i = 0; i < r->sets.cap; i++)
+        if (r->sets.keys[i])
+            set_free(r->sets.vals[i]);
+    for (size_t i = 0; i < r->modules.cap; i++)
+        if (r->modules.keys[i])
+            module_free(r->modules.vals[i]);
+    for (size_t i = 0; i < r->bags.cap; i++) {
+        if (r->bags.keys[i]) {
+            struct bag *b = r->bags.vals[i];
+            free(b->hs.v);
+            free(b->key);
+            free(b);
+        }
+    }
+    for (size_t i = 0; i < r->flights.cap; i++) {
+        if (r->flights.keys[i]) {
+            struct reg_flight *f = r->flights.vals[i];
+            for (size_t k = 0; k < f->n; k++)
+                free(f->waiters[k]);
+            free(f->waiters);
+            free(f->gens);
+            free(f->tag);
+            free(f);
+        }
+    }
+    rmap_release(&r->by_id);
+    rmap_release(&r->by_alt);
+    rmap_release(&r->sets);
+    rmap_release(&r->modules);
+    rmap_release(&r->by_namerev);
+    rmap_release(&r->bags);
+    rmap_release(&r->flights);
+    regb_free(r->cur);
+    r->cur = NULL;
+    pthread_mutex_destroy(&r->mod_lock);
+}
+
+/* ---- handles ---- */
+
+struct reg_handle *regm_find(struct reg *r, const char *id) { return rmap_get(&r->by_id, id); }
+
+static void st_link(struct reg *r, struct reg_handle *h)
+{
+    h->st_prev = NULL;
+    h->st_next = r->st_first[h->state];
+    if (h->st_next)
+        h->st_next->st_prev = h;
+    r->st_first[h->state] = h;
+    r->st_count[h->state]++;
+}
+
+static void st_unlink(struct reg *r, struct reg_handle *h)
+{
+    if (h->st_prev)
+        h->st_prev->st_next = h->st_next;
+    else
+        r->st_first[h->state] = h->st_next;
+    if (h->st_next)
+        h->st_next->st_prev = h->st_prev;
+    h->st_prev = h->st_next = NULL;
+    r->st_count[h->state]--;
+}
+
+struct reg_handle *regm_handle_new(struct reg *r, const char *id)
+{
+    struct reg_handle *h = xzalloc(sizeof *h);
+    h->id = xstrdup(id);
+    h->gen = r->next_gen++;
+    h->state = RS_ADVISED;
+    h->updated_ms = now_ms();
+    rmap_put(&r->by_id, h->id, h);
+    if (r->nall == r->capall) {
+        r->capall = r->capall ? r->capall * 2 : 1024;
+        r->all = xgrow(r->all, r->capall);
+    }
+    h->all_pos = r->nall;
+    r->all[r->nall++] = h;
+    st_link(r, h);
+    return h;
+}
+
+static char *bag_key(const char *k, const char *v)
+{
+    size_t kl = strlen(k), vl = strlen(v);
+    char *s = xmalloc(kl + vl + 2);
+    memcpy(s, k, kl);
+    s[kl] = '\x1f';
+    memcpy(s + kl + 1, v, vl + 1);
+    return s;
+}
+
+static void bag_add(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
+{
+    char *key = bag_key(kv->k, kv->v);
+    struct bag *b = rmap_get(&r->bags, key);
+    if (!b) {
+        b = xzalloc(sizeof *b);
+        b->key = key;
+        rmap_put(&r->bags, b->key, b);
+    } else {
+        free(key);
+    }
+    kv->bag_pos = b->hs.n;
+    rvec_push(&b->hs, h);
+}
+
+static void bag_remove(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
+{
+    char *key = bag_key(kv->k, kv->v);
+    struct bag *b = rmap_get(&r->bags, key);
+    free(key);
+    if (!b || kv->bag_pos >= b->hs.n || b->hs.v[kv->bag_pos] != h)
+        return;
+    struct reg_handle *last = b->hs.v[--b->hs.n];
+    if (last != h) {
+        b->hs.v[kv->bag_pos] = last;
+        for (size_t i = 0; i < last->npub; i++) {
+            if (strcmp(last->pub[i].k, kv->k) == 0) {
+                last->pub[i].bag_pos = kv->bag_pos;
+                break;
+            }
+        }
+    }
+    if (b->hs.n == 0) {
+        rmap_del(&r->bags, b->key);
+        free(b->hs.v);
+        free(b->key);
+        free(b);
+    }
+}
+
+/* The handles holding public property k=v (NULL when none); n gets the count. */
+struct reg_handle **regm_bag(struct reg *r, const char *k, const char *v, size_t *n)
+{
+    char *key = bag_key(k, v);
+    struct bag *b = rmap_get(&r->bags, key);
+    free(key);
+    *n = b ? b->hs.n : 0;
+    return b ? (struct reg_handle **)b->hs.v : NULL;
+}
+
+void regm_set_pub(struct reg *r, struct reg_handle *h, const char *k, const char *v)
+{
+    for (size_t i = 0; i < h->npub; i++) {
+        if (strcmp(h->pub[i].k, k) != 0)
+            continue;
+        bag_remove(r, h, &h->pub[i]);
+        if (v) {
+            free(h->pub[i].v);
+            h->pub[i].v = xstrdup(v);
+            bag_add(r, h, &h->pub[i]);
+        } else {
+            free(h->pub[i].k);
+            free(h->pub[i].v);
+            h->pub[i] = h->pub[--h->npub];
+            /* the moved entry keeps its bag position: bags point at handles, not entries */
+        }
+        return;
+    }
+    if (!v)
+        return;
+    h->pub = xgrow(h->pub, h->npub + 1);
+    struct reg_kv *kv = &h->pub[h->npub++];
+    kv->k = xstrdup(k);
+    kv->v = xstrdup(v);
+    bag_add(r, h, kv);
+}
+
+void regm_set_alt(struct reg *r, struct reg_handle *h, const char *alt)
+{
+    if (h->alt_id && *h->alt_id && rmap_get(&r->by_alt, h->alt_id) == h)
+        rmap_del(&r->by_alt, h->alt_id);
+    free(h->alt_id);
+    h->alt_id = alt && *alt ? xstrdup(alt) : NULL;
+    if (h->alt_id)
+        rmap_put(&r->by_alt, h->alt_id, h);
+}
+
+void regm_queue(struct reg *r, struct reg_handle *h)
+{
+    if (h->queued || h->syncing)
+        return;
+    h->queued = true;
+    h->q_next = NULL;
+    h->q_prev = r->q_last;
+    if (r->q_last)
+        r->q_last->q_next = h;
+    else
+        r->q_first = h;
+    r->q_last = h;
+    r->nqueued++;
+}
+
+void regm_unqueue(struct reg *r, struct reg_handle *h)
+{
+    if (!h->queued)
+        return;
+    if (h->q_prev)
+        h->q_prev->q_next = h->q_next;
+    else
+        r->q_first = h->q_next;
+    if (h->q_next)
+        h->q_next->q_prev = h->q_prev;
+    else
+        r->q_last = h->q_prev;
+    h->q_prev = h->q_next = NULL;
+    h->queued = false;
+    r->nqueued--;
+}
+
+static void module_drop(struct reg *r, struct reg_module *m)
+{
+    regb_op(r, OP_DEL_MODULE, m->hash, NULL, NULL, NULL);
+    pthread_mutex_lock(&r->mod_lock);
+    if (rmap_get(&r->by_namerev, m->nameRev) == m)
+        rmap_del(&r->by_namerev, m->nameRev);
+    pthread_mutex_unlock(&r->mod_lock);
+    rmap_del(&r->modules, m->hash);
+    module_free(m);
+}
+
+static void set_drop(struct reg *r, struct reg_set *s)
+{
+    regb_op(r, OP_DEL_SET, s->key, NULL, NULL, NULL);
+    for (size_t i = 0; i < s->nmods; i++)
+        if (--s->mods[i].m->refs == 0)
+            module_drop(r, s->mods[i].m);
+    rmap_del(&r->sets, s->key);
+    set_free(s);
+}
+
+void regm_attach(struct reg *r, struct reg_handle *h, struct reg_set *set)
+{
+    struct reg_set *old = h->set;
+    if (old == set)
+        return;
+    if (set) {
+        /* link first, so dropping the old set never frees modules the new one shares */
+        h->set = set;
+        set->refs++;
+    }
+    if (old) {
+        if (h->set_prev)
+            h->set_prev->set_next = h->set_next;
+        else
+            old->first = h->set_next;
+        if (h->set_next)
+            h->set_next->set_prev = h->set_prev;
+        h->set_prev = h->set_next = NULL;
+        if (--old->refs == 0)
+            set_drop(r, old);
+    }
+    h->set = set;
+    if (set) {
+        h->set_prev = NULL;
+        h->set_next = set->first;
+        if (set->first)
+            set->first->set_prev = h;
+        set->first = h;
+    }
+}
+
+void regm_handle_remove(struct reg *r, struct reg_handle *h)
+{
+    regm_unqueue(r, h);
+    regm_attach(r, h, NULL);
+    for (size_t i = 0; i < h->npub; i++)
+        bag_remove(r, h, &h->pub[i]);
+    regm_set_alt(r, h, NULL);
+    rmap_del(&r->by_id, h->id);
+    st_unlink(r, h);
+    struct reg_handle *last = r->all[--r->nall];
+    if (last != h) {
+        r->all[h->all_pos] = last;
+        last->all_pos = h->all_pos;
+    }
+    regb_op(r, OP_DEL_HANDLE, h->id, NULL, NULL, NULL);
+    handle_free(h);
+}
+
+void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old)
+{
+    struct reg_event ev = {
+        .id = h->id, .old_state = old, .state = h->state, .lock = h->lock,
+        .details = h->details ? h->details : "", .tag = h->tag ? h->tag : "", .ts = h->updated_ms,
+    };
+    for (int i = 0; i < REG_LISTENERS; i++)
+        if (r->listeners[i].fn)
+            r->listeners[i].fn(r->listeners[i].ud, &ev);
+}
+
+void regm_set_state(struct reg *r, struct reg_handle *h, enum reg_state s, enum reg_lock l,
+                    const char *details)
+{
+    enum reg_state old = h->state;
+    if (old != s) {
+        st_unlink(r, h);
+        h->state = s;
+        st_link(r, h);
+    }
+    h->lock = l;
+    free(h->details);
+    h->details = details && *details ? xstrdup(details) : NULL;
+    h->updated_ms = now_ms();
+    regm_log_handle(r, h);
+    regm_emit(r, h, old);
+}
+
+/* ---- sets and modules ---- */
+
+struct reg_set *regm_set_find(struct reg *r, const char *key) { return rmap_get(&r->sets, key); }
+
+struct reg_module *regm_module_by_namerev(struct reg *r, const char *name, const char *rev)
+{
+    size_t nl = strlen(name), rl = strlen(rev);
+    char *k = xmalloc(nl + rl + 2);
+    memcpy(k, name, nl);
+    k[nl] = '@';
+    memcpy(k + nl + 1, rev, rl + 1);
+    struct reg_module *m = rmap_get(&r->by_namerev, k);
+    free(k);
+    return m;
+}
+
+struct reg_module *regm_module_add(struct reg *r, const char *name, const char *rev,
+                                   const char *source)
+{
+    char hash[33];
+    regm_content_hash(name, strlen(name), rev, strlen(rev), source, strlen(source), hash);
+    struct reg_module *m = rmap_get(&r->modules, hash);
+    if (m)
+        return m;
+    m = xzalloc(sizeof *m);
+    m->hash = xstrdup(hash);
+    m->name = xstrdup(name);
+    m->revision = xstrdup(rev);
+    size_t nl = strlen(name), rl = strlen(rev);
+    m->nameRev = xmalloc(nl + rl + 2);
+    memcpy(m->nameRev, name, nl);
+    m->nameRev[nl] = '@';
+    memcpy(m->nameRev + nl + 1, rev, rl + 1);
+    rmap_put(&r->modules, m->hash, m);
+    pthread_mutex_lock(&r->mod_lock);
+    rmap_put(&r->by_namerev, m->nameRev, m);
+    pthread_mutex_unlock(&r->mod_lock);
+    regb_op(r, OP_PUT_MODULE, m->hash, xstrdup(source), name, rev);
+    return m;
+}
+
+struct reg_set *regm_set_new(struct reg *r, const char *key, const char *tag,
+                             struct reg_module **mods, char **ns, size_t n)
+{
+    struct reg_set *s = xzalloc(sizeof *s);
+    s->key = xstrdup(key);
+    s->tag = xstrdup(tag ? tag : "");
+    s->mods = xnew(struct reg_set_mod, n ? n : 1);
+    s->nmods = n;
+    struct buf doc;
+    buf_init(&doc, SIZE_MAX);
+    jw_raw(&doc, "{\"tag\":");
+    jw_str(&doc, s->tag);
+    jw_raw(&doc, ",\"modules\":[");
+    for (size_t i = 0; i < n; i++) {
+        s->mods[i].m = mods[i];
+        s->mods[i].ns = xstrdup(ns[i] ? ns[i] : "");
+        mods[i]->refs++;
+        if (i)
+            buf_putc(&doc, ',');
+        jw_raw(&doc, "[");
+        jw_str(&doc, mods[i]->hash);
+        buf_putc(&doc, ',');
+        jw_str(&doc, s->mods[i].ns);
+        buf_putc(&doc, ']');
+    }
+    jw_raw(&doc, "]}");
+    rmap_put(&r->sets, s->key, s);
+    regb_op(r, OP_PUT_SET, s->key, xstrdup(doc.data), NULL, NULL);
+    buf_release(&doc);
+    return s;
+}
+
+/* ---- JSON ---- */
+
+static void kv_json(struct buf *out, const struct reg_kv *kv, size_t n)
+{
+    buf_putc(out, '{');
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            buf_putc(out, ',');
+        jw_str(out, kv[i].k);
+        buf_putc(out, ':');
+        jw_str(out, kv[i].v);
+    }
+    buf_putc(out, '}');
+}
+
+static void opt_str(struct buf *out, const char *key, const char *v)
+{
+    jw_raw(out, ",\"");
+    jw_raw(out, key);
+    jw_raw(out, "\":");
+    jw_str(out, v ? v : "");
+}
+
+/* The row the store keeps for a handle (see docs/internals/registry.md). */
+void regm_log_handle(struct reg *r, struct reg_handle *h)
+{
+    struct buf d;
+    buf_init(&d, SIZE_MAX);
+    jw_raw(&d, "{\"state\":");
+    jw_str(&d, reg_state_name(h->state));
+    opt_str(&d, "lock", reg_lock_name(h->lock));
+    opt_str(&d, "details", h->details);
+    buf_printf(&d, ",\"attempts\":%u,\"updated\":%lld", h->attempts, (long long)h->updated_ms);
+    opt_str(&d, "plugin", h->plugin);
+    opt_str(&d, "dataPlugin", h->data_plugin);
+    opt_str(&d, "modelPlugin", h->model_plugin);
+    opt_str(&d, "alt", h->alt_id);
+    opt_str(&d, "producer", h->producer);
+    opt_str(&d, "trust", h->trust);
+    opt_str(&d, "tag", h->tag);
+    opt_str(&d, "upgradeTag", h->upgrade_tag);
+    opt_str(&d, "set", h->set ? h->set->key : "");
+    jw_raw(&d, ",\"props\":");
+    kv_json(&d, h->props, h->nprops);
+    jw_raw(&d, ",\"pub\":");
+    kv_json(&d, h->pub, h->npub);
+    jw_raw(&d, "}");
+    regb_op(r, OP_PUT_HANDLE, h->id, xstrdup(d.data), NULL, NULL);
+    buf_release(&d);
+}
+
+static void ncmp_time(struct buf *out, int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    buf_printf(out, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03d+0000\"", tm.tm_year + 1900, tm.tm_mon + 1,
+               tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+/* NCMP's RestOutputCmHandle (or, state_only, its "state" member's value). */
+void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, bool state_only)
+{
+    (void)r;
+    if (!state_only) {
+        jw_raw(out, "{\"cmHandle\":");
+        jw_str(out, h->id);
+        /* NCMP answers the public properties as a list holding one map */
+        jw_raw(out, ",\"publicCmHandleProperties\":[");
+        kv_json(out, h->pub, h->npub);
+        jw_raw(out, "],\"state\":");
+    }
+    jw_raw(out, "{\"cmHandleState\":");
+    jw_str(out, reg_state_name(h->state));
+    if (h->lock != RL_NONE) {
+        jw_raw(out, ",\"lockReason\":{\"reason\":");
+        jw_str(out, reg_lock_name(h->lock));
+        jw_raw(out, ",\"details\":");
+        jw_str(out, h->details ? h->details : "");
+        buf_putc(out, '}');
+    }
+    jw_raw(out, ",\"lastUpdateTime\":");
+    ncmp_time(out, h->updated_ms);
+    jw_raw(out, ",\"dataSyncEnabled\":false}");
+    if (state_only)
+        return;
+    jw_raw(out, ",\"trustLevel\":");
+    jw_str(out, h->trust && *h->trust ? h->trust : "COMPLETE");
+    opt_str(out, "moduleSetTag", h->tag);
+    opt_str(out, "alternateId", h->alt_id);
+    opt_str(out, "dataProducerIdentifier", h->producer);
+    buf_putc(out, '}');
+}

@@ -1,0 +1,197 @@
+/* reg.c - the registry's life cycle (open, reconfigure, stop, free), its configuration
+ * section, statistics and lifecycle listeners. See registry.h for the parts. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "registry/reg_int.h"
+
+int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
+{
+    memset(out, 0, sizeof *out);
+    out->sync_batch = 100;
+    out->sync_concurrency = 4;
+    out->retry_initial_ms = 5000;
+    out->retry_max_ms = 300000;
+    out->plugin_timeout_ms = 10000;
+    out->max_batch = 100000;
+    if (!n)
+        return 0;
+    int before = y->nerrors;
+    out->present = true;
+    if (!yn_is_map(n)) {
+        const char *s = yn_scalar(n);
+        if (s && (!*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0))
+            return 0; /* "registry:" with nothing under it: the defaults */
+        yconf_error(y, n, "registry", "must be a mapping (sync_batch, sync_concurrency, ...)");
+        return -1;
+    }
+    static const char *const keys[] = {"sync_batch", "sync_concurrency", "retry_initial", "retry_max",
+                                       "plugin_timeout", "max_batch", NULL};
+    yn_check_keys(y, n, "registry", keys);
+    int64_t v;
+    if (yn_get_int(y, n, "sync_batch", "registry.sync_batch", false, &v) == 0) {
+        if (v < 1 || v > 10000)
+            yconf_error(y, yn_get(y, n, "sync_batch"), "registry.sync_batch", "must be from 1 to 10000");
+        else
+            out->sync_batch = (uint32_t)v;
+    }
+    if (yn_get_int(y, n, "sync_concurrency", "registry.sync_concurrency", false, &v) == 0) {
+        if (v < 1 || v > 64)
+            yconf_error(y, yn_get(y, n, "sync_concurrency"), "registry.sync_concurrency", "must be from 1 to 64");
+        else
+            out->sync_concurrency = (uint32_t)v;
+    }
+    if (yn_get_int(y, n, "max_batch", "registry.max_batch", false, &v) == 0) {
+        if (v < 1 || v > 1000000)
+            yconf_error(y, yn_get(y, n, "max_batch"), "registry.max_batch", "must be from 1 to 1000000");
+        else
+            out->max_batch = (uint32_t)v;
+    }
+    const struct {
+        const char *key;
+        int64_t *dst;
+    } durs[] = {{"retry_initial", &out->retry_initial_ms}, {"retry_max", &out->retry_max_ms},
+                {"plugin_timeout", &out->plugin_timeout_ms}};
+    for (size_t i = 0; i < ARRAY_LEN(durs); i++) {
+        char path[64];
+        snprintf(path, sizeof path, "registry.%s", durs[i].key);
+        int64_t ms;
+        if (yn_get_duration(y, n, durs[i].key, path, false, &ms) == 0) {
+            if (ms < 10)
+                yconf_error(y, yn_get(y, n, durs[i].key), path, "must be at least 10ms");
+            else
+                *durs[i].dst = ms;
+        }
+    }
+    if (out->retry_max_ms < out->retry_initial_ms)
+        yconf_error(y, n, "registry.retry_max", "must not be shorter than retry_initial");
+    return y->nerrors > before ? -1 : 0;
+}
+
+int reg_open(struct reg **out, const struct reg_config *cfg, const char *data_dir, uv_loop_t *loop)
+{
+    *out = NULL;
+    struct reg *r = xzalloc(sizeof *r);
+    r->cfg = *cfg;
+    r->loop = loop;
+    regm_init(r);
+    snprintf(r->dir, sizeof r->dir, "%s/registry", data_dir);
+    if (mkdir(r->dir, 0755) < 0 && errno != EEXIST) {
+        log_error("registry", "cannot create %s: %s", r->dir, strerror(errno));
+        goto fail;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/registry.db", r->dir);
+    if (regstore_open(&r->db, path) < 0)
+        goto fail;
+    uint64_t t0 = mono_ns();
+    if (regstore_load(r, r->db) < 0) {
+        log_error("registry", "cannot read %s: %s", path, sqlite3_errmsg(r->db));
+        goto fail;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (regw_start(r) < 0)
+        goto fail;
+    if (r->cur)
+        regw_submit(r, NULL, NULL); /* what load repaired */
+    if (regs_start(r) < 0)
+        goto fail_started;
+    log_info("registry", "%zu cm handles, %zu module sets, %zu modules loaded in %.0f ms (%llu to sync)",
+             r->nall, r->sets.n, r->modules.n, (double)(mono_ns() - t0) / 1e6,
+             (unsigned long long)r->nqueued);
+    *out = r;
+    return 0;
+fail_started:
+    regs_stop(r);
+    regw_stop(r);
+    r->handles_open = false;
+    uv_close((uv_handle_t *)&r->wdone_async, NULL);
+    log_error("registry", "the registry cannot start its threads");
+    /* the handles close on the next loop run; r is leaked on purpose: the daemon exits */
+    return -1;
+fail:
+    sqlite3_close(r->db);
+    regm_release(r);
+    free(r);
+    return -1;
+}
+
+void reg_reconfigure(struct reg *r, const struct reg_config *cfg)
+{
+    pthread_mutex_lock(&r->slock);
+    uint32_t threads = r->cfg.sync_concurrency;
+    r->cfg = *cfg;
+    /* the number of fetch threads is fixed at start; more batches than threads just queue */
+    if (cfg->sync_concurrency != threads)
+        log_warn("registry", "registry.sync_concurrency takes effect after a restart");
+    r->cfg.sync_concurrency = threads;
+    r->cfg.present = true;
+    pthread_mutex_unlock(&r->slock);
+    regs_kick(r);
+}
+
+void reg_stop(struct reg *r)
+{
+    if (!r)
+        return;
+    regs_stop(r);
+    if (r->cur)
+        regw_submit(r, NULL, NULL);
+    regw_stop(r);
+    uv_close((uv_handle_t *)&r->wdone_async, NULL);
+}
+
+void reg_free(struct reg *r)
+{
+    if (!r)
+        return;
+    sqlite3_close(r->db);
+    regm_release(r);
+    pthread_mutex_destroy(&r->wlock);
+    pthread_cond_destroy(&r->wwake);
+    pthread_mutex_destroy(&r->slock);
+    pthread_cond_destroy(&r->swake);
+    free(r);
+}
+
+void reg_stats(struct reg *r, struct reg_stats *out)
+{
+    *out = r->st;
+    out->handles = r->nall;
+    for (int i = 0; i < RS__COUNT; i++)
+        out->by_state[i] = r->st_count[i];
+    out->module_sets = r->sets.n;
+    out->modules = r->modules.n;
+    pthread_mutex_lock(&r->wlock);
+    out->queued_ops = r->wq_ops;
+    out->batches_committed = r->st.batches_committed;
+    out->write_errors = r->st.write_errors;
+    pthread_mutex_unlock(&r->wlock);
+    out->syncs_running = r->running;
+    out->sync_waiting = r->nqueued;
+}
+
+int reg_listen(struct reg *r, reg_listener fn, void *ud)
+{
+    for (int i = 0; i < REG_LISTENERS; i++) {
+        if (!r->listeners[i].fn) {
+            r->listeners[i].fn = fn;
+            r->listeners[i].ud = ud;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void reg_unlisten(struct reg *r, reg_listener fn, void *ud)
+{
+    for (int i = 0; i < REG_LISTENERS; i++)
+        if (r->listeners[i].fn == fn && r->listeners[i].ud == ud)
+            r->listeners[i].fn = NULL;
+}

@@ -1,0 +1,232 @@
+/* reg_int.h - internals shared by the registry's files: the string map, the in-memory model
+ * (handles, module sets, modules, indexes), the change log handed to the writer, and the
+ * sync worker's state. */
+#ifndef OPSD_REGISTRY_REG_INT_H
+#define OPSD_REGISTRY_REG_INT_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include "registry/registry.h"
+
+/* ---- map.c: string -> pointer, open addressing, linear probing, backward-shift delete.
+ * Keys are not copied: a key must live as long as its entry (it is the value's own field). */
+struct reg_map {
+    const char **keys;
+    void **vals;
+    uint64_t *hashes;
+    size_t cap, n;     /* cap is 0 or a power of two */
+};
+void *rmap_get(const struct reg_map *m, const char *key);
+void rmap_put(struct reg_map *m, const char *key, void *val);   /* replaces */
+void *rmap_del(struct reg_map *m, const char *key);
+void rmap_release(struct reg_map *m);
+
+/* ---- a growable array of pointers with O(1) removal by position ---- */
+struct reg_vec {
+    void **v;
+    size_t n, cap;
+};
+void rvec_push(struct reg_vec *a, void *p);
+
+/* ---- the model ---- */
+
+struct reg_module {
+    char *hash;               /* content hash, 32 hex digits: the key */
+    char *nameRev;            /* "name@revision": the second key */
+    char *name, *revision;
+    char *source;             /* NULL once written (sources are read back from disk) */
+    uint32_t refs;            /* module sets that hold it */
+};
+
+struct reg_set_mod {
+    struct reg_module *m;
+    char *ns;
+};
+
+struct reg_set {
+    char *key;                /* the tag, or "~" + hash of the references for untagged sets */
+    char *tag;                /* "" when untagged */
+    struct reg_set_mod *mods;
+    size_t nmods;
+    uint32_t refs;            /* handles that point at it */
+    struct reg_handle *first; /* its handles, linked by set_next/set_prev */
+};
+
+struct reg_kv {
+    char *k, *v;
+    size_t bag_pos;           /* public properties: position in the property bag */
+};
+
+struct reg_handle {
+    char *id;
+    uint64_t gen;             /* distinguishes a handle from an earlier one of the same id */
+    char *plugin, *data_plugin, *model_plugin;
+    char *alt_id, *producer, *trust, *tag;
+    char *upgrade_tag;        /* set while LOCKED for MODULE_UPGRADE */
+    struct reg_kv *props, *pub;
+    size_t nprops, npub;
+    enum reg_state state;
+    enum reg_lock lock;
+    char *details;
+    uint32_t attempts;
+    int64_t updated_ms;
+    int64_t retry_at_ms;
+    struct reg_set *set;
+    struct reg_handle *set_prev, *set_next;
+    struct reg_handle *st_prev, *st_next;      /* per-state list */
+    struct reg_handle *q_prev, *q_next;        /* sync queue */
+    bool queued, syncing;
+    size_t all_pos;           /* position in reg->all */
+};
+
+/* ---- changes for the writer (one batch = one transaction) ---- */
+enum reg_op_kind { OP_PUT_HANDLE, OP_DEL_HANDLE, OP_PUT_SET, OP_DEL_SET, OP_PUT_MODULE, OP_DEL_MODULE };
+struct reg_op {
+    enum reg_op_kind kind;
+    char *key;
+    char *doc;                /* JSON (handle, set) or the YANG source (module) */
+    char *a, *b;              /* module: name, revision */
+};
+
+struct reg_batch {
+    struct reg_batch *next;
+    struct reg_op *ops;
+    size_t nops, cap;
+    void (*done)(void *ud, int status);
+    void *ud;
+    int status;
+    char **deleted_ids;       /* DELETED events once durable */
+    size_t ndeleted;
+};
+
+/* store.c: SQLite on the writer thread (and at open, before it starts). */
+int regstore_open(sqlite3 **out, const char *path);
+int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n);
+/* Loads everything into r (open time). */
+int regstore_load(struct reg *r, sqlite3 *db);
+/* Reads one module's source (any thread with its own connection). */
+char *regstore_source(sqlite3 *db, const char *hash);
+
+struct reg_flight {
+    char *tag;
+    char **waiters;           /* ids of handles waiting for the tag */
+    uint64_t *gens;
+    size_t n;
+};
+
+struct reg_task {
+    char *id;
+    uint64_t gen;
+    char *url, *props_json, *tag;
+    bool upgrade;
+    /* results (fetch thread) */
+    int status;               /* 0 ok */
+    char *error;
+    struct reg_modref *refs;
+    size_t nrefs;
+    struct reg_source *srcs;
+    size_t nsrcs;
+    int fetched_modules, fetched_resources;
+};
+
+struct reg_job {
+    struct reg_job *next;
+    struct reg_task *tasks;
+    size_t n;
+};
+
+#define REG_LISTENERS 8
+
+struct reg {
+    struct reg_config cfg;
+    uv_loop_t *loop;
+    char dir[4096];
+    /* model (loop thread) */
+    struct reg_map by_id, by_alt, sets, modules, by_namerev, bags;
+    struct reg_handle **all;
+    size_t nall, capall;
+    struct reg_handle *st_first[RS__COUNT];
+    uint64_t st_count[RS__COUNT];
+    struct reg_handle *q_first, *q_last;       /* waiting for a sync */
+    uint64_t nqueued;
+    uint64_t next_gen;
+    struct reg_map flights;
+    pthread_mutex_t mod_lock;                  /* by_namerev, read by fetch threads */
+    struct { reg_listener fn; void *ud; } listeners[REG_LISTENERS];
+    /* pending changes of the current operation */
+    struct reg_batch *cur;
+    /* writer */
+    sqlite3 *db;
+    pthread_t writer;
+    pthread_mutex_t wlock;
+    pthread_cond_t wwake;
+    struct reg_batch *wq_first, *wq_last;      /* to write */
+    struct reg_batch *wdone_first, *wdone_last;/* written, to complete on the loop */
+    uint64_t wq_ops;
+    bool wstop, writer_started;
+    uv_async_t wdone_async;
+    /* sync */
+    pthread_t *fetchers;
+    uint32_t nfetchers;
+    pthread_mutex_t slock;
+    pthread_cond_t swake;
+    struct reg_job *jq_first, *jq_last;        /* to fetch */
+    struct reg_job *jd_first, *jd_last;        /* fetched */
+    bool sstop;
+    uint32_t running;
+    uv_async_t sdone_async;
+    uv_timer_t sync_timer;
+    bool handles_open;
+    struct reg_stats st;
+};
+
+/* model.c */
+void regm_init(struct reg *r);
+void regm_release(struct reg *r);
+struct reg_handle *regm_find(struct reg *r, const char *id);
+struct reg_handle *regm_handle_new(struct reg *r, const char *id);  /* ADVISED, indexed */
+void regm_handle_remove(struct reg *r, struct reg_handle *h);       /* drops set refs */
+void regm_set_state(struct reg *r, struct reg_handle *h, enum reg_state s, enum reg_lock l,
+                    const char *details);
+void regm_set_pub(struct reg *r, struct reg_handle *h, const char *k, const char *v); /* v NULL: remove */
+void regm_set_alt(struct reg *r, struct reg_handle *h, const char *alt);
+/* Points h at set (NULL: none), adjusting reference counts; a set that drops to zero is
+ * removed with its now-unused modules (ops in the current batch). */
+void regm_attach(struct reg *r, struct reg_handle *h, struct reg_set *set);
+struct reg_set *regm_set_find(struct reg *r, const char *key);
+/* The handles holding public property k=v (NULL when none); *n gets the count. */
+struct reg_handle **regm_bag(struct reg *r, const char *k, const char *v, size_t *n);
+/* A new set with its modules (each already in the model); refs 0. Logged. */
+struct reg_set *regm_set_new(struct reg *r, const char *key, const char *tag,
+                             struct reg_module **mods, char **ns, size_t n);
+struct reg_module *regm_module_by_namerev(struct reg *r, const char *name, const char *rev);
+struct reg_module *regm_module_add(struct reg *r, const char *name, const char *rev,
+                                   const char *source);
+void regm_queue(struct reg *r, struct reg_handle *h);     /* add to the sync queue */
+void regm_unqueue(struct reg *r, struct reg_handle *h);
+/* Records the handle's current row in the batch. */
+void regm_log_handle(struct reg *r, struct reg_handle *h);
+void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old);
+void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, bool state_only);
+void regm_content_hash(const char *a, size_t alen, const char *b, size_t blen, const char *c,
+                       size_t clen, char out[33]);
+
+/* batch helpers (model.c) */
+struct reg_batch *regb_cur(struct reg *r);
+void regb_op(struct reg *r, enum reg_op_kind k, const char *key, char *doc, const char *a,
+             const char *b);
+void regb_free(struct reg_batch *b);
+
+/* writer.c */
+int regw_start(struct reg *r);
+/* Hands the current batch to the writer (an empty one completes at the next commit too). */
+void regw_submit(struct reg *r, void (*done)(void *ud, int status), void *ud);
+void regw_stop(struct reg *r);
+
+/* sync.c */
+int regs_start(struct reg *r);
+void regs_kick(struct reg *r);
+void regs_stop(struct reg *r);
+
+#endif

@@ -1,0 +1,162 @@
+/* registry.h - the network device registry: cm handles registered in batches by DMI plugins
+ * (wire-compatible with ONAP CPS-NCMP), their module sets fetched once per tag and stored
+ * once, their lifecycle (ADVISED -> READY / LOCKED, DELETING -> DELETED), and search.
+ *
+ * Three parts meet here:
+ *  - the model (loop thread): every handle, module set and module in memory, with indexes by
+ *    id, alternate id, state, public property and module. Module sets are shared by tag and
+ *    reference-counted, modules are shared by content hash and reference-counted by the sets
+ *    that hold them; dropping the last user drops them in the same batch.
+ *  - the writer (its own thread): each batch of changes is one SQLite transaction in
+ *    DATA/registry/registry.db (several batches queued together share one).
+ *  - the module-sync worker: takes ADVISED handles in batches, a bounded number of batches at
+ *    once, and fetches module references and YANG sources from the handle's DMI plugin on its
+ *    own threads (libcurl); results are applied on the loop.
+ *
+ * Threads: every reg_* call on the loop thread unless its comment says otherwise. */
+#ifndef OPSD_REGISTRY_REGISTRY_H
+#define OPSD_REGISTRY_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/buf.h"
+#include "core/yconf.h"
+
+struct reg_config {
+    bool present;               /* the file has a registry: section */
+    uint32_t sync_batch;        /* handles per module-sync batch */
+    uint32_t sync_concurrency;  /* batches fetched at once (fetch threads) */
+    int64_t retry_initial_ms;   /* back-off after the first failed sync; doubles each time */
+    int64_t retry_max_ms;       /* back-off cap */
+    int64_t plugin_timeout_ms;  /* one request to a DMI plugin */
+    uint32_t max_batch;         /* handles per registration request (413 beyond) */
+};
+
+/* Parses the registry: section (n may be NULL: defaults, not present). Returns 0 or -1 with
+ * the errors recorded in y. */
+int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out);
+
+enum reg_state { RS_ADVISED, RS_READY, RS_LOCKED, RS_DELETING, RS_DELETED, RS__COUNT };
+enum reg_lock { RL_NONE, RL_MODULE_SYNC_FAILED, RL_MODULE_UPGRADE, RL_MODULE_UPGRADE_FAILED };
+
+const char *reg_state_name(enum reg_state s);
+int reg_state_parse(const char *s, enum reg_state *out);
+const char *reg_lock_name(enum reg_lock l);
+
+/* NCMP's error codes in failed* lists. */
+enum reg_err {
+    REG_OK = 0,
+    REG_E_NOT_FOUND = 100,
+    REG_E_NOT_READY = 101,
+    REG_E_UNKNOWN = 108,
+    REG_E_EXISTS = 109,
+    REG_E_INVALID_ID = 110,
+    REG_E_ALT_ID_IN_USE = 111,
+};
+const char *reg_err_text(enum reg_err e);
+
+#define REG_ID_MAX 512
+
+/* 0 when id is a valid cm handle id (1..REG_ID_MAX bytes, none of NCMP's forbidden
+ * characters), else REG_E_INVALID_ID. Any thread. */
+int reg_id_check(const char *id, size_t len);
+
+struct reg;
+
+struct reg_stats {
+    uint64_t handles;
+    uint64_t by_state[RS__COUNT];
+    uint64_t module_sets;
+    uint64_t modules;
+    uint64_t registered, removed;      /* totals since start */
+    uint64_t syncs_ok, syncs_failed;   /* handle syncs */
+    uint64_t fetch_modules, fetch_resources;   /* requests to plugins */
+    uint64_t modules_fetched;          /* YANG sources fetched */
+    uint64_t tag_hits;                 /* handles made READY from a known tag, no fetch */
+    uint64_t batches_committed;
+    uint64_t write_errors;
+    uint64_t queued_ops;               /* changes waiting for the writer */
+    uint64_t syncs_running;            /* batches being fetched now */
+    uint64_t sync_waiting;             /* handles waiting for a sync */
+};
+
+/* Opens DATA_DIR/registry/registry.db (created when missing), loads every handle, set and
+ * module, starts the writer and the sync threads; handles left ADVISED or LOCKED by a crash
+ * are synced again. Returns 0 or a negative code with the reason logged. */
+int reg_open(struct reg **out, const struct reg_config *cfg, const char *data_dir, uv_loop_t *loop);
+/* Takes a new sync and retry configuration (a reload). */
+void reg_reconfigure(struct reg *r, const struct reg_config *cfg);
+/* Stops the sync threads, lets the writer commit what is queued, joins it. Then run the
+ * loop (handles close) and call reg_free. */
+void reg_stop(struct reg *r);
+void reg_free(struct reg *r);
+void reg_stats(struct reg *r, struct reg_stats *out);
+
+/* ---- lifecycle events ---- */
+
+/* Called on the loop thread for every state change, after the change is applied in memory.
+ * id and the reason stay valid only during the call. */
+struct reg_event {
+    const char *id;
+    enum reg_state old_state, state;
+    enum reg_lock lock;
+    const char *details;          /* lock details or "" */
+    const char *tag;              /* module set tag or "" */
+    int64_t ts;
+};
+typedef void (*reg_listener)(void *ud, const struct reg_event *ev);
+/* At most a few listeners; returns 0 or -1 when full. */
+int reg_listen(struct reg *r, reg_listener fn, void *ud);
+void reg_unlisten(struct reg *r, reg_listener fn, void *ud);
+
+/* ---- inventory (NCMP's POST /ncmpInventory/v1/ch) ---- */
+
+/* Applies a DmiPluginRegistration JSON body: removed, created, updated, upgraded, in that
+ * order; a bad handle fails alone. On return:
+ *   -1: the body is not a registration (malformed JSON, wrong shapes, too many handles):
+ *       *http is 400 or 413, err holds the reason, nothing changed;
+ *    0: applied in memory; failed holds the NCMP error answer ({"failedCreatedCmHandles":...})
+ *       when some handle failed, or stays empty. done(ud, status) is called on the loop once
+ *       the changes are durable (status 0) or could not be written (negative).
+ *   -2: the writer is behind: nothing changed, answer 503 and retry. */
+int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed, int *http,
+                 char *err, size_t errlen, void (*done)(void *ud, int status), void *ud);
+
+/* ---- read side ---- */
+
+/* Appends NCMP's RestOutputCmHandle for id, or returns -1 when unknown. */
+int reg_json_handle(struct reg *r, const char *id, struct buf *out);
+/* Appends {"state":{...}} for id, or -1. */
+int reg_json_state(struct reg *r, const char *id, struct buf *out);
+/* Appends [{"moduleName","revision","namespace"}...] for id (empty until READY), or -1. */
+int reg_json_modules(struct reg *r, const char *id, struct buf *out);
+/* Appends ["id",...] of the handles registered by a plugin (any of its roles). */
+void reg_json_plugin_handles(struct reg *r, const char *plugin, struct buf *out);
+
+/* Runs a search body ({"cmHandleQueryParameters":[...]}, an empty body: all handles).
+ * ids_only: ["id",...] (id-searches), else [RestOutputCmHandle,...]; alt: output alternate ids
+ * where set (outputAlternateId). Returns 0, or -1 with the reason in err (a 400). */
+int reg_search(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
+               struct buf *out, char *err, size_t errlen);
+
+/* ---- DMI plugin payloads (any thread; also the fuzz targets' entry points) ---- */
+
+struct reg_modref {
+    char *name, *revision, *ns;
+};
+struct reg_source {
+    char *name, *revision, *source;
+};
+/* Parses {"schemas":[{"moduleName","revision","namespace"}]}. Returns 0 or -1 with err. */
+int reg_dmi_parse_modules(const char *text, size_t len, struct reg_modref **out, size_t *n,
+                          char *err, size_t errlen);
+/* Parses [{"moduleName","revision","yangSource"}]. Returns 0 or -1 with err. */
+int reg_dmi_parse_resources(const char *text, size_t len, struct reg_source **out, size_t *n,
+                            char *err, size_t errlen);
+void reg_modrefs_free(struct reg_modref *m, size_t n);
+void reg_sources_free(struct reg_source *s, size_t n);
+
+#endif

@@ -1,0 +1,127 @@
+/* writer.c - the registry's writer thread.
+ *
+ * The loop hands it batches (regw_submit: the changes of one registration request or one
+ * sync result). The thread takes every batch queued so far and writes them in one SQLite
+ * transaction (group commit), then passes them back; on the loop, each batch's done callback
+ * runs with 0 or the error, and DELETED events go out for the handles it removed.
+ * The queue's depth (in changes) is reg_stats.queued_ops; reg_register refuses new work
+ * while it is over REG_QUEUE_MAX. */
+#include <errno.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "registry/reg_int.h"
+
+static void *writer_main(void *arg)
+{
+    struct reg *r = arg;
+    pthread_mutex_lock(&r->wlock);
+    for (;;) {
+        while (!r->wq_first && !r->wstop)
+            pthread_cond_wait(&r->wwake, &r->wlock);
+        if (!r->wq_first && r->wstop)
+            break;
+        struct reg_batch *take = r->wq_first;
+        r->wq_first = r->wq_last = NULL;
+        pthread_mutex_unlock(&r->wlock);
+
+        size_t n = 0, ops = 0;
+        for (struct reg_batch *b = take; b; b = b->next)
+            n++;
+        struct reg_batch **arr = xnew(struct reg_batch *, n);
+        n = 0;
+        for (struct reg_batch *b = take; b; b = b->next) {
+            arr[n++] = b;
+            ops += b->nops;
+        }
+        int rc = regstore_apply(r->db, arr, n);
+        free(arr);
+        struct reg_batch *tail = take;
+        for (struct reg_batch *b = take; b; b = b->next) {
+            b->status = rc < 0 ? -EIO : 0;
+            tail = b;
+        }
+
+        pthread_mutex_lock(&r->wlock);
+        r->wq_ops -= ops;
+        r->st.batches_committed += rc == 0;
+        r->st.write_errors += rc != 0;
+        if (r->wdone_last)
+            r->wdone_last->next = take;
+        else
+            r->wdone_first = take;
+        r->wdone_last = tail;
+        uv_async_send(&r->wdone_async);
+    }
+    pthread_mutex_unlock(&r->wlock);
+    return NULL;
+}
+
+static void on_written(uv_async_t *a)
+{
+    struct reg *r = a->data;
+    pthread_mutex_lock(&r->wlock);
+    struct reg_batch *b = r->wdone_first;
+    r->wdone_first = r->wdone_last = NULL;
+    pthread_mutex_unlock(&r->wlock);
+    while (b) {
+        struct reg_batch *next = b->next;
+        for (size_t i = 0; i < b->ndeleted; i++) {
+            struct reg_event ev = {.id = b->deleted_ids[i], .old_state = RS_DELETING,
+                                   .state = RS_DELETED, .details = "", .tag = "", .ts = now_ms()};
+            for (int k = 0; k < REG_LISTENERS; k++)
+                if (r->listeners[k].fn)
+                    r->listeners[k].fn(r->listeners[k].ud, &ev);
+        }
+        if (b->done)
+            b->done(b->ud, b->status);
+        regb_free(b);
+        b = next;
+    }
+}
+
+int regw_start(struct reg *r)
+{
+    pthread_mutex_init(&r->wlock, NULL);
+    pthread_cond_init(&r->wwake, NULL);
+    uv_async_init(r->loop, &r->wdone_async, on_written);
+    r->wdone_async.data = r;
+    if (pthread_create(&r->writer, NULL, writer_main, r) != 0) {
+        log_error("registry", "cannot start the writer thread");
+        return -1;
+    }
+    r->writer_started = true;
+    return 0;
+}
+
+void regw_submit(struct reg *r, void (*done)(void *ud, int status), void *ud)
+{
+    struct reg_batch *b = regb_cur(r);
+    r->cur = NULL;
+    b->done = done;
+    b->ud = ud;
+    pthread_mutex_lock(&r->wlock);
+    r->wq_ops += b->nops;
+    if (r->wq_last)
+        r->wq_last->next = b;
+    else
+        r->wq_first = b;
+    r->wq_last = b;
+    pthread_cond_signal(&r->wwake);
+    pthread_mutex_unlock(&r->wlock);
+}
+
+void regw_stop(struct reg *r)
+{
+    if (!r->writer_started)
+        return;
+    pthread_mutex_lock(&r->wlock);
+    r->wstop = true;
+    pthread_cond_signal(&r->wwake);
+    pthread_mutex_unlock(&r->wlock);
+    pthread_join(r->writer, NULL);
+    r->writer_started = false;
+    on_written(&r->wdone_async); /* answer what was written last */
+}

@@ -1,0 +1,457 @@
+/* test_registry.c - registry/: id validation, the state machine, reference counting of module
+ * sets and modules (register, upgrade, remove in every order ends with no orphan and no
+ * missing module), the NCMP registration answer (codes 100, 101, 109, 110, 111; one bad
+ * handle never fails its batch; malformed bodies change nothing), search, the DMI payload
+ * parsers, durability across a reopen, and a plugin that refuses connections locking the
+ * handle with MODULE_SYNC_FAILED and its attempt count. */
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "unit.h"
+
+#include "core/mem.h"
+#include "core/util.h"
+#include "registry/reg_int.h"
+
+/* ---- helpers ---- */
+
+static char tmpdir[256];
+
+static void mk_tmp(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/test_registry.XXXXXX", base && *base ? base : "/tmp");
+    assert_non_null(mkdtemp(tmpdir));
+}
+
+static void rm_tmp(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static struct reg *model_new(void)
+{
+    struct reg *r = xzalloc(sizeof *r);
+    regm_init(r);
+    return r;
+}
+
+static void model_free(struct reg *r)
+{
+    regm_release(r);
+    free(r);
+}
+
+static char ns_x[] = "urn:x";
+
+static struct reg_set *mkset(struct reg *r, const char *key, const char *const *mods, size_t n)
+{
+    struct reg_module *ms[8];
+    char *ns[8];
+    for (size_t i = 0; i < n; i++) {
+        struct reg_module *m = regm_module_by_namerev(r, mods[i], "2024-01-01");
+        if (!m) {
+            char src[128];
+            snprintf(src, sizeof src, "module %s { }", mods[i]);
+            m = regm_module_add(r, mods[i], "2024-01-01", src);
+        }
+        ms[i] = m;
+        ns[i] = ns_x;
+    }
+    return regm_set_new(r, key, key, ms, ns, n);
+}
+
+/* ---- id validation and names ---- */
+
+static void test_id_check(void **state)
+{
+    (void)state;
+    assert_int_equal(reg_id_check("ch-1", 4), 0);
+    assert_int_equal(reg_id_check("A_b-9", 5), 0);
+    assert_int_equal(reg_id_check("", 0), REG_E_INVALID_ID);
+    const char *bad[] = {"a b", "a/b", "a.b", "a:b", "a@b", "a'b", "a\"b", "a[b", "a]b", "a#b", "a\\b", "a\nb", "a~b"};
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+        assert_int_equal(reg_id_check(bad[i], strlen(bad[i])), REG_E_INVALID_ID);
+    char longid[REG_ID_MAX + 2];
+    memset(longid, 'a', sizeof longid);
+    assert_int_equal(reg_id_check(longid, REG_ID_MAX), 0);
+    assert_int_equal(reg_id_check(longid, REG_ID_MAX + 1), REG_E_INVALID_ID);
+    enum reg_state s;
+    assert_int_equal(reg_state_parse("ready", &s), 0);
+    assert_int_equal(s, RS_READY);
+    assert_int_equal(reg_state_parse("bogus", &s), -1);
+    assert_string_equal(reg_lock_name(RL_MODULE_UPGRADE_FAILED), "MODULE_UPGRADE_FAILED");
+}
+
+/* ---- the map ---- */
+
+static void test_map(void **state)
+{
+    (void)state;
+    struct reg_map m = {0};
+    char keys[3000][16];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        rmap_put(&m, keys[i], (void *)(intptr_t)(i + 1));
+    }
+    for (int i = 0; i < 3000; i += 2)
+        assert_int_equal((intptr_t)rmap_del(&m, keys[i]), i + 1);
+    for (int i = 0; i < 3000; i++)
+        assert_int_equal((intptr_t)rmap_get(&m, keys[i]), i % 2 ? i + 1 : 0);
+    assert_int_equal(m.n, 1500);
+    assert_null(rmap_del(&m, "nope"));
+    rmap_release(&m);
+}
+
+/* ---- reference counting ---- */
+
+static void check_no_orphans(struct reg *r)
+{
+    /* every set has users, every module is held by a set, and the counts are exact */
+    for (size_t i = 0; i < r->sets.cap; i++) {
+        struct reg_set *s = r->sets.keys[i] ? r->sets.vals[i] : NULL;
+        if (!s)
+            continue;
+        uint32_t n = 0;
+        for (struct reg_handle *h = s->first; h; h = h->set_next)
+            n++;
+        assert_int_equal(n, s->refs);
+        assert_true(s->refs > 0);
+    }
+    for (size_t i = 0; i < r->modules.cap; i++) {
+        struct reg_module *m = r->modules.keys[i] ? r->modules.vals[i] : NULL;
+        if (!m)
+            continue;
+        uint32_t n = 0;
+        for (size_t k = 0; k < r->sets.cap; k++) {
+            struct reg_set *s = r->sets.keys[k] ? r->sets.vals[k] : NULL;
+            for (size_t j = 0; s && j < s->nmods; j++)
+                n += s->mods[j].m == m;
+        }
+        assert_int_equal(n, m->refs);
+        assert_true(m->refs > 0);
+    }
+}
+
+static void test_refcount_orders(void **state)
+{
+    (void)state;
+    /* three handles, two sets sharing module "common"; an upgrade moves one; removals in
+     * all 6 orders leave nothing behind and never drop a module still in use. */
+    static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    for (int o = 0; o < 6; o++) {
+        for (int upgrade = 0; upgrade < 2; upgrade++) {
+            struct reg *r = model_new();
+            const char *ma[] = {"common", "a1", "a2"}, *mb[] = {"common", "b1"};
+            struct reg_set *sa = mkset(r, "tagA", ma, 3);
+            struct reg_set *sb = mkset(r, "tagB", mb, 2);
+            struct reg_handle *h[3];
+            const char *ids[3] = {"h0", "h1", "h2"};
+            for (int i = 0; i < 3; i++) {
+                h[i] = regm_handle_new(r, ids[i]);
+                regm_attach(r, h[i], i == 2 ? sb : sa);
+            }
+            check_no_orphans(r);
+            assert_int_equal(r->modules.n, 4);
+            if (upgrade) {
+                regm_attach(r, h[0], sb); /* h0: tagA -> tagB */
+                check_no_orphans(r);
+            }
+            for (int k = 0; k < 3; k++) {
+                regm_handle_remove(r, h[orders[o][k]]);
+                check_no_orphans(r);
+                /* the remaining handles' modules are all there */
+                for (int j = k + 1; j < 3; j++) {
+                    struct reg_handle *left = h[orders[o][j]];
+                    for (size_t m = 0; m < left->set->nmods; m++)
+                        assert_non_null(rmap_get(&r->modules, left->set->mods[m].m->hash));
+                }
+            }
+            assert_int_equal(r->sets.n, 0);
+            assert_int_equal(r->modules.n, 0);
+            assert_int_equal(r->by_namerev.n, 0);
+            assert_int_equal(r->nall, 0);
+            /* the batch deletes every set and module it created: puts and deletes pair up */
+            int puts = 0, dels = 0;
+            for (size_t i = 0; i < r->cur->nops; i++) {
+                enum reg_op_kind k = r->cur->ops[i].kind;
+                puts += k == OP_PUT_SET || k == OP_PUT_MODULE;
+                dels += k == OP_DEL_SET || k == OP_DEL_MODULE;
+            }
+            assert_int_equal(puts, 6);
+            assert_int_equal(dels, 6);
+            model_free(r);
+        }
+    }
+}
+
+static void test_state_lists_and_bags(void **state)
+{
+    (void)state;
+    struct reg *r = model_new();
+    struct reg_handle *a = regm_handle_new(r, "a"), *b = regm_handle_new(r, "b"), *c = regm_handle_new(r, "c");
+    regm_set_pub(r, a, "color", "red");
+    regm_set_pub(r, b, "color", "red");
+    regm_set_pub(r, c, "color", "blue");
+    size_t n;
+    regm_bag(r, "color", "red", &n);
+    assert_int_equal(n, 2);
+    regm_set_pub(r, a, "color", "blue");
+    regm_bag(r, "color", "red", &n);
+    assert_int_equal(n, 1);
+    regm_bag(r, "color", "blue", &n);
+    assert_int_equal(n, 2);
+    regm_set_pub(r, c, "color", NULL);
+    regm_bag(r, "color", "blue", &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(r->st_count[RS_ADVISED], 3);
+    regm_set_state(r, a, RS_READY, RL_NONE, NULL);
+    regm_set_state(r, b, RS_LOCKED, RL_MODULE_SYNC_FAILED, "x (attempt 1)");
+    assert_int_equal(r->st_count[RS_ADVISED], 1);
+    assert_int_equal(r->st_count[RS_READY], 1);
+    assert_int_equal(r->st_count[RS_LOCKED], 1);
+    regm_handle_remove(r, b);
+    assert_int_equal(r->st_count[RS_LOCKED], 0);
+    regm_bag(r, "color", "red", &n);
+    assert_int_equal(n, 0);
+    model_free(r);
+}
+
+/* ---- DMI payloads ---- */
+
+static void test_dmi_parsers(void **state)
+{
+    (void)state;
+    struct reg_modref *m;
+    struct reg_source *s;
+    size_t n;
+    char err[256];
+    const char ok[] = "{\"schemas\":[{\"moduleName\":\"a\",\"revision\":\"2020-01-01\",\"namespace\":\"urn:a\"},"
+                      "{\"moduleName\":\"b\"}]}";
+    assert_int_equal(reg_dmi_parse_modules(ok, strlen(ok), &m, &n, err, sizeof err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(m[0].ns, "urn:a");
+    assert_string_equal(m[1].revision, "");
+    reg_modrefs_free(m, n);
+    const char *bad[] = {"", "[]", "{\"schemas\":{}}", "{\"schemas\":[{\"moduleName\":1}]}",
+                         "{\"schemas\":[{\"moduleName\":\"\"}]}", "{\"schemas\":[{\"moduleName\":\"a\",\"revision\":7}]}"};
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        assert_int_equal(reg_dmi_parse_modules(bad[i], strlen(bad[i]), &m, &n, err, sizeof err), -1);
+        assert_null(m);
+    }
+    const char res[] = "[{\"moduleName\":\"a\",\"revision\":\"r\",\"yangSource\":\"module a {}\"}]";
+    assert_int_equal(reg_dmi_parse_resources(res, strlen(res), &s, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(s[0].source, "module a {}");
+    reg_sources_free(s, n);
+    const char *badr[] = {"{}", "[{\"moduleName\":\"a\"}]", "[{\"moduleName\":\"a\",\"yangSource\":\"a\\u0000b\"}]"};
+    for (size_t i = 0; i < ARRAY_LEN(badr); i++)
+        assert_int_equal(reg_dmi_parse_resources(badr[i], strlen(badr[i]), &s, &n, err, sizeof err), -1);
+}
+
+/* ---- the whole registry on a loop ---- */
+
+static struct reg_config test_cfg(void)
+{
+    struct reg_config c;
+    reg_config_parse(NULL, NULL, &c);
+    c.present = true;
+    c.retry_initial_ms = 100000; /* no retry during the test */
+    c.retry_max_ms = 100000;
+    c.plugin_timeout_ms = 2000;
+    c.max_batch = 50;
+    return c;
+}
+
+static int done_status = 1;
+static void on_done(void *ud, int status)
+{
+    (void)ud;
+    done_status = status;
+}
+
+static void run_until_done(uv_loop_t *loop)
+{
+    for (int i = 0; i < 2000 && done_status == 1; i++) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    assert_int_equal(done_status, 0);
+}
+
+static int reg_post(struct reg *r, uv_loop_t *loop, const char *body, struct buf *failed, int *http)
+{
+    char err[512] = "";
+    buf_reset(failed);
+    done_status = 1;
+    int rc = reg_register(r, body, strlen(body), failed, http, err, sizeof err, on_done, NULL);
+    if (rc == 0)
+        run_until_done(loop);
+    return rc;
+}
+
+static void close_loop(uv_loop_t *loop)
+{
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(loop), 0);
+}
+
+static void test_register_codes_and_reopen(void **state)
+{
+    (void)state;
+    mk_tmp();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct reg_config cfg = test_cfg();
+    struct reg *r;
+    assert_int_equal(reg_open(&r, &cfg, tmpdir, &loop), 0);
+    struct buf failed;
+    buf_init(&failed, 1 << 20);
+    int http;
+    /* all good: empty answer */
+    assert_int_equal(reg_post(r, &loop,
+        "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"createdCmHandles\":["
+        "{\"cmHandle\":\"ch-1\",\"alternateId\":\"alt-1\",\"moduleSetTag\":\"t1\","
+        "\"publicCmHandleProperties\":{\"color\":\"red\"},\"cmHandleProperties\":{\"secret\":\"s\"}},"
+        "{\"cmHandle\":\"ch-2\",\"publicCmHandleProperties\":{\"color\":\"blue\"}}]}", &failed, &http), 0);
+    assert_int_equal(http, 200);
+    assert_int_equal(failed.len, 0);
+    /* a batch with bad handles: the good one applies */
+    assert_int_equal(reg_post(r, &loop,
+        "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"removedCmHandles\":[\"nope\"],\"createdCmHandles\":["
+        "{\"cmHandle\":\"ch-1\"},{\"cmHandle\":\"bad id\"},{\"cmHandle\":\"ch-3\",\"alternateId\":\"alt-1\"},"
+        "{\"cmHandle\":\"ch-4\"},{\"cmHandle\":\"ch-4\"}],"
+        "\"updatedCmHandles\":[{\"cmHandle\":\"ghost\"}],"
+        "\"upgradedCmHandles\":{\"cmHandles\":[\"ch-2\",\"ghost\"],\"moduleSetTag\":\"t2\"}}", &failed, &http), 0);
+    assert_int_equal(http, 500);
+    const char *f = failed.data;
+    assert_non_null(strstr(f, "\"failedRemovedCmHandles\":[{\"cmHandle\":\"nope\",\"errorCode\":\"100\""));
+    assert_non_null(strstr(f, "{\"cmHandle\":\"ch-1\",\"errorCode\":\"109\""));
+    assert_non_null(strstr(f, "{\"cmHandle\":\"bad id\",\"errorCode\":\"110\""));
+    assert_non_null(strstr(f, "{\"cmHandle\":\"ch-3\",\"errorCode\":\"111\""));
+    assert_non_null(strstr(f, "{\"cmHandle\":\"ch-4\",\"errorCode\":\"109\""));
+    assert_non_null(strstr(f, "\"failedUpdatedCmHandles\":[{\"cmHandle\":\"ghost\",\"errorCode\":\"100\""));
+    assert_non_null(strstr(f, "{\"cmHandle\":\"ch-2\",\"errorCode\":\"101\""));
+    assert_non_null(regm_find(r, "ch-4"));
+    assert_null(regm_find(r, "ch-3"));
+    /* malformed bodies change nothing */
+    const char *bad[] = {"{", "[]", "{\"createdCmHandles\":[{\"cmHandle\":\"x\"}]}",
+                         "{\"dmiPlugin\":\"p\",\"createdCmHandles\":[{\"cmHandle\":5}]}",
+                         "{\"dmiPlugin\":\"p\",\"createdCmHandles\":[{\"cmHandle\":\"x\",\"publicCmHandleProperties\":{\"a\":1}}]}",
+                         "{\"removedCmHandles\":[1]}", "{\"upgradedCmHandles\":[]}",
+                         "{\"dmiPlugin\":\"p\",\"dmiPlugin\":\"q\"}"};
+    size_t before = r->nall;
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        char err[256];
+        assert_int_equal(reg_register(r, bad[i], strlen(bad[i]), &failed, &http, err, sizeof err, on_done, NULL), -1);
+        assert_int_equal(http, 400);
+    }
+    assert_int_equal(r->nall, before);
+    /* oversized */
+    struct buf big;
+    buf_init(&big, 1 << 20);
+    buf_printf(&big, "{\"dmiPlugin\":\"p\",\"removedCmHandles\":[");
+    for (int i = 0; i < 51; i++)
+        buf_printf(&big, "%s\"x%d\"", i ? "," : "", i);
+    buf_printf(&big, "]}");
+    char err[256];
+    assert_int_equal(reg_register(r, big.data, big.len, &failed, &http, err, sizeof err, on_done, NULL), -1);
+    assert_int_equal(http, 413);
+    buf_release(&big);
+    /* the unreachable plugin locks the handles */
+    for (int i = 0; i < 3000 && r->st_count[RS_LOCKED] < 3; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    assert_int_equal(r->st_count[RS_LOCKED], 3);
+    struct reg_handle *h1 = regm_find(r, "ch-1");
+    assert_int_equal(h1->lock, RL_MODULE_SYNC_FAILED);
+    assert_non_null(strstr(h1->details, "(attempt 1)"));
+    /* search: property, state, and nothing for an unknown module */
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    const char q1[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllProperties\","
+                      "\"conditionParameters\":[{\"color\":\"red\"}]}]}";
+    assert_int_equal(reg_search(r, q1, strlen(q1), true, false, &out, err, sizeof err), 0);
+    assert_string_equal(out.data, "[\"ch-1\"]");
+    buf_reset(&out);
+    assert_int_equal(reg_search(r, q1, strlen(q1), true, true, &out, err, sizeof err), 0);
+    assert_string_equal(out.data, "[\"alt-1\"]");
+    buf_reset(&out);
+    const char q2[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"cmHandleWithCpsPath\","
+                      "\"conditionParameters\":[{\"cpsPath\":\"//state[@cm-handle-state='READY']\"}]}]}";
+    assert_int_equal(reg_search(r, q2, strlen(q2), true, false, &out, err, sizeof err), 0);
+    assert_string_equal(out.data, "[]");
+    buf_reset(&out);
+    const char q3[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\","
+                      "\"conditionParameters\":[{\"moduleName\":\"m\"}]}]}";
+    assert_int_equal(reg_search(r, q3, strlen(q3), true, false, &out, err, sizeof err), 0);
+    assert_string_equal(out.data, "[]");
+    buf_reset(&out);
+    const char q4[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"nope\",\"conditionParameters\":[{}]}]}";
+    assert_int_equal(reg_search(r, q4, strlen(q4), true, false, &out, err, sizeof err), -1);
+    buf_reset(&out);
+    assert_int_equal(reg_json_handle(r, "ch-1", &out), 0);
+    assert_non_null(strstr(out.data, "\"publicCmHandleProperties\":[{\"color\":\"red\"}]"));
+    assert_non_null(strstr(out.data, "\"reason\":\"MODULE_SYNC_FAILED\""));
+    assert_null(strstr(out.data, "secret"));
+    buf_release(&out);
+
+    reg_stop(r);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    reg_free(r);
+
+    /* reopen: the same handles, properties and alternate ids */
+    assert_int_equal(reg_open(&r, &cfg, tmpdir, &loop), 0);
+    assert_int_equal(r->nall, 3);
+    h1 = regm_find(r, "ch-1");
+    assert_non_null(h1);
+    assert_string_equal(h1->alt_id, "alt-1");
+    assert_int_equal(h1->nprops, 1);
+    assert_int_equal(h1->attempts, 1);
+    assert_int_equal(h1->state, RS_LOCKED);
+    reg_stop(r);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    reg_free(r);
+    buf_release(&failed);
+    close_loop(&loop);
+    rm_tmp();
+}
+
+static void test_config(void **state)
+{
+    (void)state;
+    struct yconf y;
+    const char good[] = "registry:\n  sync_batch: 50\n  retry_initial: 1s\n  plugin_timeout: 2s\n";
+    assert_int_equal(yconf_load_string(&y, "t.yaml", good, strlen(good)), 0);
+    struct reg_config c;
+    assert_int_equal(reg_config_parse(&y, yn_get(&y, yconf_root(&y), "registry"), &c), 0);
+    assert_true(c.present);
+    assert_int_equal(c.sync_batch, 50);
+    assert_int_equal(c.retry_initial_ms, 1000);
+    yconf_release(&y);
+    const char bad[] = "registry:\n  sync_batch: 0\n  bogus: 1\n  retry_initial: 10m\n  retry_max: 1m\n";
+    assert_int_equal(yconf_load_string(&y, "t.yaml", bad, strlen(bad)), 0);
+    assert_int_equal(reg_config_parse(&y, yn_get(&y, yconf_root(&y), "registry"), &c), -1);
+    assert_int_equal(y.nerrors, 3);
+    yconf_release(&y);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_id_check),
+        cmocka_unit_test(test_map),
+        cmocka_unit_test(test_refcount_orders),
+        cmocka_unit_test(test_state_lists_and_bags),
+        cmocka_unit_test(test_dmi_parsers),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_register_codes_and_reopen),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
