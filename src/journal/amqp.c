@@ -1,0 +1,352 @@
+/* amqp.c - AMQP 0-9-1 consumers (librabbitmq), one thread per configured source.
+ *
+ * A consumer connects (host, port, vhost, user, password), sets the prefetch (basic.qos) and
+ * consumes the queue with manual acknowledgements. It gathers what has arrived (up to the
+ * prefetch, or until the socket has been quiet for 2 ms) into one batch, converts each
+ * delivery into a journal message (AMQP headers table -> headers verbatim; the message-id
+ * and content-type properties stand in when the NServiceBus headers are missing), hands the
+ * batch to the writer and waits until it is durable; only then it acknowledges the whole
+ * batch with one basic.ack (multiple). A delivery that cannot be a journal message (a
+ * header that is a table or an array, a value that is not UTF-8, too many headers) becomes a
+ * failed import with its reason, and is acknowledged like the rest: a poison message never
+ * blocks the queue. While the journal refuses input (disk floor, circuit breaker, full
+ * queue) the consumer holds its batch and stops reading: the broker keeps the rest (the
+ * prefetch bounds what is in flight). A lost connection, or a batch that could not be made
+ * durable, closes the connection (the broker redelivers what was not acknowledged; the store
+ * ignores copies it already has) and reconnects with exponential back-off (250 ms .. 30 s). */
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "journal/jnl_int.h"
+
+struct jnl_consumer {
+    struct jnl *j;
+    struct jnl_source src;         /* copies */
+    uv_thread_t thread;
+    atomic_bool stop;
+    uv_mutex_t lock;
+    uv_cond_t cond;
+    bool done;
+    int status;
+};
+
+static void batch_done(struct jnl_batch *b, int status)
+{
+    struct jnl_consumer *c = b->ud;
+    uv_mutex_lock(&c->lock);
+    c->done = true;
+    c->status = status;
+    uv_cond_signal(&c->cond);
+    uv_mutex_unlock(&c->lock);
+}
+
+static void set_fail(struct jnl_msg *m, const char *reason)
+{
+    if (!m->fail_reason)
+        m->fail_reason = xstrdup(reason);
+}
+
+/* One header of the AMQP table as text. */
+static void add_field(struct jnl_msg *m, const char *name, const amqp_field_value_t *v)
+{
+    char t[64];
+    switch (v->kind) {
+    case AMQP_FIELD_KIND_UTF8:
+    case AMQP_FIELD_KIND_BYTES:
+        jnl_msg_add_header(m, name, v->value.bytes.bytes ? v->value.bytes.bytes : "", v->value.bytes.len);
+        return;
+    case AMQP_FIELD_KIND_BOOLEAN: snprintf(t, sizeof t, "%s", v->value.boolean ? "True" : "False"); break;
+    case AMQP_FIELD_KIND_I8: snprintf(t, sizeof t, "%d", v->value.i8); break;
+    case AMQP_FIELD_KIND_U8: snprintf(t, sizeof t, "%u", v->value.u8); break;
+    case AMQP_FIELD_KIND_I16: snprintf(t, sizeof t, "%d", v->value.i16); break;
+    case AMQP_FIELD_KIND_U16: snprintf(t, sizeof t, "%u", v->value.u16); break;
+    case AMQP_FIELD_KIND_I32: snprintf(t, sizeof t, "%" PRId32, v->value.i32); break;
+    case AMQP_FIELD_KIND_U32: snprintf(t, sizeof t, "%" PRIu32, v->value.u32); break;
+    case AMQP_FIELD_KIND_I64: snprintf(t, sizeof t, "%" PRId64, v->value.i64); break;
+    case AMQP_FIELD_KIND_U64: case AMQP_FIELD_KIND_TIMESTAMP: snprintf(t, sizeof t, "%" PRIu64, v->value.u64); break;
+    case AMQP_FIELD_KIND_F32: snprintf(t, sizeof t, "%.9g", (double)v->value.f32); break;
+    case AMQP_FIELD_KIND_F64: snprintf(t, sizeof t, "%.17g", v->value.f64); break;
+    case AMQP_FIELD_KIND_VOID: t[0] = '\0'; break;
+    default: {
+        char r[200];
+        snprintf(r, sizeof r, "header '%.100s' is a table, array or decimal: only scalar headers are kept", name);
+        set_fail(m, r);
+        return;
+    }
+    }
+    jnl_msg_add_header(m, name, t, strlen(t));
+}
+
+static void to_msg(const amqp_envelope_t *env, struct jnl_msg *m, int64_t now)
+{
+    const amqp_basic_properties_t *p = &env->message.properties;
+    if (p->_flags & AMQP_BASIC_HEADERS_FLAG) {
+        const amqp_table_t *t = &p->headers;
+        if (t->num_entries > JNL_HEADERS_MAX) {
+            char r[100];
+            snprintf(r, sizeof r, "%d headers: at most %d are accepted", t->num_entries, JNL_HEADERS_MAX);
+            m->fail_reason = xstrdup(r);
+        }
+        for (int i = 0; i < t->num_entries && i < JNL_HEADERS_MAX + 1; i++) {
+            const amqp_table_entry_t *e = &t->entries[i];
+            if (memchr(e->key.bytes, 0, e->key.len) || e->key.len == 0) {
+                set_fail(m, "a header name is empty or holds a NUL byte");
+                continue;
+            }
+            char *name = xstrndup(e->key.bytes, e->key.len);
+            add_field(m, name, &e->value);
+            free(name);
+        }
+    }
+    m->body_len = env->message.body.len;
+    if (m->body_len > JNL_BODY_HARD_MAX) {
+        set_fail(m, "the body is over the hard maximum");
+        m->body_len = 0;
+    } else if (m->body_len) {
+        m->body = xmalloc(m->body_len);
+        memcpy(m->body, env->message.body.bytes, m->body_len);
+    }
+    char err[300];
+    if (!m->fail_reason && jnl_msg_check(m, err, sizeof err) < 0)
+        m->fail_reason = xstrdup(err);
+    jnl_msg_derive(m, now);
+    if (m->id_derived && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len &&
+        jnl_utf8_valid(p->message_id.bytes, p->message_id.len)) {
+        free(m->id);
+        m->id = xstrndup(p->message_id.bytes, p->message_id.len);
+        m->id_derived = false;
+    }
+    if (!m->content_type && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG) && p->content_type.len &&
+        jnl_utf8_valid(p->content_type.bytes, p->content_type.len))
+        m->content_type = xstrndup(p->content_type.bytes, p->content_type.len);
+}
+
+static const char *reply_text(amqp_rpc_reply_t r, char *buf, size_t n)
+{
+    switch (r.reply_type) {
+    case AMQP_RESPONSE_NORMAL: return "ok";
+    case AMQP_RESPONSE_NONE: return "no reply";
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION: return amqp_error_string2(r.library_error);
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+        if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+            amqp_connection_close_t *m = r.reply.decoded;
+            snprintf(buf, n, "server closed the connection: %u %.*s", m->reply_code,
+                     (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+        } else if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+            amqp_channel_close_t *m = r.reply.decoded;
+            snprintf(buf, n, "server closed the channel: %u %.*s", m->reply_code,
+                     (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+        } else {
+            snprintf(buf, n, "server error, method 0x%08x", r.reply.id);
+        }
+        return buf;
+    }
+    return "?";
+}
+
+/* Connects and starts consuming. Returns the connection or NULL with the reason in err. */
+static amqp_connection_state_t connect_src(struct jnl_consumer *c, char *err, size_t n)
+{
+    amqp_connection_state_t conn = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(conn);
+    struct timeval tv = {5, 0};
+    char b[300];
+    int st = sock ? amqp_socket_open_noblock(sock, c->src.host, c->src.port, &tv) : AMQP_STATUS_NO_MEMORY;
+    if (st != AMQP_STATUS_OK) {
+        snprintf(err, n, "cannot connect to %s:%d: %s", c->src.host, c->src.port, amqp_error_string2(st));
+        goto fail;
+    }
+    amqp_rpc_reply_t r = amqp_login(conn, c->src.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN,
+                                    c->src.user, c->src.password);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+        snprintf(err, n, "login as '%s' to vhost '%s': %s", c->src.user, c->src.vhost, reply_text(r, b, sizeof b));
+        goto fail;
+    }
+    amqp_channel_open(conn, 1);
+    r = amqp_get_rpc_reply(conn);
+    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+        amqp_basic_qos(conn, 1, 0, (uint16_t)c->src.prefetch, 0);
+        r = amqp_get_rpc_reply(conn);
+    }
+    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+        amqp_basic_consume(conn, 1, amqp_cstring_bytes(c->src.queue), amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+        r = amqp_get_rpc_reply(conn);
+    }
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+        snprintf(err, n, "consume from queue '%s': %s", c->src.queue, reply_text(r, b, sizeof b));
+        goto fail;
+    }
+    return conn;
+fail:
+    amqp_destroy_connection(conn);
+    return NULL;
+}
+
+/* Waits until the writer completed the batch; returns its status. */
+static int wait_durable(struct jnl_consumer *c)
+{
+    uv_mutex_lock(&c->lock);
+    while (!c->done)
+        uv_cond_wait(&c->cond, &c->lock);
+    int st = c->status;
+    uv_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* Consumes until the connection fails or the consumer stops. Returns 0 when stopping. */
+static int consume(struct jnl_consumer *c, amqp_connection_state_t conn)
+{
+    struct jnl *j = c->j;
+    size_t cap = c->src.prefetch;
+    for (;;) {
+        if (atomic_load(&c->stop))
+            return 0;
+        struct jnl_batch *b = NULL;
+        uint64_t last_tag = 0;
+        size_t n = 0;
+        int rc = 0;
+        while (n < cap) {
+            amqp_envelope_t env;
+            amqp_maybe_release_buffers(conn);
+            struct timeval tv = {0, n ? 2000 : 100000};
+            amqp_rpc_reply_t r = amqp_consume_message(conn, &env, &tv, 0);
+            if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT)
+                break;
+            if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+                char e[300];
+                log_warn("journal", "%s: %s", c->src.name, reply_text(r, e, sizeof e));
+                rc = -EIO;
+                break;
+            }
+            if (!b) {
+                b = jnl_batch_new(cap);
+                b->n = 0;
+            }
+            to_msg(&env, &b->msgs[n], now_ms());
+            n++;
+            b->n = n;
+            last_tag = env.delivery_tag;
+            amqp_destroy_envelope(&env);
+            atomic_fetch_add(&j->amqp_received, 1);
+            if (atomic_load(&c->stop))
+                break;
+        }
+        if (!b) {
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        b->source = c->src.name;
+        b->done = batch_done;
+        b->ud = c;
+        c->done = false;
+        int sr;
+        bool warned = false;
+        while ((sr = jnl_submit(j, b)) < 0) {
+            if (atomic_load(&c->stop) || sr == -ESHUTDOWN) {
+                jnl_batch_free(b); /* not acknowledged: the broker keeps them */
+                return 0;
+            }
+            if (!warned)
+                log_info("journal", "%s: paused (%s)", c->src.name,
+                         sr == -ENOSPC ? "disk below the floor" : sr == -EBUSY ? "circuit breaker open" : "writer queue full");
+            warned = true;
+            usleep(100000);
+        }
+        if (warned)
+            log_info("journal", "%s: resumed", c->src.name);
+        int st = wait_durable(c);
+        jnl_batch_free(b);
+        if (st < 0) {
+            log_error("journal", "%s: a batch of %zu could not be made durable (%s): reconnecting, the "
+                      "broker redelivers it", c->src.name, n, strerror(-st));
+            return st;
+        }
+        if (amqp_basic_ack(conn, 1, last_tag, 1) != AMQP_STATUS_OK) {
+            log_warn("journal", "%s: ack failed: reconnecting (the broker redelivers; copies are ignored)", c->src.name);
+            return -EIO;
+        }
+        atomic_fetch_add(&j->amqp_acked, n);
+        if (rc < 0)
+            return rc;
+    }
+}
+
+static void consumer_main(void *arg)
+{
+    struct jnl_consumer *c = arg;
+    int64_t backoff = 250;
+    unsigned failures = 0;
+    while (!atomic_load(&c->stop)) {
+        char err[512];
+        amqp_connection_state_t conn = connect_src(c, err, sizeof err);
+        if (!conn) {
+            if (failures++ % 20 == 0)
+                log_warn("journal", "%s: %s (retrying every %lld ms at most)", c->src.name, err, (long long)backoff);
+            for (int64_t t = 0; t < backoff && !atomic_load(&c->stop); t += 50)
+                usleep(50000);
+            backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
+            atomic_fetch_add(&c->j->amqp_reconnects, 1);
+            continue;
+        }
+        log_info("journal", "%s: consuming queue '%s' on %s:%d (prefetch %u)", c->src.name, c->src.queue,
+                 c->src.host, c->src.port, c->src.prefetch);
+        failures = 0;
+        backoff = 250;
+        atomic_fetch_add(&c->j->amqp_connected, 1);
+        consume(c, conn);
+        atomic_fetch_sub(&c->j->amqp_connected, 1);
+        amqp_channel_close(conn, 1, AMQP_REPLY_SUCCESS);
+        amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+        amqp_destroy_connection(conn);
+    }
+}
+
+struct jnl_consumer *jnl_consumer_start(struct jnl *j, const struct jnl_source *src)
+{
+    struct jnl_consumer *c = xzalloc(sizeof *c);
+    c->j = j;
+    c->src.name = xstrdup(src->name);
+    c->src.host = xstrdup(src->host);
+    c->src.port = src->port;
+    c->src.vhost = xstrdup(src->vhost);
+    c->src.user = xstrdup(src->user);
+    c->src.password = xstrdup(src->password);
+    c->src.queue = xstrdup(src->queue);
+    c->src.prefetch = src->prefetch;
+    uv_mutex_init(&c->lock);
+    uv_cond_init(&c->cond);
+    if (uv_thread_create(&c->thread, consumer_main, c) != 0) {
+        log_error("journal", "%s: cannot start the consumer thread", src->name);
+        jnl_consumer_stop(c);
+        return NULL;
+    }
+    return c;
+}
+
+void jnl_consumer_stop(struct jnl_consumer *c)
+{
+    if (!c)
+        return;
+    atomic_store(&c->stop, true);
+    if (c->thread)
+        uv_thread_join(&c->thread);
+    uv_mutex_destroy(&c->lock);
+    uv_cond_destroy(&c->cond);
+    free(c->src.name);
+    free(c->src.host);
+    free(c->src.vhost);
+    free(c->src.user);
+    free(c->src.password);
+    free(c->src.queue);
+    free(c);
+}

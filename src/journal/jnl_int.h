@@ -1,0 +1,50 @@
+/* jnl_int.h - what the journal's own files share: the journal object, its queue and the
+ * consumer threads. Private to src/journal/. */
+#ifndef OPSD_JOURNAL_JNL_INT_H
+#define OPSD_JOURNAL_JNL_INT_H
+
+#include <stdatomic.h>
+#include <uv.h>
+
+#include "journal/journal.h"
+#include "journal/jstore.h"
+
+struct jnl_consumer;
+
+struct jnl {
+    char *dir;                     /* DATA/journal */
+    uv_loop_t *loop;
+    struct jnl_config cfg;         /* sources as at open; limits under lock */
+    struct jstore *store;
+    uv_thread_t writer;
+    uv_mutex_t lock;               /* queue, cfg limits, done list */
+    uv_cond_t wake;
+    struct jnl_batch *q_head, *q_tail;
+    uint64_t q_msgs;
+    bool stopping;
+    /* completed batches for the loop thread */
+    uv_async_t async;
+    struct jnl_batch *done_head, *done_tail;
+    /* guards (written by the writer, read anywhere) */
+    atomic_bool disk_low;
+    atomic_bool breaker_open;
+    atomic_ullong disk_free;
+    int64_t breaker_until_ms;
+    int64_t *fail_times;           /* ring of the last breaker_failures failure times */
+    uint32_t fail_pos;
+    /* stats (atomics: read by status on the loop) */
+    atomic_ullong received, stored, duplicates, failed, commits, commit_errors;
+    atomic_ullong partitions, partitions_dropped, store_bytes, failed_pending;
+    atomic_ullong bodies_inline, bodies_compressed, bodies_skipped, body_bytes_raw, body_bytes_stored;
+    atomic_ullong amqp_received, amqp_acked, amqp_reconnects;
+    atomic_uint amqp_connected;
+    _Atomic double last_commit_s;
+    struct jnl_consumer **consumers;
+    size_t nconsumers;
+};
+
+/* amqp.c */
+struct jnl_consumer *jnl_consumer_start(struct jnl *j, const struct jnl_source *src);
+void jnl_consumer_stop(struct jnl_consumer *c);   /* joins and frees */
+
+#endif

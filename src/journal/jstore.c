@@ -1,0 +1,610 @@
+/* jstore.c - the journal's partition store (see jstore.h).
+ *
+ * Files under DIR (DATA/journal):
+ *   p-<start ms, 13+ digits>.db   one partition: messages whose processed_at falls in
+ *                                 [start, start + partition_ms)
+ *   failed.db                     failed imports (reason, source, headers, body)
+ * Schema of a partition (SQLite, WAL mode, synchronous=FULL):
+ *   meta(k, v)                    format, partition start and length
+ *   messages(rowid, message_id, receiving_endpoint, derived columns..., body_state,
+ *            body_size, body_hash, body, headers)   UNIQUE(message_id, receiving_endpoint)
+ *     body_state 0 none, 1 inline (body holds the bytes), 2 compressed (bodies table),
+ *     3 not stored (over body_max: size, content type and hash only)
+ *     unknown times and durations are -1
+ *   bodies(rowid = messages.rowid, data)   zstd frames of bodies above inline_max
+ *   fts(t)                        FTS5, contentless, rowid = messages.rowid: header values
+ *                                 and searchable text bodies
+ *   endpoints(name, role, host, messages, proc_sum, proc_n, proc_max, crit_sum, crit_n,
+ *             crit_max, first_seen, last_seen)   role 0 sending, 1 receiving
+ * Invariants: a message lives in exactly one partition; the uniqueness constraint makes a
+ * redelivered copy a no-op (the same message, same endpoint, same processed_at -> same
+ * partition); retention never deletes rows, it unlinks files. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+#include "journal/jstore.h"
+
+struct jpart {
+    int64_t start;
+    sqlite3 *db;
+    sqlite3_stmt *ins, *body, *fts, *ep;
+    bool txn;
+    uint64_t used;      /* for closing the least recently used */
+};
+
+struct jstore {
+    char *dir;
+    int64_t partition_ms;
+    struct jpart parts[JSTORE_OPEN_MAX];
+    uint64_t tick;
+    sqlite3 *fdb;
+    sqlite3_stmt *fins, *fdel;
+    bool ftxn;
+    ZSTD_CCtx *zc;
+    struct buf text;    /* full-text scratch */
+    void *zbuf;
+    size_t zcap;
+};
+
+static const char part_schema[] =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=FULL;"
+    "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v);"
+    "CREATE TABLE IF NOT EXISTS messages(rowid INTEGER PRIMARY KEY, message_id TEXT NOT NULL,"
+    " receiving_endpoint TEXT NOT NULL, id_derived INT, type TEXT, intent TEXT, conversation_id TEXT,"
+    " related_to TEXT, sending_endpoint TEXT, sending_host TEXT, receiving_host TEXT, content_type TEXT,"
+    " time_sent INT, processing_started INT, processed_at INT, received_at INT, processing_ms INT,"
+    " critical_ms INT, delivery_ms INT, is_system INT, body_state INT, body_size INT, body_hash TEXT,"
+    " body BLOB, headers TEXT, UNIQUE(message_id, receiving_endpoint));"
+    "CREATE INDEX IF NOT EXISTS m_conv ON messages(conversation_id);"
+    "CREATE INDEX IF NOT EXISTS m_sent ON messages(time_sent);"
+    "CREATE INDEX IF NOT EXISTS m_proc ON messages(processed_at);"
+    "CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, data BLOB);"
+    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(t, content='');"
+    "CREATE TABLE IF NOT EXISTS endpoints(name TEXT, role INT, host TEXT, messages INT, proc_sum INT,"
+    " proc_n INT, proc_max INT, crit_sum INT, crit_n INT, crit_max INT, first_seen INT, last_seen INT,"
+    " PRIMARY KEY(name, role)) WITHOUT ROWID;";
+
+static const char ins_sql[] =
+    "INSERT OR IGNORE INTO messages(message_id, receiving_endpoint, id_derived, type, intent,"
+    " conversation_id, related_to, sending_endpoint, sending_host, receiving_host, content_type,"
+    " time_sent, processing_started, processed_at, received_at, processing_ms, critical_ms,"
+    " delivery_ms, is_system, body_state, body_size, body_hash, body, headers)"
+    " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+
+static const char ep_sql[] =
+    "INSERT INTO endpoints VALUES(?1,?2,?3,1,?4,?5,?6,?7,?8,?9,?10,?10)"
+    " ON CONFLICT(name, role) DO UPDATE SET messages = messages + 1,"
+    " host = coalesce(excluded.host, host),"
+    " proc_sum = proc_sum + excluded.proc_sum, proc_n = proc_n + excluded.proc_n,"
+    " proc_max = max(proc_max, excluded.proc_max), crit_sum = crit_sum + excluded.crit_sum,"
+    " crit_n = crit_n + excluded.crit_n, crit_max = max(crit_max, excluded.crit_max),"
+    " first_seen = min(first_seen, excluded.first_seen), last_seen = max(last_seen, excluded.last_seen)";
+
+static void part_path(const char *dir, int64_t start, char *out, size_t n)
+{
+    if (start < 0)
+        snprintf(out, n, "%s/failed.db", dir);
+    else
+        snprintf(out, n, "%s/p-%013" PRId64 ".db", dir, start);
+}
+
+static int sq_err(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_FULL: return -ENOSPC;
+    case SQLITE_BUSY: case SQLITE_LOCKED: return -EBUSY;
+    case SQLITE_NOMEM: return -ENOMEM;
+    case SQLITE_CORRUPT: case SQLITE_NOTADB: return -EBADMSG;
+    case SQLITE_CANTOPEN: case SQLITE_PERM: case SQLITE_READONLY: return -EACCES;
+    default: return -EIO;
+    }
+}
+
+static void part_close(struct jpart *p)
+{
+    sqlite3_finalize(p->ins);
+    sqlite3_finalize(p->body);
+    sqlite3_finalize(p->fts);
+    sqlite3_finalize(p->ep);
+    if (p->db) {
+        if (p->txn)
+            sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_close(p->db);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+int jstore_commit(struct jstore *s);
+
+static struct jpart *part_get(struct jstore *s, int64_t start, char *err, size_t errlen)
+{
+    struct jpart *free_slot = NULL, *lru = NULL;
+    for (int i = 0; i < JSTORE_OPEN_MAX; i++) {
+        struct jpart *p = &s->parts[i];
+        if (p->db && p->start == start) {
+            p->used = ++s->tick;
+            return p;
+        }
+        if (!p->db && !free_slot)
+            free_slot = p;
+        if (p->db && (!lru || p->used < lru->used))
+            lru = p;
+    }
+    if (!free_slot) {
+        if (lru->txn && jstore_commit(s) < 0) {
+            snprintf(err, errlen, "committing to make room for another partition failed");
+            return NULL;
+        }
+        part_close(lru);
+        free_slot = lru;
+    }
+    struct jpart *p = free_slot;
+    char path[4096];
+    part_path(s->dir, start, path, sizeof path);
+    int rc = sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(p->db, 5000);
+        rc = sqlite3_exec(p->db, part_schema, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        char meta[256];
+        snprintf(meta, sizeof meta,
+                 "INSERT OR IGNORE INTO meta VALUES('format',%d),('start',%" PRId64 "),('length',%" PRId64 ")",
+                 JSTORE_FORMAT, start, s->partition_ms);
+        rc = sqlite3_exec(p->db, meta, NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(p->db, ins_sql, -1, &p->ins, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(p->db, "INSERT INTO bodies(rowid, data) VALUES(?,?)", -1, &p->body, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(p->db, "INSERT INTO fts(rowid, t) VALUES(?,?)", -1, &p->fts, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(p->db, ep_sql, -1, &p->ep, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "partition %s: %s", path, p->db ? sqlite3_errmsg(p->db) : "cannot open");
+        log_error("journal", "%s", err);
+        part_close(p);
+        return NULL;
+    }
+    p->start = start;
+    p->used = ++s->tick;
+    return p;
+}
+
+static int fdb_open(struct jstore *s)
+{
+    char path[4096];
+    part_path(s->dir, -1, path, sizeof path);
+    int rc = sqlite3_open_v2(path, &s->fdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->fdb,
+                          "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                          "CREATE TABLE IF NOT EXISTS failed(id INTEGER PRIMARY KEY AUTOINCREMENT, at INT,"
+                          " reason TEXT, source TEXT, message_id TEXT, headers TEXT, body BLOB);",
+                          NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->fdb, "INSERT INTO failed(at, reason, source, message_id, headers, body)"
+                                        " VALUES(?,?,?,?,?,?)", -1, &s->fins, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->fdb, "DELETE FROM failed WHERE id = ?", -1, &s->fdel, NULL);
+    if (rc != SQLITE_OK) {
+        log_error("journal", "%s: %s", path, s->fdb ? sqlite3_errmsg(s->fdb) : "cannot open");
+        return sq_err(rc);
+    }
+    return 0;
+}
+
+int jstore_open(const char *dir, int64_t partition_ms, struct jstore **out)
+{
+    *out = NULL;
+    if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+        int e = errno;
+        log_error("journal", "cannot create %s: %s", dir, strerror(e));
+        return -e;
+    }
+    struct jstore *s = xzalloc(sizeof *s);
+    s->dir = xstrdup(dir);
+    s->partition_ms = partition_ms;
+    s->zc = ZSTD_createCCtx();
+    buf_init(&s->text, 2u * JNL_BODY_HARD_MAX);
+    int rc = fdb_open(s);
+    if (rc < 0) {
+        jstore_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void jstore_close(struct jstore *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < JSTORE_OPEN_MAX; i++)
+        part_close(&s->parts[i]);
+    sqlite3_finalize(s->fins);
+    sqlite3_finalize(s->fdel);
+    if (s->fdb) {
+        if (s->ftxn)
+            sqlite3_exec(s->fdb, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_close(s->fdb);
+    }
+    ZSTD_freeCCtx(s->zc);
+    buf_release(&s->text);
+    free(s->zbuf);
+    free(s->dir);
+    free(s);
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static bool text_type(const char *ct)
+{
+    if (!ct)
+        return true; /* unknown: searchable when it is valid UTF-8 */
+    return strncmp(ct, "text/", 5) == 0 || strstr(ct, "json") || strstr(ct, "xml");
+}
+
+static int upsert_ep(struct jpart *p, const char *name, int role, const char *host, const struct jnl_msg *m)
+{
+    if (!name)
+        return SQLITE_DONE;
+    sqlite3_stmt *e = p->ep;
+    sqlite3_reset(e);
+    sqlite3_bind_text(e, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(e, 2, role);
+    bind_text(e, 3, host);
+    bool rcv = role == 1;
+    sqlite3_bind_int64(e, 4, rcv && m->processing_ms >= 0 ? m->processing_ms : 0);
+    sqlite3_bind_int64(e, 5, rcv && m->processing_ms >= 0);
+    sqlite3_bind_int64(e, 6, rcv ? m->processing_ms : -1);
+    sqlite3_bind_int64(e, 7, rcv && m->critical_ms >= 0 ? m->critical_ms : 0);
+    sqlite3_bind_int64(e, 8, rcv && m->critical_ms >= 0);
+    sqlite3_bind_int64(e, 9, rcv ? m->critical_ms : -1);
+    sqlite3_bind_int64(e, 10, m->processed_at);
+    return sqlite3_step(e);
+}
+
+int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const struct jstore_limits *lim,
+               bool *dup, int *body_state, size_t *stored_bytes, char *err, size_t errlen)
+{
+    *dup = false;
+    *stored_bytes = 0;
+    int64_t start = at - ((at % s->partition_ms) + s->partition_ms) % s->partition_ms;
+    struct jpart *p = part_get(s, start, err, errlen);
+    if (!p)
+        return -EIO;
+    int rc;
+    if (!p->txn) {
+        rc = sqlite3_exec(p->db, "BEGIN", NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+            snprintf(err, errlen, "begin: %s", sqlite3_errmsg(p->db));
+            return sq_err(rc);
+        }
+        p->txn = true;
+    }
+    rc = sqlite3_exec(p->db, "SAVEPOINT m", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "savepoint: %s", sqlite3_errmsg(p->db));
+        return sq_err(rc);
+    }
+    int state = m->body_len == 0 ? JBODY_NONE
+              : m->body_len <= lim->inline_max ? JBODY_INLINE
+              : m->body_len <= lim->body_max ? JBODY_COMPRESSED : JBODY_NOT_STORED;
+    const void *zdata = NULL;
+    size_t zlen = 0;
+    if (state == JBODY_COMPRESSED) {
+        size_t bound = ZSTD_compressBound(m->body_len);
+        if (bound > s->zcap) {
+            free(s->zbuf);
+            s->zbuf = xmalloc(bound);
+            s->zcap = bound;
+        }
+        zlen = ZSTD_compressCCtx(s->zc, s->zbuf, s->zcap, m->body, m->body_len, 1);
+        if (ZSTD_isError(zlen)) {
+            snprintf(err, errlen, "compressing the body: %s", ZSTD_getErrorName(zlen));
+            rc = SQLITE_ERROR;
+            goto fail;
+        }
+        zdata = s->zbuf;
+    }
+    struct buf hj;
+    buf_init(&hj, 2u * JNL_HEADERS_MAX * (JNL_HEADER_VALUE_MAX + JNL_HEADER_NAME_MAX) + 64);
+    jnl_msg_headers_json(m, &hj);
+    sqlite3_stmt *st = p->ins;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    sqlite3_bind_text(st, 1, m->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, m->receiving_endpoint ? m->receiving_endpoint : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, m->id_derived);
+    bind_text(st, 4, m->type);
+    bind_text(st, 5, m->intent);
+    bind_text(st, 6, m->conversation_id);
+    bind_text(st, 7, m->related_to);
+    bind_text(st, 8, m->sending_endpoint);
+    bind_text(st, 9, m->sending_host);
+    bind_text(st, 10, m->receiving_host);
+    bind_text(st, 11, m->content_type);
+    sqlite3_bind_int64(st, 12, m->time_sent);
+    sqlite3_bind_int64(st, 13, m->processing_started);
+    sqlite3_bind_int64(st, 14, m->processed_at);
+    sqlite3_bind_int64(st, 15, m->received_at);
+    sqlite3_bind_int64(st, 16, m->processing_ms);
+    sqlite3_bind_int64(st, 17, m->critical_ms);
+    sqlite3_bind_int64(st, 18, m->delivery_ms);
+    sqlite3_bind_int(st, 19, m->is_system);
+    sqlite3_bind_int(st, 20, state);
+    sqlite3_bind_int64(st, 21, (int64_t)m->body_len);
+    sqlite3_bind_text(st, 22, m->body_hash, -1, SQLITE_STATIC);
+    if (state == JBODY_INLINE)
+        sqlite3_bind_blob(st, 23, m->body, (int)m->body_len, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 23);
+    sqlite3_bind_text(st, 24, hj.data ? hj.data : "{}", (int)hj.len, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    buf_release(&hj);
+    if (rc != SQLITE_DONE) {
+        snprintf(err, errlen, "insert: %s", sqlite3_errmsg(p->db));
+        goto fail;
+    }
+    if (sqlite3_changes(p->db) == 0) {
+        *dup = true;
+        sqlite3_exec(p->db, "RELEASE m", NULL, NULL, NULL);
+        return 0;
+    }
+    int64_t rowid = sqlite3_last_insert_rowid(p->db);
+    if (state == JBODY_COMPRESSED) {
+        sqlite3_reset(p->body);
+        sqlite3_bind_int64(p->body, 1, rowid);
+        sqlite3_bind_blob(p->body, 2, zdata, (int)zlen, SQLITE_STATIC);
+        rc = sqlite3_step(p->body);
+        if (rc != SQLITE_DONE) {
+            snprintf(err, errlen, "body: %s", sqlite3_errmsg(p->db));
+            goto fail;
+        }
+        *stored_bytes = zlen;
+    } else if (state == JBODY_INLINE) {
+        *stored_bytes = m->body_len;
+    }
+    buf_reset(&s->text);
+    for (size_t i = 0; i < m->nh; i++) {
+        buf_append(&s->text, m->h[i].value, strlen(m->h[i].value));
+        buf_putc(&s->text, '\n');
+    }
+    if (m->body_len && m->body_len <= lim->search_body_max && text_type(m->content_type) &&
+        jnl_utf8_valid((const char *)m->body, m->body_len))
+        buf_append(&s->text, m->body, m->body_len);
+    sqlite3_reset(p->fts);
+    sqlite3_bind_int64(p->fts, 1, rowid);
+    sqlite3_bind_text(p->fts, 2, s->text.data ? s->text.data : "", (int)s->text.len, SQLITE_STATIC);
+    rc = sqlite3_step(p->fts);
+    if (rc != SQLITE_DONE) {
+        snprintf(err, errlen, "full-text index: %s", sqlite3_errmsg(p->db));
+        goto fail;
+    }
+    rc = upsert_ep(p, m->sending_endpoint, 0, m->sending_host, m);
+    if (rc == SQLITE_DONE)
+        rc = upsert_ep(p, m->receiving_endpoint, 1, m->receiving_host, m);
+    if (rc != SQLITE_DONE) {
+        snprintf(err, errlen, "endpoints: %s", sqlite3_errmsg(p->db));
+        goto fail;
+    }
+    sqlite3_exec(p->db, "RELEASE m", NULL, NULL, NULL);
+    *body_state = state;
+    return 0;
+fail:
+    sqlite3_exec(p->db, "ROLLBACK TO m; RELEASE m", NULL, NULL, NULL);
+    return sq_err(rc);
+}
+
+int jstore_fail_put(struct jstore *s, const struct jnl_msg *m, const char *reason, const char *source)
+{
+    if (!s->ftxn) {
+        if (sqlite3_exec(s->fdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+            return -EIO;
+        s->ftxn = true;
+    }
+    struct buf hj;
+    buf_init(&hj, 2u * JNL_HEADERS_MAX * (JNL_HEADER_VALUE_MAX + JNL_HEADER_NAME_MAX) + 64);
+    /* Header values that are not UTF-8 cannot go into JSON text: they are escaped by jw_str
+     * byte by byte, which keeps what can be kept for the operator to read. */
+    jnl_msg_headers_json(m, &hj);
+    sqlite3_stmt *st = s->fins;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, now_ms());
+    bind_text(st, 2, reason);
+    bind_text(st, 3, source);
+    bind_text(st, 4, m->id);
+    sqlite3_bind_text(st, 5, hj.data ? hj.data : "{}", (int)hj.len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 6, m->body ? (const void *)m->body : "", (int)m->body_len, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    buf_release(&hj);
+    return rc == SQLITE_DONE ? 0 : sq_err(rc);
+}
+
+int jstore_fail_delete(struct jstore *s, int64_t id)
+{
+    if (!s->ftxn) {
+        if (sqlite3_exec(s->fdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+            return -EIO;
+        s->ftxn = true;
+    }
+    sqlite3_reset(s->fdel);
+    sqlite3_bind_int64(s->fdel, 1, id);
+    return sqlite3_step(s->fdel) == SQLITE_DONE ? 0 : -EIO;
+}
+
+int jstore_commit(struct jstore *s)
+{
+    int rc = 0;
+    /* Partitions first: a re-imported message is deleted from failed.db only once it is in
+     * its partition (a crash in between leaves both; the re-import is then a duplicate). */
+    for (int i = 0; i < JSTORE_OPEN_MAX; i++) {
+        struct jpart *p = &s->parts[i];
+        if (!p->db || !p->txn)
+            continue;
+        int r = sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL);
+        if (r != SQLITE_OK) {
+            log_error("journal", "commit of partition %" PRId64 ": %s", p->start, sqlite3_errmsg(p->db));
+            return sq_err(r);
+        }
+        p->txn = false;
+    }
+    if (s->ftxn) {
+        int r = sqlite3_exec(s->fdb, "COMMIT", NULL, NULL, NULL);
+        if (r != SQLITE_OK) {
+            log_error("journal", "commit of failed.db: %s", sqlite3_errmsg(s->fdb));
+            return sq_err(r);
+        }
+        s->ftxn = false;
+    }
+    return rc;
+}
+
+void jstore_rollback(struct jstore *s)
+{
+    for (int i = 0; i < JSTORE_OPEN_MAX; i++) {
+        struct jpart *p = &s->parts[i];
+        if (p->db && p->txn) {
+            sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+            p->txn = false;
+        }
+    }
+    if (s->ftxn) {
+        sqlite3_exec(s->fdb, "ROLLBACK", NULL, NULL, NULL);
+        s->ftxn = false;
+    }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+size_t jstore_list(const char *dir, int64_t **starts)
+{
+    *starts = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        size_t l = strlen(nm);
+        if (l < 6 || strncmp(nm, "p-", 2) != 0 || strcmp(nm + l - 3, ".db") != 0)
+            continue;
+        char num[32];
+        if (l - 5 >= sizeof num)
+            continue;
+        memcpy(num, nm + 2, l - 5);
+        num[l - 5] = '\0';
+        int64_t v;
+        if (parse_int64(num, &v) < 0 || v < 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            *starts = xgrow(*starts, cap);
+        }
+        (*starts)[n++] = v;
+    }
+    closedir(d);
+    if (n)
+        qsort(*starts, n, sizeof **starts, cmp_i64);
+    return n;
+}
+
+sqlite3 *jstore_open_ro(const char *dir, int64_t start)
+{
+    char path[4096];
+    part_path(dir, start, path, sizeof path);
+    if (access(path, F_OK) < 0)
+        return NULL;
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    return db;
+}
+
+int jstore_drop_before(struct jstore *s, int64_t cutoff)
+{
+    int64_t *st;
+    size_t n = jstore_list(s->dir, &st);
+    int dropped = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (st[i] + s->partition_ms > cutoff)
+            break;
+        for (int k = 0; k < JSTORE_OPEN_MAX; k++) {
+            if (s->parts[k].db && s->parts[k].start == st[i]) {
+                if (s->parts[k].txn)
+                    goto next; /* being written: dropped at the next pass */
+                part_close(&s->parts[k]);
+            }
+        }
+        char path[4096], side[4200];
+        part_path(s->dir, st[i], path, sizeof path);
+        if (unlink(path) == 0) {
+            dropped++;
+            snprintf(side, sizeof side, "%s-wal", path);
+            unlink(side);
+            snprintf(side, sizeof side, "%s-shm", path);
+            unlink(side);
+        } else {
+            log_warn("journal", "retention: cannot remove %s: %s", path, strerror(errno));
+        }
+    next:;
+    }
+    free(st);
+    return dropped;
+}
+
+void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint64_t *failed_rows)
+{
+    int64_t *st;
+    size_t n = jstore_list(s->dir, &st);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[4096], side[4200];
+        struct stat sb;
+        part_path(s->dir, st[i], path, sizeof path);
+        if (stat(path, &sb) == 0)
+            total += (uint64_t)sb.st_size;
+        snprintf(side, sizeof side, "%s-wal", path);
+        if (stat(side, &sb) == 0)
+            total += (uint64_t)sb.st_size;
+    }
+    free(st);
+    *partitions = n;
+    *bytes = total;
+    *failed_rows = 0;
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(s->fdb, "SELECT count(*) FROM failed", -1, &q, NULL) == SQLITE_OK) {
+        if (sqlite3_step(q) == SQLITE_ROW)
+            *failed_rows = (uint64_t)sqlite3_column_int64(q, 0);
+        sqlite3_finalize(q);
+    }
+}

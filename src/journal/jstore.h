@@ -1,0 +1,55 @@
+/* jstore.h - the journal's partition store: one SQLite file per time partition under DIR,
+ * plus DIR/failed.db for messages that could not be imported.
+ *
+ * Writer side (one thread: the journal writer): jstore_open, jstore_put / jstore_fail_put
+ * (they join one open transaction per touched file), jstore_commit (durable on return: WAL
+ * mode, synchronous=FULL), jstore_rollback, jstore_drop_before (retention: unlinks whole
+ * files). Reader side (any thread): jstore_list and jstore_open_ro; readers never block the
+ * writer. Layout and schema: docs/internals/journal.md. */
+#ifndef OPSD_JOURNAL_JSTORE_H
+#define OPSD_JOURNAL_JSTORE_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "journal/journal.h"
+
+#define JSTORE_OPEN_MAX 8
+#define JSTORE_FORMAT   1
+
+enum { JBODY_NONE = 0, JBODY_INLINE = 1, JBODY_COMPRESSED = 2, JBODY_NOT_STORED = 3 };
+
+struct jstore_limits {
+    uint64_t inline_max, body_max, search_body_max;
+};
+
+struct jstore;
+
+/* Opens (creates) DIR and DIR/failed.db. Returns 0 or a negative errno code (logged). */
+int jstore_open(const char *dir, int64_t partition_ms, struct jstore **out);
+void jstore_close(struct jstore *s);
+/* Stores m in the partition that holds `at` (ms). *dup set when a message with the same id
+ * and receiving endpoint is already there (nothing stored). Returns 0 or negative (the
+ * reason in err); on error the message is not stored but the transaction stays usable. */
+int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const struct jstore_limits *lim,
+               bool *dup, int *body_state, size_t *stored_bytes, char *err, size_t errlen);
+/* Records m in the failed-import store with its reason and source. */
+int jstore_fail_put(struct jstore *s, const struct jnl_msg *m, const char *reason, const char *source);
+/* Removes failed import id (after a successful re-import). */
+int jstore_fail_delete(struct jstore *s, int64_t id);
+/* Commits every open transaction (fsync). Returns 0 or negative (nothing committed after the
+ * first failure is guaranteed; the caller rolls back and retries). */
+int jstore_commit(struct jstore *s);
+void jstore_rollback(struct jstore *s);
+/* Unlinks every partition that ends at or before cutoff. Returns the number dropped. */
+int jstore_drop_before(struct jstore *s, int64_t cutoff);
+/* Partitions and their bytes now; rows in failed.db. */
+void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint64_t *failed_rows);
+
+/* Start times of the partition files in dir, ascending (caller frees). */
+size_t jstore_list(const char *dir, int64_t **starts);
+/* Opens partition `start` (or failed.db when start < 0) read-only; NULL when it is gone. */
+sqlite3 *jstore_open_ro(const char *dir, int64_t start);
+
+#endif

@@ -1,0 +1,376 @@
+/* test_journal.c - the journal end to end below the network: writer thread and group commit,
+ * partition store (dedup, body states, full-text index, endpoints), queries (search, filters,
+ * sort, keyset paging with totals, detail, body, conversation), failed imports and
+ * re-import, retention by partition. */
+#include "unit.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "journal/journal.h"
+
+static char dir[256];
+static atomic_int done_count;
+static int last_status;
+
+static void on_done(struct jnl_batch *b, int status)
+{
+    last_status = status;
+    jnl_batch_free(b);
+    atomic_fetch_add(&done_count, 1);
+}
+
+static void add(struct jnl_msg *m, const char *n, const char *v) { jnl_msg_add_header(m, n, v, strlen(v)); }
+
+static void wait_done(int target)
+{
+    for (int i = 0; i < 2000 && atomic_load(&done_count) < target; i++)
+        usleep(5000);
+    assert_int_equal(atomic_load(&done_count), target);
+}
+
+static void fill(struct jnl_msg *m, int i, int64_t base)
+{
+    char v[128];
+    snprintf(v, sizeof v, "id-%04d", i);
+    add(m, "NServiceBus.MessageId", v);
+    snprintf(v, sizeof v, "conv-%d", i % 5);
+    add(m, "NServiceBus.ConversationId", v);
+    add(m, "NServiceBus.EnclosedMessageTypes", i % 2 ? "Shop.OrderPlaced, Shop" : "Shop.PlaceOrder, Shop");
+    add(m, "NServiceBus.OriginatingEndpoint", "Web");
+    add(m, "NServiceBus.ProcessingEndpoint", i % 3 ? "Sales" : "Billing");
+    char t[64];
+    int64_t sent = base + i * 10;
+    snprintf(t, sizeof t, "%lld", (long long)sent);
+    (void)t;
+    /* wire format times */
+    time_t s = (time_t)(sent / 1000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    char ts[64];
+    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(v, sizeof v, "%s:%03d000 Z", ts, (int)(sent % 1000));
+    add(m, "NServiceBus.TimeSent", v);
+    s = (time_t)((sent + 1000 + i) / 1000);
+    gmtime_r(&s, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(v, sizeof v, "%s:%03d000 Z", ts, (int)((sent + 1000 + i) % 1000));
+    add(m, "NServiceBus.ProcessingEnded", v);
+    snprintf(v, sizeof v, "{\"order\":%d,\"note\":\"word%d\"}", i, i);
+    m->body = (unsigned char *)strdup(v);
+    m->body_len = strlen(v);
+    jnl_msg_derive(m, now_ms());
+}
+
+static struct jnl *open_journal(uv_loop_t *loop, int64_t retention, int64_t partition)
+{
+    struct jnl_config c;
+    assert_int_equal(jnl_config_parse(NULL, NULL, &c), 0);
+    c.present = true;
+    c.retention_ms = retention;
+    c.partition_ms = partition;
+    c.inline_max = 200;
+    c.body_max = 10000;
+    c.search_body_max = 1000;
+    c.disk_floor = 0;
+    struct jnl *j;
+    assert_int_equal(jnl_open(&j, &c, dir, loop), 0);
+    return j;
+}
+
+static json_t *search(struct jnl *j, const struct jnl_query *q)
+{
+    struct buf out;
+    buf_init(&out, 64 << 20);
+    char err[256];
+    int rc = jnl_q_search(j, q, &out, err, sizeof err);
+    if (rc < 0)
+        print_error("search: %s\n", err);
+    assert_int_equal(rc, 0);
+    json_t *r = json_loads(out.data, 0, NULL);
+    assert_non_null(r);
+    buf_release(&out);
+    return r;
+}
+
+static void test_ingest_search(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct jnl *j = open_journal(&loop, 86400000LL, 3600000LL);
+    int64_t base = now_ms() - 60000;
+    const int N = 60;
+    atomic_store(&done_count, 0);
+    struct jnl_batch *b = jnl_batch_new(N);
+    for (int i = 0; i < N; i++)
+        fill(&b->msgs[i], i, base);
+    b->done = on_done;
+    b->source = "test";
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(1);
+    assert_int_equal(last_status, 0);
+
+    /* A redelivered copy changes nothing. */
+    b = jnl_batch_new(N);
+    for (int i = 0; i < N; i++)
+        fill(&b->msgs[i], i, base);
+    b->done = on_done;
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(2);
+    struct jnl_stats st;
+    jnl_stats(j, &st);
+    assert_int_equal(st.stored, N);
+    assert_int_equal(st.duplicates, N);
+
+    struct jnl_query q = {.from = -1, .to = -1, .limit = 1000};
+    json_t *r = search(j, &q);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), N);
+    assert_true(json_is_null(json_object_get(r, "next")));
+    /* newest time_sent first */
+    json_t *first = json_array_get(json_object_get(r, "messages"), 0);
+    assert_string_equal(json_string_value(json_object_get(first, "id")), "id-0059");
+    json_decref(r);
+
+    /* filters */
+    q.endpoint = "Billing";
+    r = search(j, &q);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), 20);
+    json_decref(r);
+    q.endpoint = NULL;
+    q.type = "Shop.OrderPlaced";
+    q.conversation = "conv-1";
+    r = search(j, &q);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), 6); /* odd i with i%5==1 */
+    json_decref(r);
+    q.type = q.conversation = NULL;
+    /* full text over header values and the body */
+    q.q = "word17";
+    r = search(j, &q);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), 1);
+    json_decref(r);
+    q.q = "Shop.PlaceOrder Billing";
+    r = search(j, &q);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), 10);
+    json_decref(r);
+    q.q = "\"unbalanced AND OR ( NEAR";
+    r = search(j, &q); /* user words are quoted: no syntax error */
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), 0);
+    json_decref(r);
+    q.q = NULL;
+
+    /* keyset paging: every message once, total on every page */
+    q.limit = 7;
+    q.sort = JNL_SORT_CRITICAL;
+    q.asc = true;
+    char cursor[128] = "";
+    int seen = 0;
+    int64_t prev = -2;
+    for (int page = 0; page < 20; page++) {
+        q.cursor = cursor;
+        r = search(j, &q);
+        assert_int_equal(json_integer_value(json_object_get(r, "total")), N);
+        json_t *ms = json_object_get(r, "messages");
+        for (size_t k = 0; k < json_array_size(ms); k++) {
+            int64_t c = json_integer_value(json_object_get(json_array_get(ms, k), "critical_ms"));
+            assert_true(c >= prev);
+            prev = c;
+            seen++;
+        }
+        json_t *nx = json_object_get(r, "next");
+        if (json_is_null(nx)) {
+            json_decref(r);
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%s", json_string_value(nx));
+        json_decref(r);
+    }
+    assert_int_equal(seen, N);
+    q.cursor = "garbage";
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    char err[256];
+    assert_int_equal(jnl_q_search(j, &q, &out, err, sizeof err), -1);
+
+    /* detail, conversation, endpoints */
+    buf_reset(&out);
+    assert_int_equal(jnl_q_message(j, "id-0003", NULL, &out), 0);
+    r = json_loads(out.data, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(r, "headers"), "NServiceBus.ProcessingEndpoint")),
+                        "Billing");
+    assert_string_equal(json_string_value(json_object_get(r, "body_text")), "{\"order\":3,\"note\":\"word3\"}");
+    json_decref(r);
+    assert_int_equal(jnl_q_message(j, "nope", NULL, &out), -ENOENT);
+    buf_reset(&out);
+    assert_int_equal(jnl_q_conversation(j, "conv-2", &out), 0);
+    r = json_loads(out.data, 0, NULL);
+    assert_int_equal(json_array_size(json_object_get(r, "messages")), 12);
+    json_decref(r);
+    assert_int_equal(jnl_q_conversation(j, "none", &out), -ENOENT);
+    buf_reset(&out);
+    assert_int_equal(jnl_q_endpoints(j, -1, -1, &out), 0);
+    r = json_loads(out.data, 0, NULL);
+    assert_int_equal(json_array_size(json_object_get(r, "endpoints")), 3);
+    json_decref(r);
+    buf_release(&out);
+
+    jnl_stop(j);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j);
+    uv_loop_close(&loop);
+}
+
+static void test_bodies_failed_retention(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct jnl *j = open_journal(&loop, 3600000LL, 1000);
+    atomic_store(&done_count, 0);
+    struct jnl_batch *b = jnl_batch_new(4);
+    size_t sizes[3] = {50, 5000, 20000};
+    for (int i = 0; i < 3; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "body-%d", i);
+        add(&b->msgs[i], "NServiceBus.MessageId", id);
+        add(&b->msgs[i], "NServiceBus.ContentType", "application/octet-stream");
+        b->msgs[i].body = malloc(sizes[i]);
+        for (size_t k = 0; k < sizes[i]; k++)
+            b->msgs[i].body[k] = (unsigned char)(k % 7 == 0 ? k : 'a');
+        b->msgs[i].body_len = sizes[i];
+        jnl_msg_derive(&b->msgs[i], now_ms());
+    }
+    /* a poison message: goes to the failed-import store */
+    add(&b->msgs[3], "NServiceBus.MessageId", "poison-1");
+    b->msgs[3].fail_reason = strdup("test: refused by the consumer");
+    jnl_msg_derive(&b->msgs[3], now_ms());
+    /* keep copies of the bodies to compare */
+    unsigned char *copy[3];
+    for (int i = 0; i < 3; i++) {
+        copy[i] = malloc(sizes[i]);
+        memcpy(copy[i], b->msgs[i].body, sizes[i]);
+    }
+    b->done = on_done;
+    b->source = "test";
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(1);
+    assert_int_equal(last_status, 0);
+    const char *states[] = {"inline", "compressed", "not_stored"};
+    for (int i = 0; i < 3; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "body-%d", i);
+        struct jnl_body jb;
+        int rc = jnl_q_body(j, id, NULL, &jb);
+        assert_int_equal(rc, 0);
+        assert_string_equal(jb.state, states[i]);
+        assert_int_equal(jb.len, sizes[i]);
+        assert_string_equal(jb.content_type, "application/octet-stream");
+        if (i < 2)
+            assert_memory_equal(jb.data, copy[i], sizes[i]);
+        else
+            assert_null(jb.data);
+        char h[65];
+        jnl_sha256_hex(copy[i], sizes[i], h);
+        assert_string_equal(jb.hash, h);
+        free(jb.data);
+        free(copy[i]);
+    }
+    struct jnl_stats st;
+    jnl_stats(j, &st);
+    assert_int_equal(st.bodies_inline, 1);
+    assert_int_equal(st.bodies_compressed, 1);
+    assert_int_equal(st.bodies_skipped, 1);
+    assert_true(st.body_bytes_stored < 50 + 5000);
+    assert_int_equal(st.failed, 1);
+
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(jnl_q_failed(j, 10, &out), 0);
+    json_t *r = json_loads(out.data, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), 1);
+    json_t *f = json_array_get(json_object_get(r, "failed"), 0);
+    assert_string_equal(json_string_value(json_object_get(f, "reason")), "test: refused by the consumer");
+    int64_t fid = json_integer_value(json_object_get(f, "id"));
+    json_decref(r);
+    struct jnl_batch *rb;
+    char err[256];
+    assert_int_equal(jnl_q_failed_load(j, 999, &rb, err, sizeof err), -ENOENT);
+    assert_int_equal(jnl_q_failed_load(j, fid, &rb, err, sizeof err), 0);
+    rb->done = on_done;
+    assert_int_equal(jnl_submit(j, rb), 0);
+    wait_done(2);
+    buf_reset(&out);
+    assert_int_equal(jnl_q_failed(j, 10, &out), 0);
+    r = json_loads(out.data, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), 0);
+    json_decref(r);
+    buf_reset(&out);
+    assert_int_equal(jnl_q_message(j, "poison-1", NULL, &out), 0);
+
+    /* retention: a message processed just inside the retention lands in an old partition
+     * that is dropped (a file unlinked) a few seconds later */
+    b = jnl_batch_new(1);
+    add(&b->msgs[0], "NServiceBus.MessageId", "old-1");
+    int64_t old = now_ms() - 3600000LL + 1500;
+    char v[64], ts[40];
+    time_t s = (time_t)(old / 1000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(v, sizeof v, "%s:%03d000 Z", ts, (int)(old % 1000));
+    add(&b->msgs[0], "NServiceBus.ProcessingEnded", v);
+    jnl_msg_derive(&b->msgs[0], now_ms());
+    b->done = on_done;
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(3);
+    buf_reset(&out);
+    assert_int_equal(jnl_q_message(j, "old-1", NULL, &out), 0);
+    int gone = 0;
+    for (int i = 0; i < 100 && !gone; i++) {
+        usleep(100000);
+        buf_reset(&out);
+        gone = jnl_q_message(j, "old-1", NULL, &out) == -ENOENT;
+    }
+    assert_true(gone);
+    jnl_stats(j, &st);
+    assert_true(st.partitions_dropped >= 1);
+    buf_reset(&out);
+    assert_int_equal(jnl_q_message(j, "body-1", NULL, &out), 0); /* the current partition stays */
+    buf_release(&out);
+
+    jnl_stop(j);
+    assert_int_equal(jnl_accepting(j, 1), -ESHUTDOWN);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j);
+    uv_loop_close(&loop);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/opsd-jtest-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ingest_search, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bodies_failed_retention, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
