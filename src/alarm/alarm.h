@@ -226,6 +226,9 @@ int alarm_open(struct alarms **out, struct alarm_config *cfg, const char *data_d
 void alarm_reconfigure(struct alarms *a, struct alarm_config *cfg);
 /* Re-binds after the point table changed (a reload of points or drivers). */
 void alarm_rebind(struct alarms *a);
+/* Switches the deployment state (every alarm re-evaluated) and records it durably, so that
+ * it survives a restart. Returns 0 or -1 (unknown state: nothing changed). */
+int alarm_set_deployment(struct alarms *a, const char *state, const char *user);
 /* Stops the timer, drains the queue (every event becomes durable), joins the thread. */
 void alarm_stop(struct alarms *a);
 void alarm_free(struct alarms *a);

@@ -1,0 +1,321 @@
+/* service.c - the daemon's alarm service: the engine on the loop thread, its events handed to
+ * a writer thread that stores them in batches (see alarm.h, store.c).
+ *
+ * Loop side: a live listener feeds changed points to the engine; a 100 ms timer runs delays
+ * and shelving expiry; the engine's sink copies each event into the queue (a ring of at most
+ * QUEUE_MAX pointers under one mutex) and signals the writer. The loop never touches a file
+ * after start-up: when the ring is full an event is dropped and counted (a storm far beyond
+ * what the disk takes), never waited for.
+ *
+ * Writer thread: waits for events, takes everything queued (at most BATCH_MAX), writes it in
+ * one transaction per partition plus one for state.db (group commit: one fsync per batch,
+ * however many events), then publishes how far it got and wakes the loop (uv_async) so that
+ * barrier callbacks (REST answers waiting for durability) run there. Retention runs on the
+ * writer once a minute.
+ *
+ * Sequence numbers: every queued item gets seq = ++enqueued on the loop; the writer sets
+ * durable = seq of the last item of a committed (or failed) batch; a barrier waits for the
+ * enqueued value at the time it was asked. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alarm/alarm.h"
+#include "alarm/astore.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/util.h"
+
+#define QUEUE_MAX    (1u << 20)
+#define BATCH_MAX    20000
+#define TICK_MS      100
+#define RETENTION_EVERY_MS 60000
+
+struct waiter {
+    struct waiter *next;
+    uint64_t seq;
+    void (*fn)(void *ud, int status);
+    void *ud;
+};
+
+struct alarms {
+    uv_loop_t *loop;
+    struct live *live;
+    struct alarm_engine *e;
+    struct astore store;
+    char *dir;
+    uv_timer_t timer;
+    uv_async_t async;
+    pthread_t thread;
+    bool thread_started, stopping;
+    /* queue (mutex) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct qev **ring;
+    size_t head, count;
+    bool stop;
+    uint64_t enqueued;        /* seq of the last queued item (loop writes, under mu) */
+    uint64_t durable;         /* seq of the last written item (writer writes, under mu) */
+    uint64_t failed_upto;     /* seq of the last item of a failed batch */
+    uint64_t written, batches, write_errors, dropped, partitions, partitions_dropped;
+    /* loop only */
+    struct waiter *waiters, *waiters_tail;
+};
+
+static void sink(void *ud, const struct alarm_event *ev)
+{
+    struct alarms *a = ud;
+    struct qev *q = qev_new(ev);
+    pthread_mutex_lock(&a->mu);
+    if (a->count == QUEUE_MAX) {
+        a->dropped++;
+        pthread_mutex_unlock(&a->mu);
+        qev_free(q);
+        return;
+    }
+    a->ring[(a->head + a->count++) % QUEUE_MAX] = q;
+    a->enqueued++;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void *writer_main(void *arg)
+{
+    struct alarms *a = arg;
+    struct qev **batch = xnew(struct qev *, BATCH_MAX);
+    int64_t last_retention = 0, last_start = -2;
+    char err[512];
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        while (!a->count && !a->stop)
+            pthread_cond_wait(&a->cv, &a->mu);
+        if (!a->count && a->stop) {
+            pthread_mutex_unlock(&a->mu);
+            break;
+        }
+        size_t n = 0;
+        while (a->count && n < BATCH_MAX) {
+            batch[n++] = a->ring[a->head];
+            a->head = (a->head + 1) % QUEUE_MAX;
+            a->count--;
+        }
+        uint64_t upto = a->enqueued - a->count;
+        pthread_mutex_unlock(&a->mu);
+
+        int rc = astore_write(&a->store, batch, n, err, sizeof err);
+        if (rc < 0)
+            log_error("alarm", "writing %zu events failed: %s", n, err);
+        for (size_t i = 0; i < n; i++)
+            qev_free(batch[i]);
+        int64_t now = now_ms();
+        int dropped = 0;
+        bool recount = a->store.cur_start != last_start;
+        if (now - last_retention >= RETENTION_EVERY_MS) {
+            dropped = astore_retention(&a->store, now);
+            if (dropped)
+                log_info("alarm", "retention dropped %d event partitions", dropped);
+            last_retention = now;
+            recount = true;
+        }
+        last_start = a->store.cur_start;
+        uint64_t nparts = recount ? astore_partitions(a->dir) : 0;
+        pthread_mutex_lock(&a->mu);
+        a->partitions_dropped += (uint64_t)dropped;
+        if (recount)
+            a->partitions = nparts;
+        a->durable = upto;
+        a->batches++;
+        if (rc < 0) {
+            a->failed_upto = upto;
+            a->write_errors++;
+        } else {
+            a->written += n;
+        }
+        pthread_mutex_unlock(&a->mu);
+        uv_async_send(&a->async);
+    }
+    free(batch);
+    return NULL;
+}
+
+/* Runs the barrier callbacks whose events are written. */
+static void on_async(uv_async_t *h)
+{
+    struct alarms *a = h->data;
+    pthread_mutex_lock(&a->mu);
+    uint64_t durable = a->durable, failed = a->failed_upto;
+    pthread_mutex_unlock(&a->mu);
+    while (a->waiters && a->waiters->seq <= durable) {
+        struct waiter *w = a->waiters;
+        a->waiters = w->next;
+        if (!a->waiters)
+            a->waiters_tail = NULL;
+        /* A batch that failed after this waiter's items (or containing them) is reported. */
+        w->fn(w->ud, failed && failed >= w->seq ? -EIO : 0);
+        free(w);
+    }
+}
+
+void alarm_barrier(struct alarms *a, void (*fn)(void *ud, int status), void *ud)
+{
+    struct waiter *w = xzalloc(sizeof *w);
+    pthread_mutex_lock(&a->mu);
+    w->seq = a->enqueued;
+    pthread_mutex_unlock(&a->mu);
+    w->fn = fn;
+    w->ud = ud;
+    if (a->waiters_tail)
+        a->waiters_tail->next = w;
+    else
+        a->waiters = w;
+    a->waiters_tail = w;
+    uv_async_send(&a->async); /* answered from the loop, also when already durable */
+}
+
+static void on_points(void *ud, struct live *l, const uint32_t *changed, size_t n)
+{
+    struct alarms *a = ud;
+    if (a->e && !a->stopping)
+        alarm_engine_points_changed(a->e, changed, n);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct alarms *a = t->data;
+    alarm_engine_tick(a->e);
+}
+
+int alarm_open(struct alarms **out, struct alarm_config *cfg, const char *data_dir, uv_loop_t *loop,
+               struct live *live)
+{
+    *out = NULL;
+    struct alarms *a = xzalloc(sizeof *a);
+    a->loop = loop;
+    a->live = live;
+    size_t dl = strlen(data_dir) + 16;
+    a->dir = xmalloc(dl);
+    snprintf(a->dir, dl, "%s/alarm", data_dir);
+    char err[512] = "";
+    if (astore_open(&a->store, a->dir, cfg->partition_ms, cfg->retention_ms, err, sizeof err) < 0) {
+        log_error("alarm", "cannot open the alarm store: %s", err);
+        free(a->dir);
+        free(a);
+        alarm_config_release(cfg);
+        return -1;
+    }
+    a->ring = xnew(struct qev *, QUEUE_MAX);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    a->e = alarm_engine_new(live);
+    alarm_engine_configure(a->e, cfg);
+    char *dep = NULL;
+    int restored = astore_load(&a->store, a->e, &dep);
+    if (dep && alarm_engine_set_deployment(a->e, dep, NULL) < 0)
+        log_warn("alarm", "the saved deployment state '%s' no longer exists: using '%s'", dep,
+                 alarm_engine_deployment(a->e) ? alarm_engine_deployment(a->e) : "none");
+    free(dep);
+    alarm_engine_set_sink(a->e, sink, a);
+    uv_async_init(loop, &a->async, on_async);
+    a->async.data = a;
+    if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
+        log_error("alarm", "cannot start the alarm writer thread: out of resources");
+        abort(); /* like out-of-memory: fatal by policy */
+    }
+    a->thread_started = true;
+    uv_timer_init(loop, &a->timer);
+    a->timer.data = a;
+    uv_timer_start(&a->timer, on_timer, TICK_MS, TICK_MS);
+    live_listen(live, on_points, a);
+    struct alarm_engine_stats st;
+    alarm_engine_stats(a->e, &st);
+    log_info("alarm", "%llu alarm conditions, %d states restored, events in %s",
+             (unsigned long long)st.conditions, restored > 0 ? restored : 0, a->dir);
+    *out = a;
+    return 0;
+}
+
+void alarm_reconfigure(struct alarms *a, struct alarm_config *cfg)
+{
+    uint64_t t0 = mono_ns();
+    if (cfg->retention_ms != a->store.retention_ms || cfg->partition_ms != a->store.partition_ms)
+        log_warn("alarm", "alarms retention and partition take effect after a restart");
+    alarm_engine_configure(a->e, cfg);
+    struct alarm_engine_stats st;
+    alarm_engine_stats(a->e, &st);
+    log_info("alarm", "%llu alarm conditions configured in %.1f ms", (unsigned long long)st.conditions,
+             (double)(mono_ns() - t0) / 1e6);
+}
+
+void alarm_rebind(struct alarms *a) { alarm_engine_rebind(a->e); }
+
+void alarm_stop(struct alarms *a)
+{
+    if (!a || a->stopping)
+        return;
+    a->stopping = true;
+    uv_timer_stop(&a->timer);
+    uv_close((uv_handle_t *)&a->timer, NULL);
+    alarm_engine_set_sink(a->e, NULL, NULL);
+    if (a->thread_started) {
+        pthread_mutex_lock(&a->mu);
+        a->stop = true;
+        pthread_cond_signal(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+        pthread_join(a->thread, NULL);
+        a->thread_started = false;
+        on_async(&a->async); /* everything is written: answer the waiters */
+        uv_close((uv_handle_t *)&a->async, NULL);
+    }
+}
+
+void alarm_free(struct alarms *a)
+{
+    if (!a)
+        return;
+    while (a->waiters) {
+        struct waiter *w = a->waiters;
+        a->waiters = w->next;
+        w->fn(w->ud, -ECANCELED);
+        free(w);
+    }
+    for (size_t i = 0; i < a->count; i++)
+        qev_free(a->ring[(a->head + i) % QUEUE_MAX]);
+    free(a->ring);
+    astore_close(&a->store);
+    alarm_engine_free(a->e);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    free(a->dir);
+    free(a);
+}
+
+struct alarm_engine *alarm_engine_of(struct alarms *a) { return a->e; }
+const char *alarm_dir(const struct alarms *a) { return a->dir; }
+
+int alarm_set_deployment(struct alarms *a, const char *state, const char *user)
+{
+    if (alarm_engine_set_deployment(a->e, state, user) < 0)
+        return -1;
+    struct alarm_event ev = {.ts = now_ms(), .kind = (enum alarm_ev_kind)ASTORE_DEPLOYMENT, .alarm = "",
+                             .threshold = "", .area = "", .group = "", .message = state, .user = user};
+    if (!a->stopping)
+        sink(a, &ev);
+    return 0;
+}
+
+void alarm_stats(struct alarms *a, struct alarm_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    alarm_engine_stats(a->e, &out->engine);
+    pthread_mutex_lock(&a->mu);
+    out->queued = a->count;
+    out->written = a->written;
+    out->dropped = a->dropped;
+    out->batches = a->batches;
+    out->write_errors = a->write_errors;
+    out->partitions = a->partitions;
+    out->partitions_dropped = a->partitions_dropped;
+    pthread_mutex_unlock(&a->mu);
+}

@@ -1,0 +1,215 @@
+/* test_astore.c - alarm event partitions, retention by file, saved state, and queries
+ * (alarm/astore.h, alarm_events_query), plus the service end to end on a libuv loop: events
+ * become durable behind a barrier and the state survives closing and reopening. */
+#include "unit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alarm/alarm.h"
+#include "alarm/astore.h"
+#include "core/buf.h"
+#include "core/yconf.h"
+#include "live/live.h"
+
+#define HOUR 3600000LL
+
+static char dir[256];
+
+static int mkdir_tmp(void **state)
+{
+    snprintf(dir, sizeof dir, "/tmp/opsd-astore-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return 0;
+}
+
+static int rm_tmp(void **state)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static struct qev *ev(int64_t ts, const char *alarm, const char *thr, const char *group, int kind, int st,
+                      const char *msg)
+{
+    struct alarm_event e = {.ts = ts, .kind = (enum alarm_ev_kind)kind, .alarm = alarm, .threshold = thr,
+                            .area = "A", .group = group, .state = (enum alarm_state)st, .value = 1.5,
+                            .limit = NAN, .priority = 1, .message = msg, .since = ts};
+    return qev_new(&e);
+}
+
+static size_t count_of(const char *json)
+{
+    const char *p = strstr(json, "\"count\":");
+    return p ? (size_t)strtoul(p + 8, NULL, 10) : 9999;
+}
+
+static char sub[300];
+
+static void query(struct alarm_evq *q, struct buf *out)
+{
+    char err[256];
+    buf_reset(out);
+    assert_int_equal(alarm_events_query(sub, q, out, err, sizeof err), 0);
+}
+
+static void test_partitions_and_queries(void **state)
+{
+    snprintf(sub, sizeof sub, "%s/alarm", dir);
+    struct astore s;
+    char err[256] = "";
+    assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
+    int64_t t0 = 1764460800000LL; /* on an hour */
+    struct qev *b[6] = {
+        ev(t0 + 1, "a1", "HH", "g1", AEV_ACTIVE, AS_UNACK, "a1 too high"),
+        ev(t0 + 2, "a2", "LL", "g2", AEV_ACTIVE, AS_UNACK, "a2 too low"),
+        ev(t0 + 3, "a1", "HH", "g1", AEV_ACK, AS_ACKED, "a1 too high"),
+        ev(t0 + HOUR + 1, "a1", "HH", "g1", AEV_CLEAR, AS_NORMAL, "a1 too high"),
+        ev(t0 + HOUR + 2, "a2", "LL", "g2", AEV_CLEAR, AS_RTN_UNACK, "a2 too low"),
+        ev(t0 + 3 * HOUR, "a3", "H", "g1", AEV_ACTIVE, AS_UNACK, "third"),
+    };
+    assert_int_equal(astore_write(&s, b, 6, err, sizeof err), 0);
+    for (int i = 0; i < 6; i++)
+        qev_free(b[i]);
+    assert_int_equal(astore_partitions(sub), 3);
+
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    struct alarm_evq q = {.from = t0, .to = t0 + 10 * HOUR, .kind = -1, .state = -1};
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 6);
+    q.alarm = "a1";
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 3);
+    q.alarm = "a1/LL";
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 0);
+    q.alarm = NULL;
+    q.group = "g2";
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 2);
+    q.group = NULL;
+    q.text = "too low";
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 2);
+    q.text = NULL;
+    q.kind = AEV_ACK;
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 1);
+    assert_non_null(strstr(out.data, "\"kind\":\"ack\",\"state\":\"active_ack\""));
+    q.kind = -1;
+    q.state = AS_RTN_UNACK;
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 1);
+    q.state = -1;
+    q.from = t0 + HOUR;
+    q.to = t0 + HOUR + 2; /* to is exclusive */
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 1);
+    /* limit and order across partitions */
+    q.from = t0;
+    q.to = t0 + 10 * HOUR;
+    q.limit = 2;
+    q.desc = true;
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 2);
+    assert_non_null(strstr(out.data, "\"more\":true"));
+    assert_true(strstr(out.data, "third") < strstr(out.data, "a2 too low"));
+    /* retention: partitions that end two hours before now go, whole files */
+    assert_int_equal(astore_retention(&s, t0 + 4 * HOUR), 2);
+    assert_int_equal(astore_partitions(sub), 1);
+    q.limit = 0;
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 1);
+    buf_release(&out);
+    astore_close(&s);
+}
+
+/* ---- the service ---- */
+
+static const char *yaml =
+    "deployment: {state: Normal, states: {Normal: {mx: 10}, Startup: {mx: 100}}}\n"
+    "alarms:\n"
+    "  - {name: hot, group: g, expression: \"{p-1} * 2\",\n"
+    "     thresholds: [{name: H, op: \">\", limit: mx, message: \"hot {value:0.0}\"}]}\n";
+
+static void load(struct alarm_config *c)
+{
+    struct yconf y;
+    yconf_load_string(&y, "t.yaml", yaml, strlen(yaml));
+    ynode *root = yconf_root(&y);
+    assert_int_equal(alarm_config_parse(&y, yn_get(&y, root, "alarms"), yn_get(&y, root, "deployment"), c), 0);
+    yconf_release(&y);
+}
+
+static int barrier_status = 1;
+static void on_barrier(void *ud, int status)
+{
+    barrier_status = status;
+    uv_stop(ud);
+}
+
+static void test_service_restart(void **state)
+{
+    uv_loop_t *loop = uv_default_loop();
+    struct live *l = live_new();
+    struct pt_meta m = {.type = PT_DOUBLE};
+    uint32_t p = live_declare(l, "p-1", &m);
+    struct alarm_config c;
+    load(&c);
+    struct alarms *a;
+    assert_int_equal(alarm_open(&a, &c, dir, loop, l), 0);
+    live_set_double(l, p, 6, 1764460800000LL); /* 12 > 10 */
+    live_flush(l);
+    uint32_t ci;
+    assert_int_equal(alarm_engine_lookup(alarm_engine_of(a), "hot/H", &ci, 1), 1);
+    assert_int_equal(alarm_engine_ack(alarm_engine_of(a), ci, "ann", "checked"), 1);
+    assert_int_equal(alarm_set_deployment(a, "Startup", "boss"), 0);
+    assert_int_equal(alarm_set_deployment(a, "Nope", "boss"), -1);
+    alarm_barrier(a, on_barrier, loop);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(barrier_status, 0);
+    struct alarm_stats st;
+    alarm_stats(a, &st);
+    assert_int_equal(st.written, 4); /* active, ack, clear (limit 100 now), deployment */
+    assert_int_equal(st.dropped, 0);
+    alarm_stop(a);
+    uv_run(loop, UV_RUN_DEFAULT);
+    alarm_free(a);
+
+    /* reopen: the state and the deployment come back, without new events */
+    load(&c);
+    assert_int_equal(alarm_open(&a, &c, dir, loop, l), 0);
+    assert_string_equal(alarm_engine_deployment(alarm_engine_of(a)), "Startup");
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    alarm_engine_lookup(alarm_engine_of(a), "hot/H", &ci, 1);
+    alarm_cond_json(alarm_engine_of(a), ci, &b);
+    assert_non_null(strstr(b.data, "\"state\":\"normal\""));
+    assert_non_null(strstr(b.data, "\"message\":\"hot 12.0\""));
+    assert_non_null(strstr(b.data, "\"ack\":{\"user\":\"ann\",\"comment\":\"checked\""));
+    buf_reset(&b);
+    char err[128];
+    struct alarm_evq q = {.from = 0, .to = INT64_MAX, .kind = -1, .state = -1};
+    assert_int_equal(alarm_events_query(alarm_dir(a), &q, &b, err, sizeof err), 0);
+    assert_int_equal(count_of(b.data), 4);
+    assert_non_null(strstr(b.data, "\"kind\":\"deployment\""));
+    assert_non_null(strstr(b.data, "\"user\":\"ann\",\"comment\":\"checked\""));
+    buf_release(&b);
+    alarm_stop(a);
+    uv_run(loop, UV_RUN_DEFAULT);
+    alarm_free(a);
+    live_free(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_partitions_and_queries, mkdir_tmp, rm_tmp),
+        cmocka_unit_test_setup_teardown(test_service_restart, mkdir_tmp, rm_tmp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
