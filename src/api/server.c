@@ -207,8 +207,13 @@ static int req_write(struct pss *pss)
         unsigned char *start = hbuf + LWS_PRE, *p = start, *end = hbuf + sizeof hbuf - 1;
         if (lws_add_http_common_headers(wsi, (unsigned int)r->status, r->ctype, r->resp.len, &p, end))
             return -1;
+        const char *cc = r->cache_control ? r->cache_control : "no-store";
         if (lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
-                                        (const unsigned char *)"no-store", 8, &p, end))
+                                        (const unsigned char *)cc, (int)strlen(cc), &p, end))
+            return -1;
+        if (r->etag[0] &&
+            lws_add_http_header_by_name(wsi, (const unsigned char *)"etag:",
+                                        (const unsigned char *)r->etag, (int)strlen(r->etag), &p, end))
             return -1;
         if (r->retry_after &&
             lws_add_http_header_by_name(wsi, (const unsigned char *)"retry-after:",
@@ -261,6 +266,8 @@ static int on_http(struct api *api, struct lws *wsi, struct pss *pss, const char
                     r->method == LWSHUMETH_PATCH;
     if (strcmp(r->path, "/healthz") == 0) {
         r->role = ROLE_ADMIN;
+    } else if (static_public(r->path)) {
+        r->role = ROLE_VIEWER; /* the web UI's files: no data, the page asks for the token */
     } else {
         r->role = api_auth(api, wsi, false);
         if (r->role == ROLE_NONE) {
@@ -402,6 +409,7 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
     api->cfg.tokens = api_tokens_copy(cfg->tokens, cfg->ntokens);
     api->cfg.tls_cert = cfg->tls_cert ? xstrdup(cfg->tls_cert) : NULL;
     api->cfg.tls_key = cfg->tls_key ? xstrdup(cfg->tls_key) : NULL;
+    api->cfg.ui_dir = cfg->ui_dir ? xstrdup(cfg->ui_dir) : NULL;
     api->loop = loop;
     api->live = live;
     api->stream = stream;
@@ -452,9 +460,11 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
         api_tokens_free(api->cfg.tokens, api->cfg.ntokens);
         free(api->cfg.tls_cert);
         free(api->cfg.tls_key);
+        free(api->cfg.ui_dir);
         free(api);
         return NULL;
     }
+    static_init(api);
     ws_init(api);
     uv_timer_init(loop, &api->house);
     api->house.data = api;
@@ -485,5 +495,7 @@ void api_free(struct api *api)
     api_tokens_free(api->cfg.tokens, api->cfg.ntokens);
     free(api->cfg.tls_cert);
     free(api->cfg.tls_key);
+    free(api->cfg.ui_dir);
+    static_release(api);
     free(api);
 }

@@ -1,0 +1,292 @@
+// The web UI in a real browser: Debian's chromium, headless, driven by playwright-core
+// (web/node_modules), against a real opsd running the demo configuration with tokens. Each
+// page loads without console errors; the login page takes the operator token; a live value
+// changes on screen; a point is written from the Points page (and a viewer is refused); a
+// trend shows history (backfilled through the API) and then appends live values; 20 pens
+// stay smooth; CSV export. Screenshots of every page go to out/web/ for review.
+// Needs web/dist (scripts/web.sh) and /usr/bin/chromium (scripts/deps.sh test).
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test, finish, assert, failTest, onCleanup, sleep } from './lib/harness.mjs';
+import { workDir, startOpsd, http, diag } from './lib/opsd.mjs';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const SHOTS = join(process.env.IT_OUT || join(ROOT, 'tests/integration/out'), 'web');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const OP = 'op-token-7f3a';
+const VIEW = 'view-token-19c2';
+const opH = { Authorization: `Bearer ${OP}` };
+
+const work = workDir('t_web');
+const need = [[join(ROOT, 'web/dist/index.html'), 'web/dist (run scripts/web.sh)'],
+  [join(ROOT, 'web/node_modules/playwright-core/index.mjs'), 'playwright-core (run scripts/web.sh)'],
+  [CHROMIUM, 'chromium (scripts/deps.sh test)']];
+for (const [f, what] of need) {
+  if (!existsSync(f)) {
+    failTest('web: prerequisites', `missing ${what}: ${f}`);
+    await finish();
+  }
+}
+const { chromium } = await import(join(ROOT, 'web/node_modules/playwright-core/index.mjs'));
+
+// The demo configuration, on a free port, with its own data dir and two tokens.
+const config = (port, dataDir) => readFileSync(join(ROOT, 'etc/demo.yaml'), 'utf8')
+  .replace(/^ {2}listen: .*$/m, `  listen: 127.0.0.1:${port}`)
+  .replace(/^ {2}data_dir: .*$/m, `  data_dir: ${dataDir}
+  auth:
+    tokens:
+      - {name: ops, token: "${OP}", role: operator}
+      - {name: look, token: "${VIEW}", role: viewer}`);
+
+let d;
+try {
+  d = await startOpsd(work, { config });
+} catch (e) {
+  failTest('web: opsd starts with the demo configuration', e.message);
+  work.keep = true;
+  await finish();
+}
+mkdirSync(SHOTS, { recursive: true });
+
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+onCleanup(() => browser.close());
+const context = await browser.newContext({ viewport: { width: 1366, height: 860 }, acceptDownloads: true });
+const page = await context.newPage();
+page.setDefaultTimeout(10000);
+
+// Console errors and uncaught exceptions fail the test that is running; `expected` lists
+// the ones a step provokes on purpose (the browser logs every refused request).
+const consoleErrors = [];
+let expected = [];
+page.on('console', (m) => {
+  if (m.type() === 'error' && !expected.some((re) => re.test(m.text()))) consoleErrors.push(m.text());
+});
+page.on('pageerror', (e) => consoleErrors.push(`uncaught: ${e.message}`));
+function noConsoleErrors() {
+  const e = consoleErrors.splice(0);
+  assert(e.length === 0, `console errors: ${e.join(' | ').slice(0, 500)}`);
+}
+const shot = (name) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+const text = (sel) => page.locator(sel).first().innerText();
+
+async function waitFor(what, fn, ms = 10000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`no ${what} within ${ms} ms`);
+    await sleep(100);
+  }
+}
+
+await test('web: opsd finds the built UI next to its build directory', async () => {
+  assert(/web UI served from .*web\/dist/.test(d.log()), `log: ${d.log().slice(0, 400)}`);
+});
+
+// History to trend: ext-000 over the last 10 minutes, one sample a second, durable.
+const now = Date.now();
+const ts = [];
+const values = [];
+for (let i = 600; i >= 1; i--) {
+  ts.push(now - i * 1000);
+  values.push(Math.round((50 + 40 * Math.sin(i / 30)) * 100) / 100);
+}
+const bf = await http(d, 'POST', '/api/v1/samples', { series: [{ point: 'ext-000', ts, values }] }, opH);
+if (bf.status !== 200) failTest('web: backfill ext-000', `${bf.status} ${bf.text}`);
+
+await test('web: the login page asks for the token; a wrong one is refused; the operator token signs in', async () => {
+  expected = [/status of 401/];
+  await page.goto(`${d.url}/`);
+  await page.locator('#token').waitFor();
+  assert(page.url().includes('#/login'), `url ${page.url()}`);
+  await shot('login');
+  await page.fill('#token', 'not-a-token');
+  await page.click('form.login button[type=submit]');
+  await waitFor('a refusal', async () => /not valid/.test(await text('#login-msg')));
+  await page.fill('#token', OP);
+  await page.click('form.login button[type=submit]');
+  await page.locator('#ov-facts dd').first().waitFor();
+  assert(page.url().includes('#/overview'), `after sign in: ${page.url()}`);
+  expected = [];
+  noConsoleErrors();
+}, { timeout: 20000 });
+
+await test('web: overview shows health, uptime, rates, queues and stores, and updates live', async () => {
+  await page.goto(`${d.url}/#/overview`);
+  await waitFor('a health badge', async () => (await text('#ov-health')) === 'healthy');
+  const up1 = await text('dd[data-key="Uptime"]');
+  // Rates need two scrapes (2 s apart).
+  await waitFor('an ingest rate', async () => /\d/.test(await page.locator('#ov-rates tr').first().innerText()), 8000);
+  const rates = await page.locator('#ov-rates').innerText();
+  assert(/Point updates \(ingest\)\s+[\d.]+\s*k?\/s/.test(rates), `rates: ${rates}`);
+  assert(/Stream values/.test(rates), `rates: ${rates}`);
+  const up2 = await waitFor('uptime to move', async () => {
+    const u = await text('dd[data-key="Uptime"]');
+    return u !== up1 && u;
+  }, 6000);
+  const queues = await page.locator('#ov-queues').innerText();
+  const stores = await page.locator('#ov-stores').innerText();
+  assert(/stream_pending_values/.test(queues) && /history_buffer_samples/.test(queues), `queues: ${queues}`);
+  assert(/history_store_bytes/.test(stores), `stores: ${stores}`);
+  assert(/plant\s+simulator/.test(await page.locator('#ov-drivers').innerText()), 'driver row');
+  diag(`uptime ${up1} -> ${up2}`);
+  await shot('overview');
+  noConsoleErrors();
+}, { timeout: 25000 });
+
+await test('web: points search by prefix, live values change on screen with quality and age', async () => {
+  await page.goto(`${d.url}/#/points?prefix=tank1-000`);
+  const row = page.locator('tr[data-name="tank1-0001"]');
+  await row.waitFor();
+  const n = await page.locator('#pt-rows tr').count();
+  assert(n === 10, `rows for prefix tank1-000: ${n}`);
+  assert(/10 of 10 points/.test(await text('#pt-summary')), await text('#pt-summary'));
+  const v1 = await row.locator('td.value').innerText();
+  const v2 = await waitFor('a new value on screen', async () => {
+    const v = await row.locator('td.value').innerText();
+    return v !== v1 && v !== '—' && v;
+  }, 6000);
+  assert((await row.locator('td.q').innerText()) === 'good', 'quality');
+  assert(/\d+(\.\d)? (ms|s)/.test(await row.locator('td.age').innerText()), 'age');
+  diag(`tank1-0001: ${v1} -> ${v2}`);
+  // Typing narrows the list (the server filters).
+  await page.fill('#pt-search', 'pump-01.');
+  await waitFor('the pump rows', async () => (await page.locator('#pt-rows tr').count()) === 2);
+  await shot('points');
+  noConsoleErrors();
+}, { timeout: 20000 });
+
+await test('web: an operator writes a writable point from the Points page', async () => {
+  await page.goto(`${d.url}/#/points?prefix=ext-00`);
+  const row = page.locator('tr[data-name="ext-001"]');
+  await row.waitFor();
+  assert((await page.locator('tr[data-name="ext-001"] form.write').count()) === 1, 'a write form');
+  await page.fill('input[id="w-ext-001"]', '42.5');
+  await row.locator('form.write button').click();
+  await waitFor('"written"', async () => (await row.locator('.wmsg').innerText()) === 'written');
+  await waitFor('the value on screen', async () => (await row.locator('td.value').innerText()) === '42.5 bar');
+  const r = await http(d, 'GET', '/api/v1/points/ext-001', undefined, opH);
+  assert(r.json && r.json.value === 42.5, `server has ${r.text}`);
+  // A bad value is caught before it is sent.
+  await page.fill('input[id="w-ext-001"]', '');
+  await row.locator('form.write button').click();
+  await waitFor('a type hint', async () => /number/.test(await row.locator('.wmsg').innerText()));
+  await shot('points-write');
+  noConsoleErrors();
+}, { timeout: 20000 });
+
+await test('web: a trend shows history, then appends live values without querying again', async () => {
+  let historyQueries = 0;
+  const onReq = (req) => { if (req.url().includes('/api/v1/history')) historyQueries++; };
+  page.on('request', onReq);
+  try {
+    await page.goto(`${d.url}/#/trend?points=ext-000,tank1-0001&span=900000`);
+    const chart = page.locator('#tr-chart');
+    const rows = await waitFor('history rows', async () => +(await chart.getAttribute('data-history-rows') || 0), 10000);
+    // 600 backfilled samples of ext-000 in a 15-minute window cut into pixel-wide buckets.
+    assert(rows >= 300, `history rows ${rows}`);
+    const status = await text('#tr-status');
+    assert(/[\d,]+ samples in \d+ buckets/.test(status), `status: ${status}`);
+    const q0 = historyQueries;
+    const a0 = +(await chart.getAttribute('data-live-appends') || 0);
+    const r0 = +(await chart.getAttribute('data-rows'));
+    // Live values: the simulator's tank1-0001 every second, and ext-000 written now.
+    await http(d, 'POST', '/api/v1/samples', { samples: [{ point: 'ext-000', value: 99.5 }] }, opH);
+    await waitFor('live appends', async () => +(await chart.getAttribute('data-live-appends') || 0) >= a0 + 3, 8000);
+    await waitFor('ext-000 live value in the pens', async () => /99\.5/.test(await page.locator('#tr-pens li[data-name="ext-000"]').innerText()), 5000);
+    const r1 = +(await chart.getAttribute('data-rows'));
+    assert(r1 > r0 - 2, `rows ${r0} -> ${r1}`);
+    assert(historyQueries === q0, `history queried again while live (${historyQueries - q0} times)`);
+    diag(`history rows ${rows}; rows ${r0} -> ${r1}; ${status}`);
+    await shot('trend');
+  } finally {
+    page.off('request', onReq);
+  }
+  noConsoleErrors();
+}, { timeout: 25000 });
+
+await test('web: trend zoom (preset, drag) re-queries at the pixel width; CSV export of what is shown', async () => {
+  const widths = [];
+  const onReq = (req) => {
+    const m = req.url().match(/\/api\/v1\/history\?.*buckets=(\d+)/);
+    if (m) widths.push(+m[1]);
+  };
+  page.on('request', onReq);
+  try {
+    await page.click('button[data-span="300000"]');
+    await waitFor('a query for 5 minutes', async () => widths.length > 0);
+    const box = await page.locator('#tr-chart .u-over').boundingBox();
+    assert(Math.abs(widths[0] - Math.round(box.width)) <= 20, `buckets ${widths[0]} for a plot ${box.width} px wide`);
+    // Drag across the middle third: a fixed (not live) range.
+    await page.mouse.move(box.x + box.width / 3, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + (2 * box.width) / 3, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    await waitFor('a second query', async () => widths.length > 1);
+    assert(!(await page.locator('#tr-live').isChecked()), 'live is off after a zoom');
+    assert(/#\/trend\?.*to=\d+/.test(page.url()), `url keeps the range: ${page.url()}`);
+    await sleep(500);
+    const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#tr-csv')]);
+    const csv = readFileSync(await dl.path(), 'utf8').trim().split('\n');
+    assert(csv[0] === 'time,ext-000 (bar),tank1-0001 (%)', `header: ${csv[0]}`);
+    assert(csv.length > 10 && /^\d{4}-\d\d-\d\dT[\d:.]+Z,[\d.]*,[\d.]*$/.test(csv[1]), `rows: ${csv.length} ${csv[1]}`);
+    diag(`csv rows ${csv.length - 1}, bucket widths asked ${widths.join(',')}`);
+  } finally {
+    page.off('request', onReq);
+  }
+  noConsoleErrors();
+}, { timeout: 20000 });
+
+await test('web: a trend of 20 live pens stays smooth (no long tasks, redraws keep up)', async () => {
+  const pens = Array.from({ length: 20 }, (_, i) => `tank1-${String(i * 7).padStart(4, '0')}`);
+  await page.goto(`${d.url}/#/trend?points=${pens.join(',')}&span=3600000`);
+  const chart = page.locator('#tr-chart');
+  await waitFor('history rows', async () => (await chart.getAttribute('data-history-rows')) !== null, 10000);
+  assert((await page.locator('#tr-pens li').count()) === 20, 'twenty pens');
+  await page.evaluate(() => {
+    window.__long = [];
+    new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__long.push(e.duration); })
+      .observe({ type: 'longtask', buffered: false });
+    window.__frames = 0;
+    const f = () => { window.__frames++; requestAnimationFrame(f); };
+    requestAnimationFrame(f);
+  });
+  const a0 = +(await chart.getAttribute('data-live-appends') || 0);
+  await sleep(4000);
+  const { long, frames } = await page.evaluate(() => ({ long: window.__long, frames: window.__frames }));
+  const a1 = +(await chart.getAttribute('data-live-appends') || 0);
+  diag(`20 pens, 4 s: ${a1 - a0} live values folded in, ${frames} frames, long tasks: ${long.map((x) => Math.round(x)).join(',') || 'none'}`);
+  assert(a1 - a0 >= 40, `live values folded in: ${a1 - a0}`);
+  assert(frames >= 60, `only ${frames} animation frames in 4 s`);
+  assert(!long.some((x) => x > 250), `long tasks: ${long.join(',')}`);
+  await shot('trend-20-pens');
+  noConsoleErrors();
+}, { timeout: 25000 });
+
+await test('web: a viewer signs in, reads, and is told that writing needs the operator role', async () => {
+  await page.click('#signout');
+  await page.locator('#token').waitFor();
+  await page.fill('#token', VIEW);
+  await page.click('form.login button[type=submit]');
+  await page.locator('#ov-facts dd').first().waitFor();
+  await page.goto(`${d.url}/#/points?prefix=ext-002`);
+  const row = page.locator('tr[data-name="ext-002"]');
+  await row.waitFor();
+  expected = [/status of 403/];
+  await page.fill('input[id="w-ext-002"]', '7');
+  await row.locator('form.write button').click();
+  await waitFor('a refusal', async () => /operator role/.test(await row.locator('.wmsg').innerText()));
+  expected = [];
+  const r = await http(d, 'GET', '/api/v1/points/ext-002', undefined, opH);
+  assert(r.json && r.json.value === null, `ext-002 changed: ${r.text}`);
+  noConsoleErrors();
+}, { timeout: 20000 });
+
+const san = work.sanitizerReport();
+if (san) failTest('web: no sanitizer report in the opsd log', san);
+await finish();

@@ -1,0 +1,92 @@
+// The single-page shell: navigation, the hash router (#/points?prefix=tank1-), the stream's
+// connection indicator, and the switch to the login page when the server asks for a token.
+import './style.css';
+import { getJSON, getToken, onUnauthorized, setToken, stream } from './api';
+import { h, type Page } from './util';
+import { overviewPage } from './pages/overview';
+import { pointsPage } from './pages/points';
+import { trendPage } from './pages/trend';
+import { loginPage } from './pages/login';
+
+const routes: Record<string, () => Page> = {
+  overview: overviewPage,
+  points: pointsPage,
+  trend: trendPage,
+  login: loginPage,
+};
+const navItems: [string, string][] = [
+  ['overview', 'Overview'],
+  ['points', 'Points'],
+  ['trend', 'Trend'],
+];
+
+const main = document.getElementById('main')!;
+const nav = document.getElementById('nav')!;
+const conn = document.getElementById('conn')!;
+const signout = document.getElementById('signout') as HTMLButtonElement;
+let current: Page | null = null;
+let currentName = '';
+
+for (const [name, label] of navItems) nav.append(h('a', { href: `#/${name}`, 'data-page': name }, label));
+
+function parseHash(): [string, URLSearchParams] {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const q = raw.indexOf('?');
+  const name = (q < 0 ? raw : raw.slice(0, q)) || 'overview';
+  return [name, new URLSearchParams(q < 0 ? '' : raw.slice(q + 1))];
+}
+
+function route(): void {
+  const [name, params] = parseHash();
+  const make = routes[name];
+  if (!make) {
+    location.replace('#/overview');
+    return;
+  }
+  current?.unmount();
+  main.replaceChildren();
+  currentName = name;
+  current = make();
+  document.title = `${current.title} · opsd`;
+  for (const a of nav.querySelectorAll('a')) {
+    if (a.dataset.page === name) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  signout.hidden = !getToken() || name === 'login';
+  if (name !== 'login' && authKnown) stream.start();
+  current.mount(main, params);
+}
+
+// The stream starts once a REST call has shown that the token (or no token) is accepted,
+// so a server with tokens never sees an anonymous stream connection from this page.
+let authKnown = false;
+
+onUnauthorized(() => {
+  stream.stop();
+  const [name, params] = parseHash();
+  if (currentName === 'login' || name === 'login') return;
+  const next = `${name}${params.toString() ? '?' + params.toString() : ''}`;
+  location.hash = `#/login?next=${encodeURIComponent(next)}${getToken() ? '&bad=1' : ''}`;
+});
+
+signout.addEventListener('click', () => {
+  setToken(null);
+  stream.stop();
+  location.hash = '#/login';
+});
+
+stream.onState((s, why) => {
+  conn.textContent = s === 'open' ? 'live' : s === 'connecting' ? 'connecting…' : why === 'unauthorized' ? 'signed out' : 'offline';
+  conn.dataset.state = s;
+});
+
+window.addEventListener('hashchange', route);
+route();
+getJSON('/api/v1/status')
+  .then(() => {
+    authKnown = true;
+    if (currentName !== 'login') stream.start();
+  })
+  .catch(() => {
+    /* 401: onUnauthorized shows the login page, which starts the stream after sign-in */
+  });
