@@ -12,8 +12,9 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
+#include "drivers/bacnet.h"
 
-static const struct driver_type *const types[] = {&sim_driver_type};
+static const struct driver_type *const types[] = {&sim_driver_type, &modbus_driver_type, &bacnet_driver_type};
 
 const struct driver_type *driver_type_find(const char *name)
 {
@@ -25,7 +26,13 @@ const struct driver_type *driver_type_find(const char *name)
 
 const char *driver_type_names(void)
 {
-    return "simulator";
+    static char names[256];
+    if (!names[0]) {
+        size_t len = 0;
+        for (size_t i = 0; i < ARRAY_LEN(types); i++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", types[i]->name);
+    }
+    return names;
 }
 
 struct driver *driver_parse(struct yconf *y, const ynode *n, const char *path)

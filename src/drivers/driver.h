@@ -189,5 +189,6 @@ void driver_queue_stop(struct driver_queue *q);
 void driver_queue_close(struct driver_queue *q, void (*closed)(struct driver_queue *q));
 
 extern const struct driver_type sim_driver_type;
+extern const struct driver_type modbus_driver_type;
 
 #endif
