@@ -65,6 +65,9 @@ void api_free(struct api *api);
 struct hist;
 /* Enables durable sample ingest and history queries (NULL turns them off). */
 void api_set_history(struct api *api, struct hist *h);
+struct reg;
+/* Enables the network device registry's routes (/ncmpInventory, /ncmp; NULL turns them off). */
+void api_set_registry(struct api *api, struct reg *r);
 /* Replaces the tokens (a reload); the rest of the configuration needs a restart. */
 void api_set_tokens(struct api *api, const struct api_token *tokens, size_t n);
 

@@ -42,6 +42,7 @@ struct api {
     uint32_t nclients;
     struct api_metrics m;
     struct hist *hist;                /* NULL when history is off */
+    struct reg *reg;                  /* NULL when the registry is off */
     int64_t started_ms;
     char *ui_root;                    /* the web UI's directory (real path), NULL: none */
 };
@@ -90,6 +91,10 @@ const char *rest_arg(struct http_req *r, const char *name, char *buf, int len);
 /* rest_history.c */
 void rest_get_history(struct http_req *r);
 void rest_history_store(struct http_req *r, bool verify);
+
+/* rest_registry.c: answers the registry's paths (/ncmpInventory/..., /ncmp/...); false for
+ * any other path. */
+bool rest_registry(struct http_req *r);
 
 /* ws.c */
 int ws_filter(struct api *api, struct lws *wsi);

@@ -195,3 +195,50 @@ void reg_unlisten(struct reg *r, reg_listener fn, void *ud)
         if (r->listeners[i].fn == fn && r->listeners[i].ud == ud)
             r->listeners[i].fn = NULL;
 }
+
+void reg_status_json(struct reg *r, struct buf *out)
+{
+    struct reg_stats s;
+    reg_stats(r, &s);
+    buf_printf(out,
+               ",\"registry\":{\"cm_handles\":%llu,\"advised\":%llu,\"ready\":%llu,\"locked\":%llu,"
+               "\"module_sets\":%llu,\"modules\":%llu,\"sync_waiting\":%llu,\"syncs_running\":%llu,"
+               "\"queued_ops\":%llu,\"write_errors\":%llu}",
+               (unsigned long long)s.handles, (unsigned long long)s.by_state[RS_ADVISED],
+               (unsigned long long)s.by_state[RS_READY], (unsigned long long)s.by_state[RS_LOCKED],
+               (unsigned long long)s.module_sets, (unsigned long long)s.modules,
+               (unsigned long long)s.sync_waiting, (unsigned long long)s.syncs_running,
+               (unsigned long long)s.queued_ops, (unsigned long long)s.write_errors);
+}
+
+void reg_metrics_text(struct reg *r, struct buf *out)
+{
+    struct reg_stats s;
+    reg_stats(r, &s);
+    buf_printf(out, "# HELP opsd_registry_cm_handles CM handles by state.\n# TYPE opsd_registry_cm_handles gauge\n");
+    for (int i = 0; i < RS_DELETING; i++)
+        buf_printf(out, "opsd_registry_cm_handles{state=\"%s\"} %llu\n", reg_state_name((enum reg_state)i),
+                   (unsigned long long)s.by_state[i]);
+    const struct {
+        const char *name, *type, *help;
+        uint64_t v;
+    } m[] = {
+        {"opsd_registry_module_sets", "gauge", "Module sets stored (one per tag or distinct content).", s.module_sets},
+        {"opsd_registry_modules", "gauge", "YANG modules stored (once each, by content hash).", s.modules},
+        {"opsd_registry_registered_total", "counter", "CM handles created.", s.registered},
+        {"opsd_registry_removed_total", "counter", "CM handles removed.", s.removed},
+        {"opsd_registry_syncs_total", "counter", "Module syncs that made a handle READY.", s.syncs_ok},
+        {"opsd_registry_sync_failures_total", "counter", "Module syncs that locked a handle.", s.syncs_failed},
+        {"opsd_registry_tag_hits_total", "counter", "Handles made READY from a known module set tag (no fetch).", s.tag_hits},
+        {"opsd_registry_plugin_requests_total", "counter", "Requests to DMI plugins (modules and moduleResources).", s.fetch_modules + s.fetch_resources},
+        {"opsd_registry_modules_fetched_total", "counter", "YANG sources fetched from DMI plugins.", s.modules_fetched},
+        {"opsd_registry_sync_waiting", "gauge", "Handles waiting for a module sync.", s.sync_waiting},
+        {"opsd_registry_syncs_running", "gauge", "Sync batches being fetched now.", s.syncs_running},
+        {"opsd_registry_write_queue", "gauge", "Changes waiting for the registry writer.", s.queued_ops},
+        {"opsd_registry_batches_committed_total", "counter", "Registry store transactions.", s.batches_committed},
+        {"opsd_registry_write_errors_total", "counter", "Registry store transactions that failed.", s.write_errors},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(m); i++)
+        buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", m[i].name, m[i].help, m[i].name, m[i].type,
+                   m[i].name, (unsigned long long)m[i].v);
+}

@@ -94,6 +94,9 @@ void reg_reconfigure(struct reg *r, const struct reg_config *cfg);
 void reg_stop(struct reg *r);
 void reg_free(struct reg *r);
 void reg_stats(struct reg *r, struct reg_stats *out);
+/* Appends ,"registry":{...} for /api/v1/status and the opsd_registry_* lines for /metrics. */
+void reg_status_json(struct reg *r, struct buf *out);
+void reg_metrics_text(struct reg *r, struct buf *out);
 
 /* ---- lifecycle events ---- */
 

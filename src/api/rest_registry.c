@@ -1,0 +1,157 @@
+/* rest_registry.c - the network device registry's routes, wire-compatible with ONAP CPS-NCMP:
+ *   POST /ncmpInventory/v1/ch                          DMI plugin registration (durable answer)
+ *   GET  /ncmpInventory/v1/ch/cmHandles?dmi-plugin-identifier=P
+ *   GET  /ncmp/v1/ch/{id}, /ncmp/v1/ch/{id}/modules, /ncmp/v1/ch/{id}/state
+ *   POST /ncmp/v1/ch/searches, /ncmp/v1/ch/id-searches[?outputAlternateId=true]
+ * A registration is answered once its changes are committed to registry.db (rest_defer; the
+ * writer thread calls back on the loop). The rest reads the in-memory model on the loop. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "core/buf.h"
+#include "core/mem.h"
+#include "registry/registry.h"
+
+struct reg_ack {
+    struct rest_deferred *d;
+    struct buf failed;
+    int http;
+};
+
+static void registered(void *ud, int status)
+{
+    struct reg_ack *a = ud;
+    struct http_req *r = a->d->req;
+    if (r && status < 0) {
+        rest_error(r, 500, "not_durable", "the registration was applied but could not be written to "
+                   "the registry store: send it again");
+    } else if (r) {
+        if (a->failed.len)
+            buf_append(&r->resp, a->failed.data, a->failed.len);
+        r->status = a->http;
+        r->ctype = "application/json";
+    }
+    rest_complete(a->d);
+    buf_release(&a->failed);
+    free(a);
+}
+
+static void post_inventory(struct http_req *r)
+{
+    if (r->role < ROLE_OPERATOR) {
+        rest_error(r, 403, "forbidden", "registering cm handles needs the operator role");
+        return;
+    }
+    struct reg_ack *a = xzalloc(sizeof *a);
+    buf_init(&a->failed, 64u << 20);
+    char err[512];
+    int rc = reg_register(r->api->reg, r->body.data, r->body.len, &a->failed, &a->http, err,
+                          sizeof err, registered, a);
+    if (rc == 0) {
+        a->d = rest_defer(r); /* registered() runs from a later loop iteration */
+        return;
+    }
+    /* refused before anything changed: answer now */
+    if (rc == -2)
+        r->retry_after = "1";
+    rest_error(r, a->http, a->http == 413 ? "too_large" : a->http == 503 ? "busy" : "bad_request", "%s", err);
+    buf_release(&a->failed);
+    free(a);
+}
+
+static void get_plugin_handles(struct http_req *r)
+{
+    char plugin[2048];
+    const char *p = rest_arg(r, "dmi-plugin-identifier", plugin, sizeof plugin);
+    if (!p || !*p) {
+        rest_error(r, 400, "bad_request", "give dmi-plugin-identifier=PLUGIN");
+        return;
+    }
+    reg_json_plugin_handles(r->api->reg, p, &r->resp);
+    rest_json(r, 200);
+}
+
+static void post_search(struct http_req *r, bool ids)
+{
+    char alt[16], err[512];
+    const char *a = rest_arg(r, "outputAlternateId", alt, sizeof alt);
+    if (reg_search(r->api->reg, r->body.data, r->body.len, ids, a && strcmp(a, "true") == 0, &r->resp,
+                   err, sizeof err) < 0) {
+        buf_reset(&r->resp);
+        rest_error(r, 400, "bad_request", "%s", err);
+        return;
+    }
+    if (r->resp.overflow) {
+        buf_reset(&r->resp);
+        rest_error(r, 413, "too_large", "the answer is too large: narrow the search or use id-searches");
+        return;
+    }
+    rest_json(r, 200);
+}
+
+static void get_handle(struct http_req *r, const char *rest)
+{
+    char id[REG_ID_MAX + 1];
+    const char *slash = strchr(rest, '/');
+    size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (n == 0 || n > REG_ID_MAX) {
+        rest_error(r, 404, "not_found", "no cm handle with that id");
+        return;
+    }
+    memcpy(id, rest, n);
+    id[n] = '\0';
+    const char *what = slash ? slash + 1 : "";
+    int rc;
+    if (!*what)
+        rc = reg_json_handle(r->api->reg, id, &r->resp);
+    else if (strcmp(what, "modules") == 0)
+        rc = reg_json_modules(r->api->reg, id, &r->resp);
+    else if (strcmp(what, "state") == 0)
+        rc = reg_json_state(r->api->reg, id, &r->resp);
+    else {
+        rest_error(r, 404, "not_found", "no such path: %.200s", r->path);
+        return;
+    }
+    if (rc < 0) {
+        rest_error(r, 404, "not_found", "no cm handle '%s'", id);
+        return;
+    }
+    rest_json(r, 200);
+}
+
+bool rest_registry(struct http_req *r)
+{
+    static const char inv[] = "/ncmpInventory/", ncmp[] = "/ncmp/";
+    const char *p = r->path;
+    if (strncmp(p, inv, sizeof inv - 1) != 0 && strncmp(p, ncmp, sizeof ncmp - 1) != 0)
+        return false;
+    if (!r->api->reg) {
+        rest_error(r, 404, "not_found", "the registry is not enabled: add a registry: section to the configuration");
+        return true;
+    }
+    int m = r->method;
+    bool get = m == LWSHUMETH_GET || m == LWSHUMETH_HEAD, post = m == LWSHUMETH_POST;
+    static const char ch[] = "/ncmp/v1/ch/";
+    if (strcmp(p, "/ncmpInventory/v1/ch") == 0) {
+        if (post)
+            post_inventory(r);
+    } else if (strcmp(p, "/ncmpInventory/v1/ch/cmHandles") == 0) {
+        if (get)
+            get_plugin_handles(r);
+    } else if (strcmp(p, "/ncmp/v1/ch/searches") == 0 || strcmp(p, "/ncmp/v1/ch/id-searches") == 0) {
+        if (post)
+            post_search(r, strcmp(p, "/ncmp/v1/ch/id-searches") == 0);
+    } else if (strncmp(p, ch, sizeof ch - 1) == 0) {
+        if (get)
+            get_handle(r, p + sizeof ch - 1);
+    } else {
+        rest_error(r, 404, "not_found", "no such path: %.200s", p);
+        return true;
+    }
+    if (!r->status && !r->deferred)
+        rest_error(r, 405, "method_not_allowed", "this method is not allowed on %.200s", p);
+    return true;
+}
+
+void api_set_registry(struct api *api, struct reg *r) { api->reg = r; }
