@@ -7,5 +7,6 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh build
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPSD_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
-echo "opsd: try  curl http://127.0.0.1:8080/api/v1/status  or  build/opsctl watch 'tank1-000*'" >&2
+scripts/web.sh --if-npm || echo "demo: the web UI was not built; / shows the API index" >&2
+echo "opsd: open http://127.0.0.1:8080/ (web UI), or try  curl http://127.0.0.1:8080/api/v1/status  or  build/opsctl watch 'tank1-000*'" >&2
 exec build/opsd --config etc/demo.yaml --data ./var "$@"

@@ -10,6 +10,7 @@ scripts/deps.sh test || { echo "test: installing dependencies failed"; exit 1; }
 build=build-asan
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DOPSD_SANITIZE=ON -DOPSD_WERROR=ON >/dev/null &&
   cmake --build "$build" -j"$(nproc)" || { echo "test: build failed"; exit 1; }
+scripts/web.sh || { echo "test: building the web UI (web/) failed"; exit 1; }
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
