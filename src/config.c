@@ -12,7 +12,7 @@
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_DATA   "./var"
 
-static const char *const module_sections[] = {"alarms", "deployment", "journal"};
+static const char *const module_sections[] = {"alarms", "deployment", "registry"};
 
 static void parse_auth(struct yconf *y, const ynode *auth, struct opsd_config *c)
 {
@@ -64,7 +64,7 @@ static void parse_auth(struct yconf *y, const ynode *auth, struct opsd_config *c
 
 static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
 {
-    static const char *const keys[] = {"listen", "data_dir", "log_level", "tls", "auth", "limits", "ui_dir", NULL};
+    static const char *const keys[] = {"listen", "data_dir", "log_level", "tls", "auth", "limits", NULL};
     static const char *const tls_keys[] = {"cert", "key", NULL};
     static const char *const limit_keys[] = {"max_clients", "max_subscriptions", "slow_client_timeout", NULL};
     if (!yn_is_map(s)) {
@@ -80,10 +80,6 @@ static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
     if (yn_get_str(y, s, "data_dir", "server", false, &v) == 0) {
         free(c->data_dir);
         c->data_dir = xstrdup(v);
-    }
-    if (yn_get_str(y, s, "ui_dir", "server", false, &v) == 0) {
-        free(c->api.ui_dir);
-        c->api.ui_dir = xstrdup(v);
     }
     if (yn_get_str(y, s, "log_level", "server", false, &v) == 0) {
         if (log_level_parse(v, &c->log_level) < 0)
@@ -205,7 +201,7 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
         if (s)
             parse_server(&y, s, c);
         hist_config_parse(&y, yn_get(&y, root, "history"), &c->history);
-        reg_config_parse(&y, yn_get(&y, root, "registry"), &c->registry);
+        jnl_config_parse(&y, yn_get(&y, root, "journal"), &c->journal);
         const ynode *pts = yn_get(&y, root, "points");
         if (pts && !yn_is_seq(pts)) {
             yconf_error(&y, pts, "points", "must be a list of point entries");
@@ -313,7 +309,6 @@ void opsd_config_release(struct opsd_config *c)
     api_tokens_free(c->api.tokens, c->api.ntokens);
     free(c->api.tls_cert);
     free(c->api.tls_key);
-    free(c->api.ui_dir);
     for (size_t i = 0; i < c->npoints; i++)
         pt_decl_release(&c->points[i]);
     free(c->points);
@@ -321,6 +316,7 @@ void opsd_config_release(struct opsd_config *c)
         driver_free(c->drivers[i]);
     free(c->drivers);
     hist_config_release(&c->history);
+    jnl_config_release(&c->journal);
     memset(c, 0, sizeof *c);
 }
 
@@ -333,7 +329,6 @@ bool opsd_config_server_differs(const struct opsd_config *a, const struct opsd_c
 {
     return str_differs(a->listen, b->listen) || str_differs(a->data_dir, b->data_dir) ||
            str_differs(a->api.tls_cert, b->api.tls_cert) || str_differs(a->api.tls_key, b->api.tls_key) ||
-           str_differs(a->api.ui_dir, b->api.ui_dir) ||
            a->api.max_clients != b->api.max_clients ||
            a->api.max_subscriptions != b->api.max_subscriptions ||
            a->api.slow_client_timeout_ms != b->api.slow_client_timeout_ms;

@@ -32,7 +32,6 @@ struct api_config {
     uint32_t max_clients;
     uint32_t max_subscriptions;
     int64_t slow_client_timeout_ms;
-    char *ui_dir;                /* the web UI's files; NULL: found by static.c, "": off */
 };
 
 /* What the daemon adds to /api/v1/status and /metrics (called on the loop thread). */
@@ -65,9 +64,9 @@ void api_free(struct api *api);
 struct hist;
 /* Enables durable sample ingest and history queries (NULL turns them off). */
 void api_set_history(struct api *api, struct hist *h);
-struct reg;
-/* Enables the network device registry's routes (/ncmpInventory, /ncmp; NULL turns them off). */
-void api_set_registry(struct api *api, struct reg *r);
+struct jnl;
+/* Enables the journal's routes (NULL turns them off). */
+void api_set_journal(struct api *api, struct jnl *j);
 /* Replaces the tokens (a reload); the rest of the configuration needs a restart. */
 void api_set_tokens(struct api *api, const struct api_token *tokens, size_t n);
 

@@ -571,12 +571,9 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/metrics") == 0) {
         if (get)
             return get_metrics(r);
-    } else if (static_public(p)) {
-        if (get) {
-            if (!static_serve(r))
-                get_root(r);
-            return;
-        }
+    } else if (strcmp(p, "/") == 0) {
+        if (get)
+            return get_root(r);
     } else if (strcmp(p, "/api/v1/status") == 0) {
         if (get)
             return get_status(r);
@@ -607,7 +604,7 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/samples") == 0) {
         if (m == LWSHUMETH_POST)
             return post_samples(r);
-    } else if (rest_registry(r)) {
+    } else if (rest_journal(r)) {
         return;
     } else if (strcmp(p, "/api/v1/stream") == 0) {
         return rest_error(r, 400, "bad_request", "/api/v1/stream is a WebSocket: send an upgrade");

@@ -170,6 +170,11 @@ void jnl_reconfigure(struct jnl *j, const struct jnl_config *cfg);
 void jnl_stop(struct jnl *j);
 void jnl_free(struct jnl *j);
 void jnl_stats(struct jnl *j, struct jnl_stats *out);
+/* Appends ,"journal":{...} for /api/v1/status (state: accepting, paused: disk below the
+ * floor, paused: circuit breaker open). Loop thread. */
+void jnl_status_json(struct jnl *j, struct buf *out);
+/* Appends the journal's Prometheus lines (opsd_journal_*). Loop thread. */
+void jnl_metrics_text(struct jnl *j, struct buf *out);
 
 /* Why ingestion is refused now: 0 accepting, -ENOSPC below the disk floor, -EBUSY the circuit
  * breaker is open, -EAGAIN the queue is full (for n more), -ESHUTDOWN stopping. */
