@@ -12,7 +12,7 @@
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_DATA   "./var"
 
-static const char *const module_sections[] = {"alarms", "deployment", "registry"};
+static const char *const module_sections[] = {"alarms", "deployment"};
 
 static void parse_auth(struct yconf *y, const ynode *auth, struct opsd_config *c)
 {
@@ -201,6 +201,7 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
         if (s)
             parse_server(&y, s, c);
         hist_config_parse(&y, yn_get(&y, root, "history"), &c->history);
+        reg_config_parse(&y, yn_get(&y, root, "registry"), &c->registry);
         jnl_config_parse(&y, yn_get(&y, root, "journal"), &c->journal);
         const ynode *pts = yn_get(&y, root, "points");
         if (pts && !yn_is_seq(pts)) {

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "drivers/driver.h"
 #include "history/history.h"
+#include "registry/registry.h"
 #include "journal/journal.h"
 #include "live/decl.h"
 
@@ -31,6 +32,7 @@ struct opsd_config {
     size_t ndrivers;
     uint64_t total_points;
     struct hist_config history;   /* history.present: the section is there */
+    struct reg_config registry;   /* registry.present: the section is there */
     struct jnl_config journal;    /* journal.present: the section is there */
     char *ignored_sections;       /* names of sections this build ignores, or NULL */
 };

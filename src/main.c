@@ -25,6 +25,7 @@
 #include "core/util.h"
 #include "drivers/driver.h"
 #include "history/history.h"
+#include "registry/registry.h"
 #include "journal/journal.h"
 #include "live/live.h"
 #include "live/stream.h"
@@ -38,6 +39,7 @@ struct daemon {
     struct live_stream *stream;
     struct api *api;
     struct hist *hist;            /* NULL without a history: section */
+    struct reg *reg;              /* NULL without a registry: section */
     struct jnl *jnl;              /* NULL without a journal: section */
     struct driver **drivers;      /* running */
     size_t ndrivers;
@@ -190,6 +192,10 @@ static void reload(struct daemon *d)
         hist_reconfigure(d->hist, &next.history);
     else if (!d->hist != !next.history.present)
         log_warn("config", "adding or removing the history: section takes effect after a restart");
+    if (d->reg && next.registry.present)
+        reg_reconfigure(d->reg, &next.registry);
+    else if (!d->reg != !next.registry.present)
+        log_warn("config", "adding or removing the registry: section takes effect after a restart");
     if (d->jnl && next.journal.present)
         jnl_reconfigure(d->jnl, &next.journal);
     else if (!d->jnl != !next.journal.present)
@@ -238,6 +244,8 @@ static void status_json(void *ud, struct buf *out)
                (unsigned long long)d->reloads_failed);
     if (d->jnl)
         jnl_status_json(d->jnl, out);
+    if (d->reg)
+        reg_status_json(d->reg, out);
     if (d->hist) {
         struct hist_stats hs;
         hist_stats(d->hist, &hs);
@@ -267,6 +275,8 @@ static void metrics_text(void *ud, struct buf *out)
         buf_printf(out, "opsd_driver_samples_total{driver=\"%s\",type=\"%s\"} %llu\n", d->drivers[i]->name,
                    d->drivers[i]->type->name, (unsigned long long)d->drivers[i]->samples);
     driver_metrics_text(d->drivers, d->ndrivers, out);
+    if (d->reg)
+        reg_metrics_text(d->reg, out);
     if (d->jnl)
         jnl_metrics_text(d->jnl, out);
     if (!d->hist)
@@ -484,6 +494,11 @@ int main(int argc, char **argv)
         rc = 2;
         goto shutdown;
     }
+    if (d.cfg.registry.present && reg_open(&d.reg, &d.cfg.registry, d.cfg.data_dir, d.loop) < 0) {
+        log_error("main", "the registry could not start (see above)");
+        rc = 2;
+        goto shutdown;
+    }
     if (d.cfg.journal.present && jnl_open(&d.jnl, &d.cfg.journal, d.cfg.data_dir, d.loop) < 0) {
         log_error("main", "the journal could not start (see above)");
         rc = 2;
@@ -496,6 +511,7 @@ int main(int argc, char **argv)
         goto shutdown;
     }
     api_set_history(d.api, d.hist);
+    api_set_registry(d.api, d.reg);
     api_set_journal(d.api, d.jnl);
 
     uv_prepare_init(d.loop, &d.flush_before_poll);
@@ -539,11 +555,13 @@ int main(int argc, char **argv)
 shutdown:
     stop_drivers(&d);
     hist_stop(d.hist); /* everything recorded becomes durable; waiting producers are answered */
+    reg_stop(d.reg);   /* queued registry changes are committed; syncs resume at the next start */
     jnl_stop(d.jnl);   /* consumers stop (the broker keeps what was not acked); queued batches commit */
     api_stop(d.api);
     uv_run(d.loop, UV_RUN_DEFAULT); /* let every handle finish closing */
     api_free(d.api);
     hist_free(d.hist);
+    reg_free(d.reg);
     jnl_free(d.jnl);
     live_stream_free(d.stream);
     live_free(d.live);

@@ -64,6 +64,9 @@ void api_free(struct api *api);
 struct hist;
 /* Enables durable sample ingest and history queries (NULL turns them off). */
 void api_set_history(struct api *api, struct hist *h);
+struct reg;
+/* Enables the network device registry's routes (/ncmpInventory, /ncmp; NULL turns them off). */
+void api_set_registry(struct api *api, struct reg *r);
 struct jnl;
 /* Enables the journal's routes (NULL turns them off). */
 void api_set_journal(struct api *api, struct jnl *j);

@@ -42,6 +42,7 @@ struct api {
     uint32_t nclients;
     struct api_metrics m;
     struct hist *hist;                /* NULL when history is off */
+    struct reg *reg;                  /* NULL when the registry is off */
     struct jnl *jnl;                  /* NULL when the journal is off */
     int64_t started_ms;
 };
@@ -91,6 +92,21 @@ void rest_history_store(struct http_req *r, bool verify);
 /* rest_journal.c: answers /api/v1/messages..., /api/v1/conversations/..., /api/v1/journal/...;
  * false for any other path. */
 bool rest_journal(struct http_req *r);
+
+/* rest_registry.c: answers the registry's paths (/ncmpInventory/..., /ncmp/...); false for
+ * any other path. */
+bool rest_registry(struct http_req *r);
+
+/* ws_registry.c: cm handle lifecycle events of one stream client (NULL until its first
+ * {"op":"subscribe","devices":{...}}). Subscribe returns 0, or -1 with code and err. */
+struct ws_devices;
+struct json_t;
+int ws_registry_subscribe(struct api *api, struct ws_devices **c, struct lws *wsi, struct json_t *msg,
+                          const char *id, const char **code, char *err, size_t errlen);
+int ws_registry_unsubscribe(struct ws_devices *c, const char *id);   /* 0, or -1: no such id */
+bool ws_registry_ready(const struct ws_devices *c);                  /* a frame is waiting */
+int ws_registry_encode(struct ws_devices *c, struct buf *tx);        /* 1: one frame in tx */
+void ws_registry_free(struct ws_devices *c);
 
 /* ws.c */
 int ws_filter(struct api *api, struct lws *wsi);

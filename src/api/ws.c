@@ -46,6 +46,7 @@ struct ws_client {
     uint32_t rhead, rcount, rcap;
     struct ctl_msg *ctl_head, *ctl_tail;
     uint32_t nctl;
+    struct ws_devices *devices;     /* cm handle lifecycle subscriptions (ws_registry.c), or NULL */
     int64_t stuck_since;            /* monotonic ms since it has had unsent data, 0 = none */
     bool kill;
     enum lws_close_status kill_code;
@@ -339,10 +340,22 @@ static void handle_message(struct ws_client *c, const char *text, size_t len)
     } else if (!id || !*id || strlen(id) > STREAM_ID_MAX) {
         reply_error(c, NULL, "bad_request", "'%.32s' needs an 'id' of 1 to %d characters", op,
                     STREAM_ID_MAX);
+    } else if (strcmp(op, "subscribe") == 0 && json_object_get(msg, "devices")) {
+        const char *code;
+        char err[256];
+        if (ws_registry_subscribe(c->api, &c->devices, c->wsi, msg, id, &code, err, sizeof err) < 0)
+            reply_error(c, id, code, "%s", err);
+        else
+            reply_op(c, "subscribed", id);
     } else if (strcmp(op, "subscribe") == 0) {
         op_subscribe(c, msg, id);
     } else if (strcmp(op, "unsubscribe") == 0) {
         int i = find_sub(c, id);
+        if (i < 0 && ws_registry_unsubscribe(c->devices, id) == 0) {
+            reply_op(c, "unsubscribed", id);
+            json_decref(msg);
+            return;
+        }
         if (i < 0) {
             reply_error(c, id, "unknown_subscription", "no subscription with this id");
         } else {
@@ -467,6 +480,12 @@ int ws_writeable(struct ws_client *c)
         free(m);
         if (w < 0)
             return -1;
+    } else if (ws_registry_ready(c->devices)) {
+        buf_reset(&c->tx);
+        ws_registry_encode(c->devices, &c->tx);
+        if (c->tx.overflow || lws_write(c->wsi, (unsigned char *)c->tx.data, c->tx.len, LWS_WRITE_TEXT) < 0)
+            return -1;
+        c->api->m.ws_bytes_sent += c->tx.len;
     } else {
         struct live_sub *s;
         while ((s = ready_pop(c))) {
@@ -487,7 +506,7 @@ int ws_writeable(struct ws_client *c)
             break;
         }
     }
-    if (c->ctl_head || c->rcount) {
+    if (c->ctl_head || c->rcount || ws_registry_ready(c->devices)) {
         c->stuck_since = mono_ms(); /* progress: count from now */
         lws_callback_on_writable(c->wsi);
     } else {
@@ -501,6 +520,7 @@ static void client_free(struct ws_client *c)
     struct api *api = c->api;
     while (c->nsubs)
         drop_sub(c, (int)c->nsubs - 1);
+    ws_registry_free(c->devices);
     free(c->subs);
     free(c->ready);
     while (c->ctl_head) {

@@ -5,7 +5,7 @@
 // it, upgrade, removal, restart and kill -9 during a sync. docs/API.md "Network devices".
 import { join } from 'node:path';
 import { test, finish, assert, assertEq, sleep, failTest } from './lib/harness.mjs';
-import { workDir, startOpsd, http, metrics, diag } from './lib/opsd.mjs';
+import { workDir, startOpsd, http, metrics, diag, Client } from './lib/opsd.mjs';
 import { startDmi } from './lib/registry_dmi.mjs';
 
 const work = workDir('t_registry');
@@ -203,6 +203,36 @@ await test('registry: upgrade re-points handles to another tag; removal drops un
   assertEq(st.module_sets, setsBefore - 1, 'tagB and tagC sets gone, tagA and the rest stay (+tagC -tagB -tagC)');
   r = await idSearch([{ conditionName: 'hasAllModules', conditionParameters: [{ moduleName: 'tagB-module-1' }] }]);
   assertEq(r.json.length, 0, 'nothing has tagB modules');
+});
+
+await test('registry: lifecycle events on the stream (filter by prefix and state)', async () => {
+  const c = await Client.connect(d.wsUrl);
+  c.send({ op: 'subscribe', id: 'd1', devices: { prefix: 'w-' } });
+  c.send({ op: 'subscribe', id: 'd2', devices: { prefix: 'w-', states: ['DELETED'] } });
+  await c.next((m) => m.op === 'subscribed' && m.id === 'd1', 3000, 'subscribed d1');
+  await c.next((m) => m.op === 'subscribed' && m.id === 'd2', 3000, 'subscribed d2');
+  c.send({ op: 'subscribe', id: 'd3', devices: { states: ['SLEEPY'] } });
+  await c.next((m) => m.op === 'error' && m.id === 'd3', 3000, 'error for a bad state');
+  const ids = ['w-1', 'w-2', 'w-3'];
+  await reg({ dmiPlugin: dmi.url, createdCmHandles: created(ids, () => ({ moduleSetTag: 'tagA' })) });
+  await waitState(ids, 'READY');
+  await reg({ dmiPlugin: dmi.url, removedCmHandles: ids });
+  const seen = {};
+  const deleted = new Set();
+  const deadline = Date.now() + 5000;
+  while ((Object.values(seen).filter((v) => v.includes('DELETED')).length < 3 || deleted.size < 3) && Date.now() < deadline) {
+    const m = await c.next((x) => x.op === 'devices', deadline - Date.now(), 'device events');
+    for (const e of m.events) {
+      assert(e.cmHandle.startsWith('w-'), `filtered by prefix: ${e.cmHandle}`);
+      if (m.id === 'd1') (seen[e.cmHandle] = seen[e.cmHandle] || []).push(e.state);
+      if (m.id === 'd2') { assertEq(e.state, 'DELETED', 'd2 gets DELETED only'); deleted.add(e.cmHandle); }
+    }
+  }
+  for (const id of ids) assertEq((seen[id] || []).join(','), 'ADVISED,READY,DELETING,DELETED', `events of ${id}`);
+  assertEq(deleted.size, 3, 'd2 events');
+  c.send({ op: 'unsubscribe', id: 'd1' });
+  await c.next((m) => m.op === 'unsubscribed' && m.id === 'd1', 3000, 'unsubscribed');
+  c.ws.close();
 });
 
 await test('registry: restart keeps every handle, state and module', async () => {

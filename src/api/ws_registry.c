@@ -1,0 +1,272 @@
+/* ws_registry.c - cm handle lifecycle events on the WebSocket stream.
+ *
+ *   -> {"op":"subscribe","id":"d1","devices":{"states":["READY","LOCKED"],"prefix":"ch-","tag":"t1"}}
+ *   <- {"op":"subscribed","id":"d1"}
+ *   <- {"op":"devices","id":"d1","events":[{"cmHandle":"ch-1","state":"READY","previous":"ADVISED",
+ *        "lockReason":"","details":"","moduleSetTag":"t1","ts":1764460800000}],"lost":0}
+ * Every filter member is optional (none: every event); states match the new state.
+ *
+ * One registry listener (registered with the first subscription) hands each event to the
+ * clients whose filters match. Each subscription queues at most WSD_QUEUE_MAX events; past
+ * that the oldest are dropped and counted in "lost" of the next frame, so a slow client
+ * costs bounded memory and knows to re-read the state (GET /ncmp/v1/ch/...). Events are
+ * sent in frames of up to WS_FRAME_BUDGET bytes. Loop thread only. */
+#include <jansson.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "core/jsonw.h"
+#include "core/mem.h"
+#include "registry/registry.h"
+
+#define WSD_QUEUE_MAX 10000
+#define WSD_SUBS_MAX  16
+
+struct wsd_event {
+    char *id, *details, *tag;
+    enum reg_state state, previous;
+    enum reg_lock lock;
+    int64_t ts;
+};
+
+struct wsd_sub {
+    char *id;
+    unsigned states;        /* bit per reg_state; 0: all */
+    char *prefix, *tag;     /* NULL: any */
+    struct wsd_event *q;    /* ring of WSD_QUEUE_MAX */
+    size_t head, n;
+    uint64_t lost;
+};
+
+struct ws_devices {
+    struct ws_devices *prev, *next;
+    struct api *api;
+    struct lws *wsi;
+    struct wsd_sub subs[WSD_SUBS_MAX];
+    size_t nsubs;
+};
+
+/* The clients with device subscriptions (one api per process). */
+static struct ws_devices *g_clients;
+static struct reg *g_listening;
+
+static void ev_free(struct wsd_event *e)
+{
+    free(e->id);
+    free(e->details);
+    free(e->tag);
+}
+
+static void sub_release(struct wsd_sub *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        ev_free(&s->q[(s->head + i) % WSD_QUEUE_MAX]);
+    free(s->q);
+    free(s->id);
+    free(s->prefix);
+    free(s->tag);
+    memset(s, 0, sizeof *s);
+}
+
+static bool sub_matches(const struct wsd_sub *s, const struct reg_event *ev)
+{
+    if (s->states && !(s->states & (1u << ev->state)))
+        return false;
+    if (s->prefix && strncmp(ev->id, s->prefix, strlen(s->prefix)) != 0)
+        return false;
+    if (s->tag && strcmp(ev->tag, s->tag) != 0)
+        return false;
+    return true;
+}
+
+static void on_event(void *ud, const struct reg_event *ev)
+{
+    (void)ud;
+    for (struct ws_devices *c = g_clients; c; c = c->next) {
+        bool any = false;
+        for (size_t i = 0; i < c->nsubs; i++) {
+            struct wsd_sub *s = &c->subs[i];
+            if (!sub_matches(s, ev))
+                continue;
+            if (s->n == WSD_QUEUE_MAX) {
+                ev_free(&s->q[s->head]);
+                s->head = (s->head + 1) % WSD_QUEUE_MAX;
+                s->n--;
+                s->lost++;
+            }
+            struct wsd_event *e = &s->q[(s->head + s->n++) % WSD_QUEUE_MAX];
+            e->id = xstrdup(ev->id);
+            e->details = xstrdup(ev->details ? ev->details : "");
+            e->tag = xstrdup(ev->tag ? ev->tag : "");
+            e->state = ev->state;
+            e->previous = ev->old_state;
+            e->lock = ev->lock;
+            e->ts = ev->ts;
+            any = true;
+        }
+        if (any)
+            lws_callback_on_writable(c->wsi);
+    }
+}
+
+int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *wsi, json_t *msg,
+                          const char *id, const char **code, char *err, size_t errlen)
+{
+    *code = "bad_request";
+    if (!api->reg) {
+        *code = "not_enabled";
+        snprintf(err, errlen, "the registry is not enabled: add a registry: section to the configuration");
+        return -1;
+    }
+    json_t *f = json_object_get(msg, "devices");
+    if (!json_is_object(f)) {
+        snprintf(err, errlen, "'devices' is a filter object: {\"states\":[..],\"prefix\":\"..\",\"tag\":\"..\"}");
+        return -1;
+    }
+    unsigned states = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(f, k, v) {
+        if (strcmp(k, "states") == 0) {
+            if (!json_is_array(v)) {
+                snprintf(err, errlen, "'devices.states' is a list of ADVISED, READY, LOCKED, DELETING, DELETED");
+                return -1;
+            }
+            size_t i;
+            json_t *s;
+            json_array_foreach(v, i, s) {
+                enum reg_state st;
+                if (!json_is_string(s) || reg_state_parse(json_string_value(s), &st) < 0) {
+                    snprintf(err, errlen, "'devices.states[%zu]' is one of ADVISED, READY, LOCKED, DELETING, DELETED", i);
+                    return -1;
+                }
+                states |= 1u << st;
+            }
+        } else if (strcmp(k, "prefix") == 0 || strcmp(k, "tag") == 0) {
+            if (!json_is_string(v)) {
+                snprintf(err, errlen, "'devices.%s' is a string", k);
+                return -1;
+            }
+        } else {
+            snprintf(err, errlen, "unknown 'devices.%.64s' (states, prefix, tag)", k);
+            return -1;
+        }
+    }
+    struct ws_devices *c = *cp;
+    if (!c) {
+        c = xzalloc(sizeof *c);
+        c->api = api;
+        c->wsi = wsi;
+        c->next = g_clients;
+        if (g_clients)
+            g_clients->prev = c;
+        g_clients = c;
+        *cp = c;
+    }
+    size_t slot;
+    for (slot = 0; slot < c->nsubs && strcmp(c->subs[slot].id, id) != 0; slot++)
+        ;
+    if (slot == c->nsubs) {
+        if (c->nsubs == WSD_SUBS_MAX) {
+            *code = "too_many_subscriptions";
+            snprintf(err, errlen, "at most %d device subscriptions per connection", WSD_SUBS_MAX);
+            return -1;
+        }
+        c->nsubs++;
+    } else {
+        sub_release(&c->subs[slot]);
+    }
+    struct wsd_sub *s = &c->subs[slot];
+    s->id = xstrdup(id);
+    s->states = states;
+    const char *p = json_string_value(json_object_get(f, "prefix"));
+    const char *t = json_string_value(json_object_get(f, "tag"));
+    s->prefix = p ? xstrdup(p) : NULL;
+    s->tag = t ? xstrdup(t) : NULL;
+    s->q = xnew(struct wsd_event, WSD_QUEUE_MAX);
+    if (g_listening != api->reg) {
+        reg_listen(api->reg, on_event, NULL);
+        g_listening = api->reg;
+    }
+    return 0; /* the caller answers {"op":"subscribed"} */
+}
+
+int ws_registry_unsubscribe(struct ws_devices *c, const char *id)
+{
+    if (!c)
+        return -1;
+    for (size_t i = 0; i < c->nsubs; i++) {
+        if (strcmp(c->subs[i].id, id) != 0)
+            continue;
+        sub_release(&c->subs[i]);
+        c->subs[i] = c->subs[--c->nsubs];
+        memset(&c->subs[c->nsubs], 0, sizeof c->subs[c->nsubs]);
+        return 0;
+    }
+    return -1;
+}
+
+bool ws_registry_ready(const struct ws_devices *c)
+{
+    for (size_t i = 0; c && i < c->nsubs; i++)
+        if (c->subs[i].n || c->subs[i].lost)
+            return true;
+    return false;
+}
+
+int ws_registry_encode(struct ws_devices *c, struct buf *tx)
+{
+    for (size_t i = 0; i < c->nsubs; i++) {
+        struct wsd_sub *s = &c->subs[i];
+        if (!s->n && !s->lost)
+            continue;
+        jw_raw(tx, "{\"op\":\"devices\",\"id\":");
+        jw_str(tx, s->id);
+        jw_raw(tx, ",\"events\":[");
+        size_t sent = 0;
+        while (s->n && tx->len < WS_FRAME_BUDGET) {
+            struct wsd_event *e = &s->q[s->head];
+            if (sent++)
+                buf_putc(tx, ',');
+            jw_raw(tx, "{\"cmHandle\":");
+            jw_str(tx, e->id);
+            jw_raw(tx, ",\"state\":");
+            jw_str(tx, reg_state_name(e->state));
+            jw_raw(tx, ",\"previous\":");
+            jw_str(tx, reg_state_name(e->previous));
+            jw_raw(tx, ",\"lockReason\":");
+            jw_str(tx, reg_lock_name(e->lock));
+            jw_raw(tx, ",\"details\":");
+            jw_str(tx, e->details);
+            jw_raw(tx, ",\"moduleSetTag\":");
+            jw_str(tx, e->tag);
+            buf_printf(tx, ",\"ts\":%lld}", (long long)e->ts);
+            ev_free(e);
+            s->head = (s->head + 1) % WSD_QUEUE_MAX;
+            s->n--;
+        }
+        buf_printf(tx, "],\"lost\":%llu}", (unsigned long long)s->lost);
+        s->lost = 0;
+        return 1;
+    }
+    return 0;
+}
+
+void ws_registry_free(struct ws_devices *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nsubs; i++)
+        sub_release(&c->subs[i]);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        g_clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    if (!g_clients && g_listening) {
+        reg_unlisten(g_listening, on_event, NULL);
+        g_listening = NULL;
+    }
+    free(c);
+}
