@@ -13,7 +13,9 @@
  *       [u8 2][u8 flags: 1 = a new process starts here][u32 n] then n entries, each
  *       [u8 type][u16 name length][name][u8 which: 0 open, 1 late][u32 count][u32 length][chunk]
  *     A record with flag 1 resets the idx -> series map: indices of earlier records belong to
- *     an earlier process.
+ *     an earlier process. Flag 2 marks the first record of a checkpoint's carry: from there
+ *     on, a series listed replaces its in-memory chunks by the listed ones (the WAL may hold
+ *     older segments whose samples those chunks already contain).
  */
 #ifndef OPSD_HISTORY_HIST_INT_H
 #define OPSD_HISTORY_HIST_INT_H
@@ -72,6 +74,13 @@ struct hseries {
     struct chunk_enc open;       /* in time order */
     struct chunk_enc late;       /* samples older than open's last: backfill */
     struct hpending *pending, *pending_tail;
+    uint32_t carry_gen;          /* replay: the carry that last replaced its chunks */
+};
+
+/* A closed chunk handed to the committer thread at a checkpoint. */
+struct hcommit {
+    struct hseries *s;
+    struct hpending *p;
 };
 
 /* Per point, on the loop side. */
@@ -124,6 +133,19 @@ struct hist {
     int64_t next_checkpoint;
     int64_t partition_ms;
     int64_t commit_interval_ms;
+    uint32_t carry_gen;                  /* replay: carries seen */
+
+    /* committer thread: puts the chunks of a checkpoint in the store while the writer goes on
+     * logging. It owns `store` while it runs; the fields below are under lock. */
+    pthread_t committer;
+    bool committer_started;
+    pthread_cond_t commit_wake, commit_idle;
+    bool commit_busy;                    /* a hand-off is being committed */
+    bool commit_quit;
+    struct hcommit *citems;              /* the hand-off: written by the writer while idle */
+    size_t ncitems, citems_cap;
+    uint64_t commit_seg;                 /* the segment that began with the hand-off's carry */
+    uint64_t drop_seg;                   /* committed: segments before this one may go */
 };
 
 /* ---- little-endian record helpers ---- */

@@ -68,7 +68,8 @@ struct hist_stats {
     uint64_t store_bytes;
     uint64_t store_partitions;
     uint64_t write_errors;
-    double last_checkpoint_s;   /* duration of the last checkpoint */
+    double last_checkpoint_s;   /* the writer's part of the last checkpoint (the carry) */
+    double last_commit_s;       /* the store's part of the last checkpoint (committer thread) */
 };
 
 /* Opens DATA_DIR/history: replays the WAL (every acknowledged sample comes back), opens the

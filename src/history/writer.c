@@ -7,13 +7,17 @@
  *   3. hand them back to the loop, which acknowledges their producers
  *   4. encode their samples into the series' open chunks; a chunk that is full
  *      (HCHUNK_SAMPLES) or would cross a partition boundary is closed (pending)
- *   5. at a checkpoint: put the pending chunks in the store and commit it (durable), start a
- *      new WAL segment that begins with the still-open chunks (kind 2 record), sync it, drop
- *      the older segments, drop partitions past the retention
+ *   5. at a checkpoint: start a new WAL segment that begins with the still-open chunks (the
+ *      carry, kind 2 records), sync it, and hand the pending chunks to the committer thread,
+ *      which puts them in the store, commits (durable), drops partitions past the retention
+ *      and tells the writer, which then deletes the segments older than the carry. The
+ *      writer goes on logging while the store commits; a checkpoint waits for the previous
+ *      one's commit.
  * Invariant: every acknowledged sample is, at any moment, in a committed partition or in a
  * WAL segment that has not been dropped. So a restart replays the segments and loses
- * nothing; since the segments replayed hold only what is not in the store, nothing is
- * stored twice.
+ * nothing. Replay may see segments from before the last carry (the commit had not finished):
+ * the carry replaces the chunks they built, and a chunk the store already holds is
+ * recognised and not stored twice.
  *
  * Late samples (older than the open chunk's last) go to the series' `late` chunk; one that is
  * out of order even there closes it and starts another. Queries merge all of them. */
@@ -228,6 +232,8 @@ static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
         if (h->by_idx)
             memset(h->by_idx, 0, h->by_idx_cap * sizeof *h->by_idx);
     }
+    if (flags & 2)
+        h->carry_gen++; /* a checkpoint's carry starts: it replaces what older segments built */
     uint32_t n = hget_u32(&r);
     for (uint32_t i = 0; i < n && !r.bad; i++) {
         uint8_t type = hget_u8(&r);
@@ -240,6 +246,14 @@ static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
         if (!name || !data || type > PT_STRING || nl == 0)
             return -1;
         struct hseries *s = series_get(h, (const char *)name, nl, (enum pt_type)type);
+        if (h->carry_gen && s->carry_gen != h->carry_gen) {
+            /* The carried chunks hold every sample of its open and late chunks so far. */
+            s->carry_gen = h->carry_gen;
+            chunk_enc_release(&s->open);
+            chunk_enc_release(&s->late);
+            chunk_enc_init(&s->open, s->type);
+            chunk_enc_init(&s->late, s->type);
+        }
         struct chunk_dec d;
         if (chunk_dec_init(&d, (enum pt_type)type, data, clen, count) < 0)
             return -1;
@@ -293,7 +307,7 @@ static int write_open_chunks(struct hist *h, bool new_process)
                 continue;
             if (rec.len == 0) {
                 hput_u8(&rec, HREC_CHUNKS);
-                hput_u8(&rec, first && new_process ? 1 : 0);
+                hput_u8(&rec, first ? (uint8_t)(2 | (new_process ? 1 : 0)) : 0);
                 hput_u32(&rec, 0);
                 first = false;
             }
@@ -316,10 +330,10 @@ static int write_open_chunks(struct hist *h, bool new_process)
             }
         }
     }
-    if (rc == 0 && (rec.len || new_process)) {
+    if (rc == 0 && (rec.len || first)) {
         if (rec.len == 0) {
             hput_u8(&rec, HREC_CHUNKS);
-            hput_u8(&rec, new_process ? 1 : 0);
+            hput_u8(&rec, first ? (uint8_t)(2 | (new_process ? 1 : 0)) : 0);
             hput_u32(&rec, 0);
         }
         patch_u32(rec.data + 2, n);
@@ -368,57 +382,119 @@ static int write_index_map(struct hist *h)
     return rc;
 }
 
-static int commit_pending(struct hist *h, uint64_t *chunks)
+/* ---- committer thread ---- */
+
+/* Puts the hand-off's chunks in the store and commits it; on success frees them from their
+ * series (they are at the head of the pending lists, in order). Committer thread. */
+static int commit_items(struct hist *h, const struct hcommit *items, size_t n, uint64_t *chunks)
 {
     int rc = 0;
     *chunks = 0;
-    for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
-        struct hseries *s = h->series[i];
-        if (!s)
+    if (!h->store && hstore_open(h->store_dir, h->partition_ms, &h->store) < 0) {
+        h->store = NULL;
+        return -EIO; /* the WAL keeps everything; retried at the next checkpoint */
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct hseries *s = items[i].s;
+        const struct hpending *p = items[i].p;
+        rc = hstore_put(h->store, s->name, p->type, p->t_first, p->t_last, p->count, p->data, p->len);
+        if (rc == -ERANGE || rc == -EBADMSG) {
+            /* This chunk alone cannot be stored (the store says why): count it, go on. */
+            log_error("history", "series %s: a chunk of %u samples at %lld was refused by the store (%s)",
+                      s->name, p->count, (long long)p->t_first, strerror(-rc));
+            pthread_mutex_lock(&h->lock);
+            h->st.write_errors++;
+            pthread_mutex_unlock(&h->lock);
+            rc = 0;
             continue;
-        for (struct hpending *p = s->pending; p && rc == 0; p = p->next) {
-            rc = hstore_put(h->store, s->name, p->type, p->t_first, p->t_last, p->count, p->data, p->len);
-            if (rc == -ERANGE || rc == -EBADMSG) {
-                /* This chunk alone cannot be stored (the store says why): count it, go on. */
-                log_error("history", "series %s: a chunk of %u samples at %lld was refused by the store (%s)",
-                          s->name, p->count, (long long)p->t_first, strerror(-rc));
-                pthread_mutex_lock(&h->lock);
-                h->st.write_errors++;
-                pthread_mutex_unlock(&h->lock);
-                rc = 0;
-                continue;
-            }
-            (*chunks)++;
         }
+        (*chunks)++;
     }
     if (rc == 0)
         rc = hstore_commit(h->store);
     if (rc < 0) {
         /* A failed store handle stays failed: reopen it for the next checkpoint. What was not
-         * committed is still pending here and in the WAL. */
+         * committed is still pending in the series and in the WAL. */
         hstore_close(h->store);
         h->store = NULL;
         int rc2 = hstore_open(h->store_dir, h->partition_ms, &h->store);
-        if (rc2 < 0)
+        if (rc2 < 0) {
+            h->store = NULL;
             log_error("history", "cannot reopen the store in %s (%s)", h->store_dir, strerror(-rc2));
+        }
         return rc;
     }
-    /* Committed: the pending chunks are in the store now. */
     pthread_mutex_lock(&h->series_lock);
-    for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
-        struct hseries *s = h->series[i];
-        if (!s)
+    for (size_t i = 0; i < n; i++) {
+        struct hseries *s = items[i].s;
+        struct hpending *p = items[i].p;
+        if (s->pending != p) {
+            log_error("history", "internal: series %s: committed chunk is not the first pending one", s->name);
             continue;
-        struct hpending *p = s->pending;
-        while (p) {
-            struct hpending *next = p->next;
-            free(p);
-            p = next;
         }
-        s->pending = s->pending_tail = NULL;
+        s->pending = p->next;
+        if (!s->pending)
+            s->pending_tail = NULL;
+        free(p);
     }
     pthread_mutex_unlock(&h->series_lock);
     return 0;
+}
+
+/* Retention and the store's figures, after a commit. Committer thread. */
+static void store_housekeeping(struct hist *h, uint64_t chunks)
+{
+    pthread_mutex_lock(&h->lock);
+    int64_t retention = h->retention_ms;
+    pthread_mutex_unlock(&h->lock);
+    size_t dropped = 0;
+    if (hstore_drop_before(h->store, now_ms() - retention, &dropped) < 0)
+        log_error("history", "retention: could not drop expired partitions");
+    if (dropped)
+        log_info("history", "retention: dropped %zu partition(s) older than %lld s", dropped,
+                 (long long)(retention / 1000));
+    struct hstore_stats ss;
+    hstore_stats(h->store, &ss);
+    pthread_mutex_lock(&h->lock);
+    h->st.chunks_committed += chunks;
+    h->st.partitions_dropped += dropped;
+    h->st.store_bytes = ss.bytes;
+    h->st.store_partitions = ss.partitions;
+    pthread_mutex_unlock(&h->lock);
+}
+
+static void *committer_main(void *arg)
+{
+    struct hist *h = arg;
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        while (!h->commit_busy && !h->commit_quit)
+            pthread_cond_wait(&h->commit_wake, &h->lock);
+        if (!h->commit_busy)
+            break;
+        /* The hand-off is ours until commit_busy goes back to false. */
+        pthread_mutex_unlock(&h->lock);
+        uint64_t t0 = mono_ns(), chunks = 0;
+        int rc = commit_items(h, h->citems, h->ncitems, &chunks);
+        if (rc < 0)
+            log_error("history", "checkpoint: the store could not commit (%s): the WAL keeps "
+                      "everything; retrying at the next checkpoint", strerror(-rc));
+        else
+            store_housekeeping(h, chunks);
+        log_debug("history", "checkpoint: %llu chunks committed in %.3f s", (unsigned long long)chunks,
+                  (double)(mono_ns() - t0) / 1e9);
+        pthread_mutex_lock(&h->lock);
+        if (rc == 0)
+            h->drop_seg = h->commit_seg; /* older segments hold nothing the store lacks */
+        else
+            h->st.write_errors++;
+        h->st.last_commit_s = (double)(mono_ns() - t0) / 1e9;
+        h->commit_busy = false;
+        pthread_cond_broadcast(&h->commit_idle);
+        pthread_cond_signal(&h->wake); /* the writer drops the old segments */
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
 }
 
 /* Chunks of a partition that has ended are closed even when their series went quiet, so they
@@ -439,57 +515,107 @@ static void close_ended(struct hist *h)
     pthread_mutex_unlock(&h->series_lock);
 }
 
-static int checkpoint(struct hist *h, bool new_process)
+/* Segments before `seg` hold nothing that is not in the store or in a later carry. */
+static void drop_segments(struct hist *h, uint64_t seg)
 {
-    uint64_t t0 = mono_ns();
-    uint64_t chunks = 0;
-    if (!h->store && hstore_open(h->store_dir, h->partition_ms, &h->store) < 0) {
-        h->store = NULL;
-        return -EIO; /* the WAL keeps everything; retried at the next checkpoint */
+    int rc = wal_drop_before(h->wal, seg);
+    if (rc < 0)
+        log_error("history", "cannot delete old WAL segments (%s); retrying later", strerror(-rc));
+    pthread_mutex_lock(&h->lock);
+    if (rc < 0 && !h->drop_seg)
+        h->drop_seg = seg;
+    h->st.wal_bytes = wal_bytes(h->wal);
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* Collects every closed chunk into the hand-off. Writer thread, committer idle: nobody else
+ * changes the pending lists. */
+static void collect_pending(struct hist *h)
+{
+    h->ncitems = 0;
+    for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
+        struct hseries *s = h->series[i];
+        for (struct hpending *p = s ? s->pending : NULL; p; p = p->next) {
+            if (h->ncitems == h->citems_cap) {
+                h->citems_cap = h->citems_cap ? h->citems_cap * 2 : 4096;
+                h->citems = xgrow(h->citems, h->citems_cap);
+            }
+            h->citems[h->ncitems++] = (struct hcommit){s, p};
+        }
     }
+}
+
+/* A checkpoint: the closed chunks go to the committer thread; the WAL starts a new segment
+ * that begins with the open chunks (the carry), so that, once the committer is done, the
+ * older segments can go. Returns 1 when the committer is still busy with the previous
+ * checkpoint and `wait` is false (try again soon), 0 when handed off, or a negative errno.
+ * With `wait`, returns once the store has committed. */
+static int checkpoint(struct hist *h, bool new_process, bool wait)
+{
+    pthread_mutex_lock(&h->lock);
+    if (h->commit_busy && !wait) {
+        pthread_mutex_unlock(&h->lock);
+        return 1;
+    }
+    while (h->commit_busy)
+        pthread_cond_wait(&h->commit_idle, &h->lock);
+    uint64_t drop = h->drop_seg;
+    h->drop_seg = 0;
+    pthread_mutex_unlock(&h->lock);
+    if (drop)
+        drop_segments(h, drop);
+
+    uint64_t t0 = mono_ns(), seg = 0;
     close_ended(h);
-    int rc = commit_pending(h, &chunks);
-    uint64_t seg = 0;
-    if (rc == 0)
-        rc = wal_rotate(h->wal, &seg);
+    collect_pending(h);
+    int rc = wal_rotate(h->wal, &seg);
     if (rc == 0)
         rc = write_open_chunks(h, new_process);
     if (rc == 0)
         rc = write_index_map(h);
     if (rc == 0)
         rc = wal_sync(h->wal);
-    if (rc == 0)
-        rc = wal_drop_before(h->wal, seg);
+    double took = (double)(mono_ns() - t0) / 1e9;
+    log_debug("history", "checkpoint: %zu chunks handed to the store, carry written in %.3f s",
+              h->ncitems, took);
+    pthread_mutex_lock(&h->lock);
     if (rc < 0) {
-        log_error("history", "checkpoint failed (%s): the WAL keeps everything; retrying at the next one",
-                  strerror(-rc));
-        pthread_mutex_lock(&h->lock);
         h->st.write_errors++;
         pthread_mutex_unlock(&h->lock);
+        log_error("history", "checkpoint failed (%s): the WAL keeps everything; retrying at the next one",
+                  strerror(-rc));
         return rc;
     }
-    pthread_mutex_lock(&h->lock);
-    int64_t retention = h->retention_ms;
-    pthread_mutex_unlock(&h->lock);
-    size_t dropped = 0;
-    if (hstore_drop_before(h->store, now_ms() - retention, &dropped) < 0)
-        log_error("history", "retention: could not drop expired partitions");
-    if (dropped)
-        log_info("history", "retention: dropped %zu partition(s) older than %lld s", dropped,
-                 (long long)(retention / 1000));
-    struct hstore_stats ss;
-    hstore_stats(h->store, &ss);
-    pthread_mutex_lock(&h->lock);
-    h->st.chunks_committed += chunks;
+    h->commit_seg = seg;
+    h->commit_busy = true;
+    pthread_cond_signal(&h->commit_wake);
     h->st.checkpoints++;
-    h->st.partitions_dropped += dropped;
     h->st.series = h->nseries;
-    h->st.store_bytes = ss.bytes;
-    h->st.store_partitions = ss.partitions;
     h->st.wal_bytes = wal_bytes(h->wal);
-    h->st.last_checkpoint_s = (double)(mono_ns() - t0) / 1e9;
+    h->st.last_checkpoint_s = took;
+    if (wait) {
+        while (h->commit_busy)
+            pthread_cond_wait(&h->commit_idle, &h->lock);
+        drop = h->drop_seg;
+        h->drop_seg = 0;
+        rc = drop ? 0 : -EIO;
+    }
     pthread_mutex_unlock(&h->lock);
-    return 0;
+    if (wait && drop)
+        drop_segments(h, drop);
+    return rc;
+}
+
+static void committer_stop(struct hist *h)
+{
+    if (!h->committer_started)
+        return;
+    pthread_mutex_lock(&h->lock);
+    h->commit_quit = true;
+    pthread_cond_signal(&h->commit_wake);
+    pthread_mutex_unlock(&h->lock);
+    pthread_join(h->committer, NULL);
+    h->committer_started = false;
 }
 
 /* ---- the thread ---- */
@@ -500,7 +626,7 @@ static void *writer_main(void *arg)
     h->next_checkpoint = now_ms() + h->commit_interval_ms;
     for (;;) {
         pthread_mutex_lock(&h->lock);
-        while (!h->queue && !h->quit && now_ms() < h->next_checkpoint) {
+        while (!h->queue && !h->quit && !h->drop_seg && now_ms() < h->next_checkpoint) {
             int64_t wait = h->next_checkpoint - now_ms();
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -515,7 +641,11 @@ static void *writer_main(void *arg)
         struct hbatch *batches = h->queue;
         h->queue = h->queue_tail = NULL;
         bool quit = h->quit;
+        uint64_t drop = h->drop_seg;
+        h->drop_seg = 0;
         pthread_mutex_unlock(&h->lock);
+        if (drop)
+            drop_segments(h, drop);
 
         /* 2. WAL: every batch, one sync. */
         int status = 0;
@@ -567,10 +697,10 @@ static void *writer_main(void *arg)
 
         /* 5. checkpoint. */
         if (quit || now_ms() >= h->next_checkpoint) {
-            /* Only this thread changes the series; checkpoint() takes series_lock where it
-             * frees what queries may be copying. */
-            checkpoint(h, false);
-            h->next_checkpoint = now_ms() + h->commit_interval_ms;
+            /* Busy committer: the store is slower than the interval; try again shortly (the
+             * WAL keeps growing meanwhile, nothing is lost). */
+            int rc = checkpoint(h, false, quit);
+            h->next_checkpoint = now_ms() + (rc == 1 ? 100 : h->commit_interval_ms);
         }
         if (quit)
             break;
@@ -614,8 +744,15 @@ int hist__writer_start(struct hist *h)
         hstore_close(h->store);
         return rc;
     }
-    rc = checkpoint(h, true);
+    if (pthread_create(&h->committer, NULL, committer_main, h) != 0) {
+        wal_close(h->wal);
+        hstore_close(h->store);
+        return -EAGAIN;
+    }
+    h->committer_started = true;
+    rc = checkpoint(h, true, true);
     if (rc < 0) {
+        committer_stop(h);
         wal_close(h->wal);
         hstore_close(h->store);
         return rc;
@@ -623,6 +760,7 @@ int hist__writer_start(struct hist *h)
     log_info("history", "store %s: %u series recovered in %.1f ms", h->store_dir, h->nseries,
              (double)(mono_ns() - t0) / 1e6);
     if (pthread_create(&h->thread, NULL, writer_main, h) != 0) {
+        committer_stop(h);
         wal_close(h->wal);
         hstore_close(h->store);
         return -EAGAIN;
@@ -641,6 +779,7 @@ void hist__writer_stop(struct hist *h)
     pthread_mutex_unlock(&h->lock);
     pthread_join(h->thread, NULL);
     h->thread_started = false;
+    committer_stop(h);
     wal_close(h->wal);
     hstore_close(h->store);
     for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
@@ -660,6 +799,8 @@ void hist__writer_stop(struct hist *h)
     }
     free(h->series);
     free(h->by_idx);
+    free(h->citems);
+    h->citems = NULL;
     h->series = NULL;
     h->by_idx = NULL;
 }

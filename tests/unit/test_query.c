@@ -722,8 +722,9 @@ static void agg_strings(void **state)
 static void agg_huge_range_costs_samples_not_buckets(void **state)
 {
     /* From 1970 to the year 3000 in 100,000 buckets (3.76 days each), three samples. The
-     * engine never visits an empty bucket: 20,000 such queries take well under a second even
-     * under sanitizers; visiting the empty buckets would be 2e9 steps. */
+     * engine never visits an empty bucket: 200 such queries take milliseconds of CPU even
+     * under sanitizers; visiting the empty buckets would be 2e9 steps each (minutes). The
+     * bound is CPU time and 1000x the need, so a loaded machine does not fail it. */
     const int64_t y3000 = INT64_C(32503680000000);
     struct trun *r[1] = {mk(PT_DOUBLE, "0:1 1764460800000:2 32503679999999:3")};
     struct hq_params p = agg(PT_DOUBLE, 0, y3000 - 1, 0, HQ_AGG_COUNT | HQ_AGG_TWA);
@@ -741,15 +742,15 @@ static void agg_huge_range_costs_samples_not_buckets(void **state)
              (long long)b1, twa1, (long long)(99999 * iv), twa2);
     assert_string_equal(j, want);
     struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < 20000; i++) {
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    for (int i = 0; i < 200; i++) {
         r[0]->i = 0, r[0]->closes = 0;
         query(&p, r, 1);
         assert_int_equal(qr_last.res.buckets, 3);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    assert_true(s < 2.0);
+    assert_true(s < 10.0);
 
     /* Epoch-aligned weeks over the same range: 53,743 buckets, allowed. */
     p = agg(PT_DOUBLE, 0, y3000 - 1, 7 * 86400000LL, HQ_AGG_COUNT);
