@@ -14,7 +14,7 @@
 #include "core/util.h"
 #include "drivers/bacnet.h"
 
-static const struct driver_type *const types[] = {&sim_driver_type, &modbus_driver_type, &bacnet_driver_type};
+static const struct driver_type *const types[] = {&sim_driver_type, &modbus_driver_type, &bacnet_driver_type, &mqtt_driver_type};
 
 const struct driver_type *driver_type_find(const char *name)
 {
@@ -174,7 +174,8 @@ void driver_device_points_bad(struct driver *d, struct driver_device *dev, const
         live_set_quality(d->live, dev->points[i], Q_BAD, reason, now);
 }
 
-static void device_failed(struct driver *d, struct driver_device *dev, bool disconnected, const char *msg)
+static void device_failed(struct driver *d, struct driver_device *dev, bool disconnected, bool keep_points,
+                          const char *msg)
 {
     dev->errors++;
     dev->last_error_ms = now_ms();
@@ -184,7 +185,8 @@ static void device_failed(struct driver *d, struct driver_device *dev, bool disc
     if (!dev->failing)
         log_warn("driver", "driver %s: device %s: %s", d->name, dev->name, msg);
     dev->failing = true;
-    driver_device_points_bad(d, dev, msg);
+    if (!keep_points)
+        driver_device_points_bad(d, dev, msg);
 }
 
 void driver_device_fail(struct driver *d, struct driver_device *dev, bool disconnected, const char *fmt, ...)
@@ -194,7 +196,7 @@ void driver_device_fail(struct driver *d, struct driver_device *dev, bool discon
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    device_failed(d, dev, disconnected, msg);
+    device_failed(d, dev, disconnected, false, msg);
 }
 
 static void json_time(struct buf *out, int64_t ms)
@@ -385,7 +387,7 @@ void driver_batch_apply(struct driver *d, struct driver_batch *b)
         b->done(b->done_ud, b->status < 0 ? (b->error[0] ? b->error : "failed") : NULL);
     if (b->dev) {
         if (b->status < 0)
-            device_failed(d, b->dev, b->disconnected, b->error[0] ? b->error : "failed");
+            device_failed(d, b->dev, b->disconnected, b->keep_points, b->error[0] ? b->error : "failed");
         else
             driver_device_ok(b->dev, b->rtt_s);
     }

@@ -89,7 +89,7 @@ void driver_free(struct driver *d);
 struct driver_device {
     char *name;
     bool connected;
-    bool failing;                /* its points are bad because of the last failure */
+    bool failing;                /* in a run of failures (logged once, at its start) */
     int64_t last_success_ms;     /* wall clock of the last good exchange; 0: never */
     int64_t last_error_ms;       /* 0: never */
     uint64_t requests;           /* good exchanges */
@@ -143,6 +143,8 @@ struct driver_batch {
     struct driver_device *dev;   /* the device reported on, or NULL */
     int status;                  /* 0: a good exchange; < 0: a failure, message in error */
     bool disconnected;
+    bool keep_points;            /* a failure that leaves the points' quality alone (counted and
+                                  * shown only; the batch says what happens to the points) */
     double rtt_s;                /* < 0: unknown */
     uint64_t malformed;          /* undecodable input seen by the thread since its last batch */
     uint64_t skipped;            /* polls the thread skipped since its last batch */
@@ -190,5 +192,6 @@ void driver_queue_close(struct driver_queue *q, void (*closed)(struct driver_que
 
 extern const struct driver_type sim_driver_type;
 extern const struct driver_type modbus_driver_type;
+extern const struct driver_type mqtt_driver_type;
 
 #endif
