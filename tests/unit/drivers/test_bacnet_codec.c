@@ -556,6 +556,71 @@ static void names(void **state)
     assert_int_equal(bac_max_apdu_octets(15), 50);
 }
 
+/* Datagrams captured from the npm library @bacnet-js/client (tests/integration/lib/
+ * bacnet_capture.mjs): another implementation's encoder against these decoders. */
+static const uint8_t lib_rpm_ack[] = {0x81, 0x0A, 0x00, 0x46, 0x01, 0x00, 0x30, 0x13, 0x0E, 0x0C, 0x00, 0x00, 0x00, 0x00, 0x1E, 0x29, 0x55, 0x4E, 0x44, 0x41, 0xA2, 0x00, 0x00, 0x4F, 0x29, 0x6F, 0x4E, 0x82, 0x04, 0x00, 0x4F, 0x1F, 0x0C, 0x00, 0x00, 0x00, 0x02, 0x1E, 0x29, 0x55, 0x4E, 0x44, 0x41, 0xB2, 0x00, 0x00, 0x4F, 0x29, 0x6F, 0x4E, 0x82, 0x04, 0x50, 0x4F, 0x1F, 0x0C, 0x00, 0x00, 0x00, 0x63, 0x1E, 0x29, 0x55, 0x5E, 0x91, 0x01, 0x91, 0x1F, 0x5F, 0x1F};
+static const uint8_t lib_cov[] = {0x81, 0x0A, 0x00, 0x29, 0x01, 0x00, 0x10, 0x02, 0x0A, 0x6F, 0x71, 0x1C, 0x02, 0x00, 0x03, 0xE9, 0x2C, 0x00, 0x00, 0x00, 0x00, 0x39, 0x3C, 0x4E, 0x09, 0x55, 0x2E, 0x44, 0x41, 0xA2, 0x00, 0x00, 0x2F, 0x09, 0x6F, 0x2E, 0x82, 0x04, 0x00, 0x2F, 0x4F};
+static const uint8_t lib_rpm_req[] = {0x81, 0x0A, 0x00, 0x1E, 0x01, 0x04, 0x02, 0x75, 0x01, 0x0E, 0x0C, 0x00, 0x00, 0x00, 0x10, 0x1E, 0x09, 0x55, 0x09, 0x6F, 0x1F, 0x0C, 0x02, 0x00, 0x03, 0xE9, 0x1E, 0x09, 0x4C, 0x1F};
+static const uint8_t lib_iam[] = {0x81, 0x0A, 0x00, 0x15, 0x01, 0x00, 0x10, 0x00, 0xC4, 0x02, 0x00, 0x03, 0xE9, 0x22, 0x05, 0xCA, 0x91, 0x03, 0x22, 0x03, 0xE7};
+
+static int down(const uint8_t *p, size_t n, struct bac_apdu *a)
+{
+    struct bac_bvlc b;
+    struct bac_npdu np;
+    int rc = bac_dec_bvlc(p, n, &b);
+    if (rc == 0)
+        rc = bac_dec_npdu(b.npdu, b.npdu_len, &np);
+    if (rc == 0)
+        rc = bac_dec_apdu(np.apdu, np.apdu_len, a);
+    return rc;
+}
+
+static void library_frames(void **state)
+{
+    (void)state;
+    struct bac_apdu a;
+    struct results y = {0};
+    /* RPM ack: AI 0 (20.25, flags clear), AI 2 (22.25, fault + out-of-service), AI 99 unknown */
+    assert_int_equal(down(lib_rpm_ack, sizeof lib_rpm_ack, &a), 0);
+    assert_int_equal(a.type, BAC_PDU_COMPLEX_ACK);
+    assert_int_equal(a.service, BAC_SVC_READ_PROPERTY_MULTIPLE);
+    assert_int_equal(bac_dec_rpm_ack(a.body, a.body_len, collect_res, &y), 0);
+    assert_int_equal(y.n, 5);
+    assert_true(y.r[0].value.u.f == 20.25f);
+    assert_int_equal(bac_bits(&y.r[1].value), 0);
+    assert_true(y.r[2].value.u.f == 22.25f);
+    assert_int_equal(bac_bits(&y.r[3].value), BAC_SF_FAULT | BAC_SF_OUT_OF_SERVICE);
+    assert_true(y.r[4].error);
+    assert_int_equal(y.r[4].error_code, 31);
+    /* unconfirmed COV notification: process 0x6F71, device 1001, AI 0, 60 s left */
+    assert_int_equal(down(lib_cov, sizeof lib_cov, &a), 0);
+    assert_int_equal(a.service, BAC_SVC_UNCONFIRMED_COV_NOTIFICATION);
+    struct bac_cov_hdr h;
+    memset(&y, 0, sizeof y);
+    assert_int_equal(bac_dec_cov_notification(a.body, a.body_len, &h, collect_res, &y), 0);
+    assert_int_equal(h.process_id, 0x6F71);
+    assert_int_equal(h.device_oid, bac_oid(BAC_OBJ_DEVICE, 1001));
+    assert_int_equal(h.time_remaining, 60);
+    assert_int_equal(y.n, 2);
+    assert_true(y.r[0].value.u.f == 20.25f);
+    /* the library's RPM request: AI 16 (pv, status-flags), device 1001 object-list */
+    assert_int_equal(down(lib_rpm_req, sizeof lib_rpm_req, &a), 0);
+    assert_int_equal(a.type, BAC_PDU_CONFIRMED);
+    assert_int_equal(bac_max_apdu_octets(a.max_apdu), 1476);
+    struct refs x = {0};
+    assert_int_equal(bac_dec_rpm(a.body, a.body_len, collect_ref, &x), 0);
+    assert_int_equal(x.n, 3);
+    assert_int_equal(x.r[2].oid, bac_oid(BAC_OBJ_DEVICE, 1001));
+    assert_int_equal(x.r[2].prop, 76);
+    assert_int_equal(x.r[2].index, BAC_ARRAY_ALL); /* the library leaves an index of 0 out */
+    /* its I-Am says 1482 octets: more than B/IP allows, which the driver clamps */
+    struct bac_iam iam;
+    assert_int_equal(down(lib_iam, sizeof lib_iam, &a), 0);
+    assert_int_equal(bac_dec_i_am(a.body, a.body_len, &iam), 0);
+    assert_int_equal(iam.max_apdu, 1482);
+    assert_int_equal(iam.vendor, 999);
+}
+
 /* ---- adversarial ---- */
 
 static int ignore_res(void *ud, const struct bac_result *res)
@@ -747,6 +812,7 @@ int main(void)
         cmocka_unit_test(apdu_types),
         cmocka_unit_test(app_values),
         cmocka_unit_test(names),
+        cmocka_unit_test(library_frames),
         cmocka_unit_test(truncations),
         cmocka_unit_test(bad_lengths),
         cmocka_unit_test(deep_nesting),
