@@ -88,13 +88,15 @@ static const char *item_to_msg(json_t *it, struct jnl_msg *m, char *err, size_t 
     json_t *h = json_object_get(it, "headers");
     if (h && !json_is_object(h))
         return "'headers' must be an object of strings";
+    if (json_object_size(h) > JNL_HEADERS_MAX) {
+        snprintf(err, errlen, "has %zu headers: at most %d are accepted", json_object_size(h), JNL_HEADERS_MAX);
+        return err;
+    }
     json_object_foreach(h, k, v) {
         if (!json_is_string(v)) {
             snprintf(err, errlen, "header '%.100s' must be a string", k);
             return err;
         }
-        if (json_object_size(h) > JNL_HEADERS_MAX)
-            break;
         jnl_msg_add_header(m, k, json_string_value(v), json_string_length(v));
     }
     json_t *enc = json_object_get(it, "body_encoding");
