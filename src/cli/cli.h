@@ -141,4 +141,11 @@ int cmd_history_export(struct ctl *c, const struct opts *o);
 int cmd_history_partitions(struct ctl *c, const struct opts *o);
 int cmd_history_verify(struct ctl *c, const struct opts *o);
 
+/* devices.c */
+int cmd_devices_list(struct ctl *c, const struct opts *o);
+int cmd_devices_show(struct ctl *c, const struct opts *o);
+int cmd_devices_search(struct ctl *c, const struct opts *o);
+int cmd_devices_register(struct ctl *c, const struct opts *o);
+int cmd_devices_remove(struct ctl *c, const struct opts *o);
+
 #endif

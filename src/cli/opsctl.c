@@ -116,6 +116,16 @@ static void usage(FILE *f)
           "  history verify [--partition START] [--json]\n"
           "                                    check every partition (or the one that starts at\n"
           "                                    START): exit status 1 if one is damaged\n"
+          "  devices list [--json]             the registry's cm handles: id, state, module\n"
+          "                                    set tag, alternate id, lock reason\n"
+          "  devices show ID [--json]          one cm handle with its state and modules\n"
+          "  devices search COND... [--json]   handles matching every COND: module=NAME,\n"
+          "                                    prop:KEY=VALUE (public), state=READY, plugin=URL\n"
+          "  devices register FILE [--json]    an NCMP registration (JSON), or CSV with the\n"
+          "                                    header cmHandle,dmiPlugin[,moduleSetTag,\n"
+          "                                    alternateId,...,PROPERTY...]: exit status 1 if a\n"
+          "                                    handle failed (each printed with its code)\n"
+          "  devices remove ID...              remove cm handles\n"
           "\n"
           "options:\n"
           "  --url URL        the server, http:// or https:// (default: $OPSD_URL, else\n"
@@ -1601,6 +1611,12 @@ static const struct command {
      "history partitions [--json]"},
     {"history", "verify", 0, 0, OPT(O_JSON) | OPT(O_PARTITION), cmd_history_verify,
      "history verify [--partition START] [--json]"},
+    {"devices", "list", 0, 0, OPT(O_JSON), cmd_devices_list, "devices list [--json]"},
+    {"devices", "show", 1, 1, OPT(O_JSON), cmd_devices_show, "devices show ID [--json]"},
+    {"devices", "search", 1, 100, OPT(O_JSON), cmd_devices_search,
+     "devices search module=NAME|prop:KEY=VALUE|state=STATE|plugin=URL... [--json]"},
+    {"devices", "register", 1, 1, OPT(O_JSON), cmd_devices_register, "devices register FILE [--json]"},
+    {"devices", "remove", 1, 100000, 0, cmd_devices_remove, "devices remove ID..."},
 };
 
 static const unsigned global_opts =
@@ -1644,6 +1660,8 @@ static int run(int argc, char **argv)
             rc = cli_usage_error("unknown command 'history %s' (query, export, partitions, "
                                  "verify)",
                                  o.args[1]);
+        else if (strcmp(o.args[0], "devices") == 0)
+            rc = cli_usage_error("'devices' needs a command: list, show, search, register or remove");
         else if (strcmp(o.args[0], "history") == 0)
             rc = cli_usage_error("'history' needs a command: query, export, partitions or "
                                  "verify");
