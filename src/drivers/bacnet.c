@@ -127,6 +127,7 @@ struct bn_dev {
     size_t nobjs;
     uint32_t *poll;              /* this cycle's work list (indices into st->pts) */
     size_t npoll, cursor;
+    size_t single_end;           /* poll[cursor .. single_end) go one per RPM (after an Error) */
     unsigned poll_in_flight;
     bool cycle;                  /* a poll cycle is running */
     bool cov_full;               /* the device refused a subscription: poll the rest */
@@ -639,7 +640,7 @@ static unsigned apdu_budget(const struct bn_dev *dev) { return dev->max_apdu - 8
 /* Takes the next batch of dev's poll list into txn t; returns the number of points. */
 static uint32_t cut_batch(struct bn_state *st, struct bn_dev *dev, struct bn_txn *t)
 {
-    unsigned limit = dev->use_rp ? 1 : dev->batch;
+    unsigned limit = dev->use_rp || dev->cursor < dev->single_end ? 1 : dev->batch;
     unsigned req = 0, resp = 0, budget = apdu_budget(dev);
     uint32_t n = 0, last_oid = UINT32_MAX;
     while (dev->cursor < dev->npoll && n < limit) {
@@ -767,6 +768,7 @@ static void start_cycle(struct bn_state *st, struct bn_dev *dev)
 {
     dev->npoll = 0;
     dev->cursor = 0;
+    dev->single_end = 0;
     for (size_t k = 0; k < dev->npts; k++) {
         const struct bn_point *pt = &st->pts[dev->pts[k]];
         if (dev->objs[pt->obj].state != OBJ_COV)
@@ -980,6 +982,14 @@ static void on_answer(struct bn_state *st, const struct bac_apdu *a, const struc
                 break;
             }
             requeue(dev, t);
+            break;
+        }
+        if (a->type == BAC_PDU_ERROR && t->npts > 1) {
+            /* Some devices answer a whole RPM with an Error when one of its properties
+             * cannot be read: ask for these points one at a time to find which. */
+            requeue(dev, t);
+            if (dev->cursor + t->npts > dev->single_end)
+                dev->single_end = dev->cursor + t->npts;
             break;
         }
         if (a->type == BAC_PDU_ERROR) {
@@ -1333,6 +1343,11 @@ static void on_tick(uv_timer_t *h)
         send_who_is(st, -1, -1);
     for (size_t i = 0; i < st->ndevs; i++) {
         struct bn_dev *dev = &st->devs[i];
+        if (!dev->cfg.has_addr && dev->resolved && dev->health->failing && dev->next_discover_ms <= now) {
+            /* a discovered device that stopped answering may have moved: ask again */
+            send_who_is(st, dev->cfg.instance, dev->cfg.instance);
+            dev->next_discover_ms = now + st->c->discover_ms;
+        }
         if (!dev->resolved) {
             if (dev->next_discover_ms <= now) {
                 if (!global)

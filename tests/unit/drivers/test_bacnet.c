@@ -26,10 +26,11 @@ struct peer {
     uint32_t instance;
     float values[NOBJ];
     uint32_t sf[NOBJ];
-    bool silent;
+    bool silent;             /* no answer to confirmed requests */
     unsigned max_refs;       /* refuse RPMs asking for more (0: no limit) */
     bool use_abort;          /* refuse with Abort instead of Reject */
     bool no_rpm;             /* Reject RPM as an unrecognized service */
+    bool rpm_all_or_error;   /* an RPM naming an unknown object gets one Error for all */
     unsigned cov_limit;      /* subscriptions accepted */
     unsigned subs;           /* SubscribeCOV accepted (renewals too) */
     bool sub[NOBJ];          /* objects subscribed */
@@ -113,6 +114,14 @@ static int peer_ref(void *ud, const struct bac_prop_ref *ref)
     return 0;
 }
 
+static bool rpm_all_known(const struct rpm_req *q)
+{
+    for (size_t i = 0; i < q->n; i++)
+        if (!obj_ok(q->refs[i].oid))
+            return false;
+    return true;
+}
+
 static void peer_notify(struct peer *p, uint32_t inst)
 {
     uint8_t buf[256];
@@ -175,6 +184,8 @@ static void peer_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const str
                 bac_enc_abort(&w, a.invoke_id, BAC_ABORT_SEGMENTATION_NOT_SUPPORTED, true);
             else
                 bac_enc_reject(&w, a.invoke_id, BAC_REJECT_BUFFER_OVERFLOW);
+        } else if (p->rpm_all_or_error && !rpm_all_known(&q)) {
+            bac_enc_error(&w, a.invoke_id, a.service, 1 /* object */, 31 /* unknown-object */);
         } else {
             struct bac_result res[256];
             for (size_t i = 0; i < q.n; i++)
@@ -585,6 +596,30 @@ static void cov_and_limit(void **state)
     assert_true(f->peer.subs > subs);
 }
 
+static bool gone_unknown(struct fx *f, void *arg)
+{
+    (void)arg;
+    return strcmp(reason_of(f, "gone"), "unknown-object") == 0;
+}
+
+static void rpm_error_isolates(void **state)
+{
+    struct fx *f = *state;
+    f->peer.rpm_all_or_error = true;
+    start(f, BASE "  devices: [{instance: 1001, address: 127.0.0.1:PORT}]\n"
+                  "  points:\n"
+                  "    - {name: 'ai{0..9}', device: 1001, object: 'analog-input:{0..9}'}\n"
+                  "    - {name: 'gone', device: 1001, object: 'analog-input:999'}\n");
+    struct want w = {"ai", 0, 10, Q_GOOD, 0};
+    assert_true(run_until(f, all_points, &w, 3000));
+    assert_true(run_until(f, gone_unknown, NULL, 2000));
+    /* every cycle: one refused batch, then one point per RPM for that batch */
+    for (int i = 0; i < NOBJ; i++)
+        f->peer.values[i] += 5;
+    struct want w2 = {"ai", 0, 10, Q_GOOD, 5};
+    assert_true(run_until(f, all_points, &w2, 2000));
+}
+
 static bool device_good(struct fx *f, void *arg)
 {
     (void)arg;
@@ -594,7 +629,8 @@ static bool device_good(struct fx *f, void *arg)
 static void discovery(void **state)
 {
     struct fx *f = *state;
-    start(f, BASE "  points:\n"
+    start(f, BASE "  discover: 200ms\n"
+                  "  points:\n"
                   "    - {name: 'ai{0..2}', device: 1001, object: 'analog-input:{0..2}'}\n"
                   "  devices: []\n");
     assert_string_equal(reason_of(f, "ai0"), "1001: waiting for I-Am (Who-Is sent)");
@@ -602,6 +638,17 @@ static void discovery(void **state)
     assert_true(run_until(f, all_points, &w, 3000));
     assert_true(f->peer.whois >= 1);
     assert_true(device_good(f, NULL));
+    /* silent: asked again where it is, while its points are bad */
+    unsigned whois = f->peer.whois;
+    f->peer.silent = true;
+    struct want bad = {"ai", 0, 3, Q_BAD, 0};
+    assert_true(run_until(f, all_points, &bad, 2000));
+    int64_t end = now_ms() + 600;
+    while (now_ms() < end)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_true(f->peer.whois > whois);
+    f->peer.silent = false;
+    assert_true(run_until(f, all_points, &w, 3000));
 }
 
 static void malformed_counted(void **state)
@@ -640,7 +687,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(config_ok),        T(config_errors),          T(poll_rpm),         T(shrink_on_reject),
         T(shrink_on_abort),  T(fallback_read_property), T(silence_and_back), T(cov_and_limit),
-        T(discovery),        T(malformed_counted),
+        T(discovery),        T(malformed_counted),      T(rpm_error_isolates),
     };
     return cmocka_run_group_tests_name("bacnet", tests, NULL, NULL);
 }
