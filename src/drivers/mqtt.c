@@ -915,7 +915,8 @@ static void build_routes(struct mq_state *st)
             for (size_t k = 0; k < n; k++)
                 if (x.idx[k] != LIVE_NONE)
                     w->names[w->n++] = (struct named){xstrdup(x.names[k]), x.idx[k]};
-            qsort(w->names, w->n, sizeof *w->names, named_cmp);
+            if (w->n)
+                qsort(w->names, w->n, sizeof *w->names, named_cmp);
             st->subs = xrealloc(st->subs, (st->nsubs + 1) * sizeof *st->subs);
             st->subs[st->nsubs++] = xstrdup(e->topic);
         } else {
@@ -933,9 +934,11 @@ static void build_routes(struct mq_state *st)
         free(x.idx);
         free_strs(x.names, n);
     }
-    qsort(st->routes, st->nroutes, sizeof *st->routes, route_cmp);
+    if (st->nroutes)
+        qsort(st->routes, st->nroutes, sizeof *st->routes, route_cmp);
     /* one subscription per distinct filter */
-    qsort(st->subs, st->nsubs, sizeof *st->subs, str_cmp);
+    if (st->nsubs)
+        qsort(st->subs, st->nsubs, sizeof *st->subs, str_cmp);
     size_t u = 0;
     for (size_t i = 0; i < st->nsubs; i++) {
         if (u && strcmp(st->subs[u - 1], st->subs[i]) == 0)

@@ -14,8 +14,8 @@
  * - Every message but NDEATH carries seq, one more (mod 256) than the node's previous message:
  *   a gap is counted and a rebirth requested; the values are still applied.
  * - Data from a node or device not born since we connected, or with an alias its birth did
- *   not define: a rebirth is requested (at most one per node every SP_REBIRTH_MIN_MS) and the
- *   message is not applied.
+ *   not define: a rebirth is requested and the message is not applied. Requests to one node
+ *   are spaced by SP_REBIRTH_MIN_MS until it sends its NBIRTH.
  * Metrics that carry no datatype (data by alias) take the one from the birth. */
 #include "drivers/sparkplug.h"
 
@@ -342,8 +342,10 @@ struct sp_host *sp_host_new(const char *group, const struct sp_map *map, size_t 
     struct sp_host *h = xzalloc(sizeof *h);
     h->group = xstrdup(group);
     struct sp_map *m = xnew(struct sp_map, n ? n : 1);
-    memcpy(m, map, n * sizeof *m);
-    qsort(m, n, sizeof *m, map_cmp);
+    if (n) {
+        memcpy(m, map, n * sizeof *m);
+        qsort(m, n, sizeof *m, map_cmp);
+    }
     h->nodes = xnew(struct sp_node, n ? n : 1);
     for (size_t i = 0; i < n; i++) {
         const char *dev = m[i].device ? m[i].device : "";
@@ -638,6 +640,7 @@ int sp_handle(struct sp_host *h, const char *topic, const uint8_t *payload, size
     switch (t.type) {
     case SP_NBIRTH: {
         node->born = true;
+        node->last_rebirth = INT64_MIN / 2; /* the birth answers any request: a new problem may ask again */
         node->bdseq = bdseq_of(&p, &node->has_bdseq);
         node->last_seq = p.has_seq ? (int)(p.seq & 255) : 0;
         for (size_t k = 1; k < node->ndevs; k++)
