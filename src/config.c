@@ -64,7 +64,7 @@ static void parse_auth(struct yconf *y, const ynode *auth, struct opsd_config *c
 
 static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
 {
-    static const char *const keys[] = {"listen", "data_dir", "log_level", "tls", "auth", "limits", NULL};
+    static const char *const keys[] = {"listen", "data_dir", "log_level", "tls", "auth", "limits", "ui_dir", NULL};
     static const char *const tls_keys[] = {"cert", "key", NULL};
     static const char *const limit_keys[] = {"max_clients", "max_subscriptions", "slow_client_timeout", NULL};
     if (!yn_is_map(s)) {
@@ -80,6 +80,10 @@ static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
     if (yn_get_str(y, s, "data_dir", "server", false, &v) == 0) {
         free(c->data_dir);
         c->data_dir = xstrdup(v);
+    }
+    if (yn_get_str(y, s, "ui_dir", "server", false, &v) == 0) {
+        free(c->api.ui_dir);
+        c->api.ui_dir = xstrdup(v);
     }
     if (yn_get_str(y, s, "log_level", "server", false, &v) == 0) {
         if (log_level_parse(v, &c->log_level) < 0)
@@ -310,6 +314,7 @@ void opsd_config_release(struct opsd_config *c)
     api_tokens_free(c->api.tokens, c->api.ntokens);
     free(c->api.tls_cert);
     free(c->api.tls_key);
+    free(c->api.ui_dir);
     for (size_t i = 0; i < c->npoints; i++)
         pt_decl_release(&c->points[i]);
     free(c->points);
@@ -330,6 +335,7 @@ bool opsd_config_server_differs(const struct opsd_config *a, const struct opsd_c
 {
     return str_differs(a->listen, b->listen) || str_differs(a->data_dir, b->data_dir) ||
            str_differs(a->api.tls_cert, b->api.tls_cert) || str_differs(a->api.tls_key, b->api.tls_key) ||
+           str_differs(a->api.ui_dir, b->api.ui_dir) ||
            a->api.max_clients != b->api.max_clients ||
            a->api.max_subscriptions != b->api.max_subscriptions ||
            a->api.slow_client_timeout_ms != b->api.slow_client_timeout_ms;

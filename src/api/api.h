@@ -32,6 +32,7 @@ struct api_config {
     uint32_t max_clients;
     uint32_t max_subscriptions;
     int64_t slow_client_timeout_ms;
+    char *ui_dir;                /* the web UI's files; NULL: found by static.c, "": off */
 };
 
 /* What the daemon adds to /api/v1/status and /metrics (called on the loop thread). */

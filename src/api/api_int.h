@@ -45,6 +45,7 @@ struct api {
     struct reg *reg;                  /* NULL when the registry is off */
     struct jnl *jnl;                  /* NULL when the journal is off */
     int64_t started_ms;
+    char *ui_root;                    /* the web UI's directory (real path), NULL: none */
 };
 
 struct rest_deferred;
@@ -67,6 +68,8 @@ struct http_req {
     size_t sent;
     bool headers_sent;
     bool close_after;
+    const char *cache_control;        /* NULL: no-store */
+    char etag[64];                    /* "" : none */
 };
 
 /* An answer that comes later: rest_defer() from a handler (which then leaves r->status 0),
@@ -126,6 +129,16 @@ enum api_role api_auth(struct api *api, struct lws *wsi, bool allow_query_token)
 
 /* metrics.c */
 void metrics_write(struct api *api, struct buf *out);
+
+/* static.c: the web UI's files at / and /ui/... (see the file's comment) */
+#define STATIC_FILE_MAX (32u << 20)
+void static_init(struct api *api);            /* chooses api->ui_root; logs the choice */
+void static_release(struct api *api);
+bool static_public(const char *path);         /* served without a token */
+bool static_path_ok(const char *rel);         /* a safe path under the UI directory */
+const char *static_ctype(const char *path);   /* Content-Type by the file's extension */
+/* Answers (deferred) a UI path; false for "/" when there is no UI (the API index then). */
+bool static_serve(struct http_req *r);
 
 /* rest_drivers.c */
 void rest_get_drivers(struct http_req *r, const char *name);

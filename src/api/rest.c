@@ -571,9 +571,12 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/metrics") == 0) {
         if (get)
             return get_metrics(r);
-    } else if (strcmp(p, "/") == 0) {
-        if (get)
-            return get_root(r);
+    } else if (static_public(p)) {
+        if (get) {
+            if (!static_serve(r))
+                get_root(r);
+            return;
+        }
     } else if (strcmp(p, "/api/v1/status") == 0) {
         if (get)
             return get_status(r);
