@@ -6,6 +6,7 @@
 // without RPM is read with ReadProperty (found by Who-Is), answers out of order, malformed
 // datagrams counted. docs/drivers.md "BACnet/IP".
 import dgram from 'node:dgram';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { test, finish, assert, assertEq, sleep, failTest, diag } from './lib/harness.mjs';
 import { workDir, startOpsd, http } from './lib/opsd.mjs';
 import { startBacnetDevice, freeUdpPort, StatusFlags } from './lib/bacnet_device.mjs';
@@ -203,6 +204,17 @@ await test('malformed datagrams are counted and change nothing', async () => {
   assert(now >= before + 3, `malformed count ${before} -> ${now}`);
   dev1.set(0, 999.5);
   await waitPoints(['ahu1-t00'], (p) => p.value === 999.5 && p.quality === 'good', 2000, 'still polling');
+});
+
+await test('reload: the driver restarts on the same UDP port, a new point is read, old ones go on', async () => {
+  const cfg = readFileSync(d.configPath, 'utf8');
+  writeFileSync(d.configPath, cfg.replace('      - {name: "ahu1-missing"',
+    '      - {name: "ahu1-extra", device: 1001, object: "analog-input:19"}\n      - {name: "ahu1-missing"'));
+  dev1.set(19, 4242.5);
+  await waitPoints(['ahu1-extra'], (p) => p.quality === 'good' && p.value === 4242.5, 5000, 'the new point');
+  dev1.set(1, 1.5);
+  await waitPoints(['ahu1-t01'], (p) => p.quality === 'good' && p.value === 1.5, 3000, 'an old point after reload');
+  assert(!/cannot use UDP/.test(d.log()), 'the UDP port was taken again');
 });
 
 dev1?.close();
