@@ -12,7 +12,7 @@
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_DATA   "./var"
 
-static const char *const module_sections[] = {"alarms", "deployment"};
+static const char *const module_sections[] = {NULL};
 
 static void parse_auth(struct yconf *y, const ynode *auth, struct opsd_config *c)
 {
@@ -162,6 +162,18 @@ static bool nameset_add(struct nameset *s, uint64_t h)
     }
 }
 
+static bool nameset_has(void *ud, const char *name)
+{
+    const struct nameset *s = ud;
+    uint64_t h = hash_bytes(name, strlen(name));
+    if (h == 0)
+        h = 1;
+    for (size_t i = h & s->mask; s->h[i]; i = (i + 1) & s->mask)
+        if (s->h[i] == h)
+            return true;
+    return false;
+}
+
 struct dup_ctx {
     struct nameset *set;
     struct yconf *y;
@@ -205,8 +217,9 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
         if (s)
             parse_server(&y, s, c);
         hist_config_parse(&y, yn_get(&y, root, "history"), &c->history);
-        reg_config_parse(&y, yn_get(&y, root, "registry"), &c->registry);
         jnl_config_parse(&y, yn_get(&y, root, "journal"), &c->journal);
+        reg_config_parse(&y, yn_get(&y, root, "registry"), &c->registry);
+        alarm_config_parse(&y, yn_get(&y, root, "alarms"), yn_get(&y, root, "deployment"), &c->alarms);
         const ynode *pts = yn_get(&y, root, "points");
         if (pts && !yn_is_seq(pts)) {
             yconf_error(&y, pts, "points", "must be a list of point entries");
@@ -239,7 +252,7 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
             }
         }
         for (size_t i = 0; i < ARRAY_LEN(module_sections); i++) {
-            if (!yn_get(&y, root, module_sections[i]))
+            if (!module_sections[i] || !yn_get(&y, root, module_sections[i]))
                 continue;
             struct buf b;
             buf_init(&b, 1024);
@@ -267,6 +280,7 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
                 name_pattern_expand(decl->pattern, dup_check, &x);
             }
         }
+        alarm_config_check_points(&y, &c->alarms, nameset_has, &set); /* names are points or variables */
         free(set.h);
     }
     int rc = 0;
@@ -322,6 +336,7 @@ void opsd_config_release(struct opsd_config *c)
         driver_free(c->drivers[i]);
     free(c->drivers);
     hist_config_release(&c->history);
+    alarm_config_release(&c->alarms);
     jnl_config_release(&c->journal);
     memset(c, 0, sizeof *c);
 }

@@ -10,13 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alarm/alarm.h"
 #include "api/api.h"
 #include "core/buf.h"
 #include "core/log.h"
 #include "drivers/driver.h"
 #include "history/history.h"
-#include "registry/registry.h"
 #include "journal/journal.h"
+#include "registry/registry.h"
 #include "live/decl.h"
 
 struct opsd_config {
@@ -32,8 +33,9 @@ struct opsd_config {
     size_t ndrivers;
     uint64_t total_points;
     struct hist_config history;   /* history.present: the section is there */
-    struct reg_config registry;   /* registry.present: the section is there */
     struct jnl_config journal;    /* journal.present: the section is there */
+    struct reg_config registry;   /* registry.present: the section is there */
+    struct alarm_config alarms;   /* the alarms: and deployment: sections */
     char *ignored_sections;       /* names of sections this build ignores, or NULL */
 };
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "alarm/alarm.h"
 #include "api/api.h"
 #include "config.h"
 #include "core/buf.h"
@@ -25,8 +26,8 @@
 #include "core/util.h"
 #include "drivers/driver.h"
 #include "history/history.h"
-#include "registry/registry.h"
 #include "journal/journal.h"
+#include "registry/registry.h"
 #include "live/live.h"
 #include "live/stream.h"
 
@@ -39,8 +40,9 @@ struct daemon {
     struct live_stream *stream;
     struct api *api;
     struct hist *hist;            /* NULL without a history: section */
-    struct reg *reg;              /* NULL without a registry: section */
     struct jnl *jnl;              /* NULL without a journal: section */
+    struct reg *reg;              /* NULL without a registry: section */
+    struct alarms *alarms;        /* alarms and deployment states (always running) */
     struct driver **drivers;      /* running */
     size_t ndrivers;
     uint32_t next_driver_id;
@@ -192,14 +194,16 @@ static void reload(struct daemon *d)
         hist_reconfigure(d->hist, &next.history);
     else if (!d->hist != !next.history.present)
         log_warn("config", "adding or removing the history: section takes effect after a restart");
-    if (d->reg && next.registry.present)
-        reg_reconfigure(d->reg, &next.registry);
-    else if (!d->reg != !next.registry.present)
-        log_warn("config", "adding or removing the registry: section takes effect after a restart");
+    if (d->alarms)
+        alarm_reconfigure(d->alarms, &next.alarms); /* re-binds to the reconciled points too */
     if (d->jnl && next.journal.present)
         jnl_reconfigure(d->jnl, &next.journal);
     else if (!d->jnl != !next.journal.present)
         log_warn("config", "adding or removing the journal: section takes effect after a restart");
+    if (d->reg && next.registry.present)
+        reg_reconfigure(d->reg, &next.registry);
+    else if (!d->reg != !next.registry.present)
+        log_warn("config", "adding or removing the registry: section takes effect after a restart");
     /* Keep the running server settings; take everything else from the new file. */
     struct opsd_config old = d->cfg;
     d->cfg = next;
@@ -242,10 +246,12 @@ static void status_json(void *ud, struct buf *out)
     jw_str(out, d->cfg.path);
     buf_printf(out, ",\"reloads\":{\"ok\":%llu,\"failed\":%llu}", (unsigned long long)d->reloads_ok,
                (unsigned long long)d->reloads_failed);
-    if (d->jnl)
-        jnl_status_json(d->jnl, out);
+    if (d->alarms)
+        alarm_status_json(d->alarms, out);
     if (d->reg)
         reg_status_json(d->reg, out);
+    if (d->jnl)
+        jnl_status_json(d->jnl, out);
     if (d->hist) {
         struct hist_stats hs;
         hist_stats(d->hist, &hs);
@@ -275,6 +281,8 @@ static void metrics_text(void *ud, struct buf *out)
         buf_printf(out, "opsd_driver_samples_total{driver=\"%s\",type=\"%s\"} %llu\n", d->drivers[i]->name,
                    d->drivers[i]->type->name, (unsigned long long)d->drivers[i]->samples);
     driver_metrics_text(d->drivers, d->ndrivers, out);
+    if (d->alarms)
+        alarm_metrics_text(d->alarms, out);
     if (d->reg)
         reg_metrics_text(d->reg, out);
     if (d->jnl)
@@ -294,7 +302,8 @@ static void metrics_text(void *ud, struct buf *out)
         {"opsd_history_wal_syncs_total", "counter", "WAL group commits (fdatasync).", (double)hs.wal_syncs},
         {"opsd_history_wal_bytes", "gauge", "Bytes in live WAL segments.", (double)hs.wal_bytes},
         {"opsd_history_checkpoints_total", "counter", "Checkpoints (chunks committed to the store).", (double)hs.checkpoints},
-        {"opsd_history_checkpoint_seconds", "gauge", "Duration of the last checkpoint.", hs.last_checkpoint_s},
+        {"opsd_history_checkpoint_seconds", "gauge", "The writer's part of the last checkpoint (the carry of open chunks).", hs.last_checkpoint_s},
+        {"opsd_history_commit_seconds", "gauge", "The store's part of the last checkpoint (committer thread).", hs.last_commit_s},
         {"opsd_history_chunks_committed_total", "counter", "Chunks committed to the store.", (double)hs.chunks_committed},
         {"opsd_history_partitions", "gauge", "Partition files in the store.", (double)hs.store_partitions},
         {"opsd_history_partitions_dropped_total", "counter", "Partitions dropped by retention.", (double)hs.partitions_dropped},
@@ -494,6 +503,11 @@ int main(int argc, char **argv)
         rc = 2;
         goto shutdown;
     }
+    if (alarm_open(&d.alarms, &d.cfg.alarms, d.cfg.data_dir, d.loop, d.live) < 0) {
+        log_error("main", "alarms could not start (see above)");
+        rc = 2;
+        goto shutdown;
+    }
     if (d.cfg.registry.present && reg_open(&d.reg, &d.cfg.registry, d.cfg.data_dir, d.loop) < 0) {
         log_error("main", "the registry could not start (see above)");
         rc = 2;
@@ -511,8 +525,9 @@ int main(int argc, char **argv)
         goto shutdown;
     }
     api_set_history(d.api, d.hist);
-    api_set_registry(d.api, d.reg);
     api_set_journal(d.api, d.jnl);
+    api_set_alarms(d.api, d.alarms);
+    api_set_registry(d.api, d.reg);
 
     uv_prepare_init(d.loop, &d.flush_before_poll);
     d.flush_before_poll.data = &d;
@@ -555,14 +570,16 @@ int main(int argc, char **argv)
 shutdown:
     stop_drivers(&d);
     hist_stop(d.hist); /* everything recorded becomes durable; waiting producers are answered */
-    reg_stop(d.reg);   /* queued registry changes are committed; syncs resume at the next start */
     jnl_stop(d.jnl);   /* consumers stop (the broker keeps what was not acked); queued batches commit */
+    reg_stop(d.reg);   /* queued registry changes are committed; syncs resume at the next start */
+    alarm_stop(d.alarms); /* every queued event becomes durable; waiting acks are answered */
     api_stop(d.api);
     uv_run(d.loop, UV_RUN_DEFAULT); /* let every handle finish closing */
     api_free(d.api);
     hist_free(d.hist);
-    reg_free(d.reg);
     jnl_free(d.jnl);
+    reg_free(d.reg);
+    alarm_free(d.alarms);
     live_stream_free(d.stream);
     live_free(d.live);
     opsd_config_release(&d.cfg);

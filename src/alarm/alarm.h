@@ -45,6 +45,9 @@ enum alarm_ev_kind {
     AEV_IN_SERVICE,
 };
 
+/* The kind stored for a deployment state change (not an alarm transition). */
+#define ALARM_EV_DEPLOYMENT 100
+
 struct alarm_threshold_cfg {
     char *name;
     enum alarm_op op;
@@ -147,6 +150,7 @@ void alarm_engine_deployment_json(const struct alarm_engine *e, struct buf *out)
 
 /* Conditions: index by id "ALARM/THRESHOLD", or every condition of ALARM for an alarm name. */
 size_t alarm_engine_cond_count(const struct alarm_engine *e);
+const char *alarm_cond_id(const struct alarm_engine *e, uint32_t cond);
 /* Appends the indices of the conditions named by `name` (an id, or an alarm name: all its
  * thresholds) to *out. Returns how many, 0 when unknown. */
 size_t alarm_engine_lookup(const struct alarm_engine *e, const char *name, uint32_t *out, size_t max);
@@ -238,6 +242,9 @@ void alarm_stats(struct alarms *a, struct alarm_stats *out);
  * -errno) when the store failed). */
 void alarm_barrier(struct alarms *a, void (*fn)(void *ud, int status), void *ud);
 const char *alarm_dir(const struct alarms *a);
+/* What /api/v1/status and /metrics show: appends ,"alarms":{...} / Prometheus lines. */
+void alarm_status_json(struct alarms *a, struct buf *out);
+void alarm_metrics_text(struct alarms *a, struct buf *out);
 
 /* ---- events query (any thread; reads the partition files) ---- */
 

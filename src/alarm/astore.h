@@ -11,7 +11,7 @@
 
 /* An event or a deployment change as queued for the writer (one allocation each). kind
  * ASTORE_DEPLOYMENT records a deployment state (message = state name, user). */
-#define ASTORE_DEPLOYMENT 100
+#define ASTORE_DEPLOYMENT ALARM_EV_DEPLOYMENT
 
 struct qev {
     int64_t ts, since, shelved_until, ack_ts;

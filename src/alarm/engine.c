@@ -163,6 +163,10 @@ const char *alarm_ev_kind_name(enum alarm_ev_kind k)
 
 int alarm_ev_kind_parse(const char *s, int *out)
 {
+    if (strcmp(s, "deployment") == 0) {
+        *out = ALARM_EV_DEPLOYMENT;
+        return 0;
+    }
     for (size_t i = 0; i < ARRAY_LEN(kind_names); i++)
         if (strcmp(s, kind_names[i]) == 0) {
             *out = (int)i;
@@ -902,6 +906,7 @@ void alarm_engine_deployment_json(const struct alarm_engine *e, struct buf *out)
 /* ---- lookups and operator actions ---- */
 
 size_t alarm_engine_cond_count(const struct alarm_engine *e) { return e->nconds; }
+const char *alarm_cond_id(const struct alarm_engine *e, uint32_t cond) { return e->conds[cond].id; }
 
 size_t alarm_engine_lookup(const struct alarm_engine *e, const char *name, uint32_t *out, size_t max)
 {

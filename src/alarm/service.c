@@ -24,6 +24,7 @@
 
 #include "alarm/alarm.h"
 #include "alarm/astore.h"
+#include "core/jsonw.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
@@ -318,4 +319,55 @@ void alarm_stats(struct alarms *a, struct alarm_stats *out)
     out->partitions = a->partitions;
     out->partitions_dropped = a->partitions_dropped;
     pthread_mutex_unlock(&a->mu);
+}
+
+void alarm_status_json(struct alarms *a, struct buf *out)
+{
+    struct alarm_stats s;
+    alarm_stats(a, &s);
+    const char *dep = alarm_engine_deployment(a->e);
+    buf_printf(out,
+               ",\"alarms\":{\"conditions\":%llu,\"active\":%llu,\"unacked\":%llu,\"shelved\":%llu,"
+               "\"suppressed\":%llu,\"out_of_service\":%llu,\"events\":%llu,\"written\":%llu,\"queued\":%llu,"
+               "\"dropped\":%llu,\"write_errors\":%llu,\"partitions\":%llu,\"deployment\":",
+               (unsigned long long)s.engine.conditions, (unsigned long long)s.engine.active,
+               (unsigned long long)s.engine.unacked, (unsigned long long)s.engine.shelved,
+               (unsigned long long)s.engine.suppressed, (unsigned long long)s.engine.out_of_service,
+               (unsigned long long)s.engine.events, (unsigned long long)s.written, (unsigned long long)s.queued,
+               (unsigned long long)s.dropped, (unsigned long long)s.write_errors, (unsigned long long)s.partitions);
+    if (dep)
+        jw_str(out, dep);
+    else
+        jw_raw(out, "null");
+    buf_putc(out, '}');
+}
+
+void alarm_metrics_text(struct alarms *a, struct buf *out)
+{
+    struct alarm_stats s;
+    alarm_stats(a, &s);
+    const struct {
+        const char *name, *type, *help;
+        uint64_t v;
+    } m[] = {
+        {"opsd_alarm_conditions", "gauge", "Alarm conditions (thresholds of all alarms).", s.engine.conditions},
+        {"opsd_alarm_active", "gauge", "Active alarm conditions.", s.engine.active},
+        {"opsd_alarm_unacked", "gauge", "Unacknowledged alarm conditions (active or returned).", s.engine.unacked},
+        {"opsd_alarm_shelved", "gauge", "Shelved alarm conditions.", s.engine.shelved},
+        {"opsd_alarm_suppressed", "gauge", "Alarm conditions suppressed by their expression.", s.engine.suppressed},
+        {"opsd_alarm_out_of_service", "gauge", "Alarm conditions out of service.", s.engine.out_of_service},
+        {"opsd_alarm_evaluations_total", "counter", "Alarm expression evaluations.", s.engine.evaluations},
+        {"opsd_alarm_events_total", "counter", "Alarm events generated.", s.engine.events},
+        {"opsd_alarm_events_written_total", "counter", "Alarm events made durable.", s.written},
+        {"opsd_alarm_events_dropped_total", "counter", "Alarm events dropped because the queue was full.", s.dropped},
+        {"opsd_alarm_queue_events", "gauge", "Alarm events waiting for the writer.", s.queued},
+        {"opsd_alarm_batches_total", "counter", "Alarm event batches committed.", s.batches},
+        {"opsd_alarm_write_errors_total", "counter", "Alarm event batches that failed.", s.write_errors},
+        {"opsd_alarm_partitions", "gauge", "Alarm event partition files.", s.partitions},
+        {"opsd_alarm_partitions_dropped_total", "counter", "Alarm event partitions dropped by retention.",
+         s.partitions_dropped},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(m); i++)
+        buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", m[i].name, m[i].help, m[i].name, m[i].type,
+                   m[i].name, (unsigned long long)m[i].v);
 }

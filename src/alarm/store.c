@@ -416,7 +416,8 @@ int alarm_events_query(const char *dir, const struct alarm_evq *q, struct buf *o
     }
     if (d)
         closedir(d);
-    qsort(parts, np, sizeof *parts, cmp_part);
+    if (np)
+        qsort(parts, np, sizeof *parts, cmp_part);
     /* the SQL: only the filters given */
     char alarm[ALARM_ID_MAX * 2] = "", thr[ALARM_ID_MAX] = "";
     if (q->alarm) {

@@ -71,6 +71,9 @@ void api_set_registry(struct api *api, struct reg *r);
 struct jnl;
 /* Enables the journal's routes (NULL turns them off). */
 void api_set_journal(struct api *api, struct jnl *j);
+struct alarms;
+/* Enables the alarm routes and the alarm summary on the stream (NULL turns them off). */
+void api_set_alarms(struct api *api, struct alarms *a);
 /* Replaces the tokens (a reload); the rest of the configuration needs a restart. */
 void api_set_tokens(struct api *api, const struct api_token *tokens, size_t n);
 

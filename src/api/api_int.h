@@ -44,6 +44,9 @@ struct api {
     struct hist *hist;                /* NULL when history is off */
     struct reg *reg;                  /* NULL when the registry is off */
     struct jnl *jnl;                  /* NULL when the journal is off */
+    struct alarms *alarms;            /* NULL when alarms are off */
+    struct ws_alarms *alarm_clients;  /* stream clients with alarm subscriptions (ws_alarm.c) */
+    bool alarm_listening;             /* ws_alarm.c's engine listener is registered */
     int64_t started_ms;
     char *ui_root;                    /* the web UI's directory (real path), NULL: none */
 };
@@ -92,13 +95,27 @@ const char *rest_arg(struct http_req *r, const char *name, char *buf, int len);
 /* rest_history.c */
 void rest_get_history(struct http_req *r);
 void rest_history_store(struct http_req *r, bool verify);
-/* rest_journal.c: answers /api/v1/messages..., /api/v1/conversations/..., /api/v1/journal/...;
- * false for any other path. */
-bool rest_journal(struct http_req *r);
 
 /* rest_registry.c: answers the registry's paths (/ncmpInventory/..., /ncmp/...); false for
  * any other path. */
 bool rest_registry(struct http_req *r);
+/* rest_journal.c: answers /api/v1/messages..., /api/v1/conversations/..., /api/v1/journal/...;
+ * false for any other path. */
+bool rest_journal(struct http_req *r);
+
+/* rest_alarm.c: /api/v1/alarms..., /api/v1/alarm-events, /api/v1/deployment... */
+void rest_alarm_dispatch(struct http_req *r);
+
+/* ws_alarm.c: the alarm summary subscription of one stream client (NULL until its first
+ * subscribe_alarms). */
+struct ws_alarms;
+struct json_t;
+int ws_alarm_subscribe(struct api *api, struct ws_alarms **c, struct lws *wsi, struct json_t *msg,
+                       const char *id, const char **code, char *err, size_t errlen);
+int ws_alarm_unsubscribe(struct ws_alarms *c, const char *id);   /* 0, or -1: no such id */
+bool ws_alarm_ready(const struct ws_alarms *c);                  /* a frame is waiting */
+int ws_alarm_encode(struct ws_alarms *c, struct buf *tx);        /* 1: one frame in tx */
+void ws_alarm_free(struct ws_alarms *c);
 
 /* ws_registry.c: cm handle lifecycle events of one stream client (NULL until its first
  * {"op":"subscribe","devices":{...}}). Subscribe returns 0, or -1 with code and err. */
@@ -130,6 +147,12 @@ enum api_role api_auth(struct api *api, struct lws *wsi, bool allow_query_token)
 /* metrics.c */
 void metrics_write(struct api *api, struct buf *out);
 
+/* rest_drivers.c */
+void rest_get_drivers(struct http_req *r, const char *name);
+/* Hands a PUT to the driver owning the point: returns 0 when answered or deferred, 1 when no
+ * driver takes it (set the value in the table). */
+int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const struct pt_value *v);
+
 /* static.c: the web UI's files at / and /ui/... (see the file's comment) */
 #define STATIC_FILE_MAX (32u << 20)
 void static_init(struct api *api);            /* chooses api->ui_root; logs the choice */
@@ -139,11 +162,5 @@ bool static_path_ok(const char *rel);         /* a safe path under the UI direct
 const char *static_ctype(const char *path);   /* Content-Type by the file's extension */
 /* Answers (deferred) a UI path; false for "/" when there is no UI (the API index then). */
 bool static_serve(struct http_req *r);
-
-/* rest_drivers.c */
-void rest_get_drivers(struct http_req *r, const char *name);
-/* Hands a PUT to the driver owning the point: returns 0 when answered or deferred, 1 when no
- * driver takes it (set the value in the table). */
-int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const struct pt_value *v);
 
 #endif

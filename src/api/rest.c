@@ -607,9 +607,11 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/samples") == 0) {
         if (m == LWSHUMETH_POST)
             return post_samples(r);
-    } else if (rest_journal(r)) {
-        return;
+    } else if (strncmp(p, "/api/v1/alarm", 13) == 0 || strncmp(p, "/api/v1/deployment", 18) == 0) {
+        return rest_alarm_dispatch(r);
     } else if (rest_registry(r)) {
+        return;
+    } else if (rest_journal(r)) {
         return;
     } else if (strcmp(p, "/api/v1/stream") == 0) {
         return rest_error(r, 400, "bad_request", "/api/v1/stream is a WebSocket: send an upgrade");

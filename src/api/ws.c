@@ -47,6 +47,7 @@ struct ws_client {
     struct ctl_msg *ctl_head, *ctl_tail;
     uint32_t nctl;
     struct ws_devices *devices;     /* cm handle lifecycle subscriptions (ws_registry.c), or NULL */
+    struct ws_alarms *alarms;       /* alarm summary subscriptions (ws_alarm.c), or NULL */
     int64_t stuck_since;            /* monotonic ms since it has had unsent data, 0 = none */
     bool kill;
     enum lws_close_status kill_code;
@@ -349,6 +350,11 @@ static void handle_message(struct ws_client *c, const char *text, size_t len)
             reply_op(c, "subscribed", id);
     } else if (strcmp(op, "subscribe") == 0) {
         op_subscribe(c, msg, id);
+    } else if (strcmp(op, "subscribe_alarms") == 0) {
+        const char *code;
+        char err[256];
+        if (ws_alarm_subscribe(c->api, &c->alarms, c->wsi, msg, id, &code, err, sizeof err) < 0)
+            reply_error(c, id, code, "%s", err);
     } else if (strcmp(op, "unsubscribe") == 0) {
         int i = find_sub(c, id);
         if (i < 0 && ws_registry_unsubscribe(c->devices, id) == 0) {
@@ -356,14 +362,16 @@ static void handle_message(struct ws_client *c, const char *text, size_t len)
             json_decref(msg);
             return;
         }
-        if (i < 0) {
+        if (i < 0 && ws_alarm_unsubscribe(c->alarms, id) == 0) {
+            reply_op(c, "unsubscribed", id);
+        } else if (i < 0) {
             reply_error(c, id, "unknown_subscription", "no subscription with this id");
         } else {
             drop_sub(c, i);
             reply_op(c, "unsubscribed", id);
         }
     } else {
-        reply_error(c, id, "bad_request", "unknown op '%.64s' (subscribe, unsubscribe, ping)", op);
+        reply_error(c, id, "bad_request", "unknown op '%.64s' (subscribe, subscribe_alarms, unsubscribe, ping)", op);
     }
     json_decref(msg);
 }
@@ -480,6 +488,16 @@ int ws_writeable(struct ws_client *c)
         free(m);
         if (w < 0)
             return -1;
+    } else if (ws_alarm_ready(c->alarms)) {
+        buf_reset(&c->tx);
+        ws_alarm_encode(c->alarms, &c->tx);
+        if (c->tx.overflow) {
+            log_error("ws", "alarm frame over its cap; dropping the client");
+            return -1;
+        }
+        if (lws_write(c->wsi, (unsigned char *)c->tx.data, c->tx.len, LWS_WRITE_TEXT) < 0)
+            return -1;
+        c->api->m.ws_bytes_sent += c->tx.len;
     } else if (ws_registry_ready(c->devices)) {
         buf_reset(&c->tx);
         ws_registry_encode(c->devices, &c->tx);
@@ -506,7 +524,7 @@ int ws_writeable(struct ws_client *c)
             break;
         }
     }
-    if (c->ctl_head || c->rcount || ws_registry_ready(c->devices)) {
+    if (c->ctl_head || c->rcount || ws_registry_ready(c->devices) || ws_alarm_ready(c->alarms)) {
         c->stuck_since = mono_ms(); /* progress: count from now */
         lws_callback_on_writable(c->wsi);
     } else {
@@ -521,6 +539,7 @@ static void client_free(struct ws_client *c)
     while (c->nsubs)
         drop_sub(c, (int)c->nsubs - 1);
     ws_registry_free(c->devices);
+    ws_alarm_free(c->alarms);
     free(c->subs);
     free(c->ready);
     while (c->ctl_head) {

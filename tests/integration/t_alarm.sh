@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Alarm configuration against the real daemon: a bad alarms: section refused by
+# --check-config with FILE:LINE, the expression position and the reason (syntax, operator,
+# limit, unknown point), and an invalid reload that keeps the running alarms. The alarm
+# behaviour itself (REST, stream, events, restart) is t_alarm.mjs. docs/API.md "Alarms".
+. "$(dirname "$0")/lib/lib.sh"
+
+PORT=$(free_port)
+CONF="$WORK/opsd.yaml"
+ALARMS='deployment:
+  state: Normal
+  states:
+    Normal:  {loadMax: 380, loadMin: 250}
+    Startup: {loadMax: 420, loadMin: 100}
+alarms:
+  - area: Intake
+    each: {i: "000..002"}
+    group: "intake"
+    name: "load-$i"
+    expression: "{ext-$i} + {ext-009}"
+    thresholds:
+      - {name: HH, op: ">=", limit: loadMax, deadband: 5, priority: 1,
+         message: "Total intake tank load too high: {value:#,##0.00}, exceeds {limit:#,##0.00}"}
+      - {name: LL, op: "<=", limit: loadMin, priority: 2, message: "load low: {value:0.0}"}
+  - area: Store
+    each: {k: "0..29"}
+    group: "burst"
+    name: "b-$k"
+    expression: "count - $k"
+    thresholds:
+      - {name: H, op: ">", limit: 0, priority: 3}'
+write_config "$CONF" "$PORT" "$WORK/data" '  auth:
+    tokens:
+      - {name: viewer1, token: v-tok, role: viewer}
+      - {name: ops, token: o-tok, role: operator}
+      - {name: boss, token: a-tok, role: admin}' "$ALARMS"
+if ! start_opsd "$CONF"; then
+  not_ok "alarm: opsd starts" "$(cat "$WORK/.reason")"
+  finish
+fi
+ok "alarm: opsd starts"
+
+t_bad_config() {
+  local bad="$WORK/bad.yaml" out
+  write_config "$bad" "$PORT" "$WORK/data2" "" 'alarms:
+  - name: a
+    expression: "{ext-000} + "
+    thresholds: [{name: H, op: ">", limit: 1}]
+  - name: b
+    expression: "{no-such-point} * 2"
+    thresholds: [{name: H, op: "=>", limit: nope}]'
+  out=$("$OPSD" --check-config "$bad" 2>&1)
+  expect "exit status" "$?" 1 || return 1
+  expect_match "syntax error with line and position" "$out" "bad.yaml:18: alarms\[0\]: alarm 'a': expression at position 13: unexpected end" || return 1
+  expect_match "op" "$out" "bad.yaml:22: alarms\[1\]\.thresholds\[0\]: op '=>'" || return 1
+  expect_match "limit" "$out" "neither a number nor a deployment variable" || return 1
+  write_config "$bad" "$PORT" "$WORK/data2" "" 'alarms:
+  - name: b
+    expression: "{no-such-point} * 2"
+    thresholds: [{name: H, op: ">", limit: 1}]'
+  out=$("$OPSD" --check-config "$bad" 2>&1)
+  expect_match "unknown point" "$out" "bad.yaml:17: alarms: alarm 'b': expression names 'no-such-point', which is neither a point nor a deployment variable"
+}
+run_test "alarm: bad alarm configuration refused with FILE:LINE, position and reason" t_bad_config
+
+t_bad_reload() {
+  sleep 1
+  local before
+  before=$(grep -c 'is invalid' "$OPSD_LOG")
+  write_config "$CONF" "$PORT" "$WORK/data" '  auth:
+    tokens:
+      - {name: ops, token: o-tok, role: operator}' 'alarms:
+  - {name: x, expression: "(", thresholds: [{name: H, op: ">", limit: 1}]}'
+  for _ in $(seq 40); do
+    [ "$(grep -c 'is invalid' "$OPSD_LOG")" -gt "$before" ] && break
+    sleep 0.2
+  done
+  expect_match "refused" "$(cat "$OPSD_LOG")" "alarm 'x': expression at position 2" || return 1
+  AUTH=(-H "Authorization: Bearer o-tok")
+  req GET '/api/v1/alarms?state=all&limit=1'
+  expect "running alarms kept" "$(jv d.total)" 36
+}
+run_test "alarm: an invalid reload keeps the running alarms" t_bad_reload
+
+finish
