@@ -10,6 +10,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, finish, assert, failTest, onCleanup, sleep } from './lib/harness.mjs';
 import { workDir, startOpsd, http, diag } from './lib/opsd.mjs';
+import { startDmi } from './lib/registry_dmi.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SHOTS = join(process.env.IT_OUT || join(ROOT, 'tests/integration/out'), 'web');
@@ -37,8 +38,15 @@ const config = (port, dataDir) => readFileSync(join(ROOT, 'etc/demo.yaml'), 'utf
   auth:
     tokens:
       - {name: ops, token: "${OP}", role: operator}
-      - {name: look, token: "${VIEW}", role: viewer}`);
+      - {name: look, token: "${VIEW}", role: viewer}`) + `
+registry:
+  retry_initial: 300ms
+  plugin_timeout: 2s
+`;
 
+// A DMI plugin (the registry's test peer) that serves the devices' modules.
+const dmi = await startDmi();
+onCleanup(() => dmi.close());
 let d;
 try {
   d = await startOpsd(work, { config });
@@ -267,6 +275,39 @@ await test('web: a trend of 20 live pens stays smooth (no long tasks, redraws ke
   await shot('trend-20-pens');
   noConsoleErrors();
 }, { timeout: 25000 });
+
+await test('web: a device registered through the API appears; search by property and module; detail with modules', async () => {
+  const reg = await http(d, 'POST', '/ncmpInventory/v1/ch', {
+    dmiPlugin: dmi.url,
+    createdCmHandles: [
+      { cmHandle: 'web-dev-1', moduleSetTag: 'tagW', alternateId: 'site/north/1', publicCmHandleProperties: { site: 'north' } },
+      { cmHandle: 'web-dev-2', publicCmHandleProperties: { site: 'south' } },
+    ],
+  }, opH);
+  assert(reg.status === 200 || reg.status === 201 || reg.status === 204, `registration: ${reg.status} ${reg.text}`);
+  await page.goto(`${d.url}/#/devices`);
+  await page.locator('tr[data-id="web-dev-1"]').waitFor();
+  await page.locator('tr[data-id="web-dev-2"]').waitFor();
+  // The page refreshes itself: the state moves to READY once the modules are synchronised.
+  await waitFor('READY on screen', async () => (await page.locator('tr[data-id="web-dev-1"] td.state').innerText()) === 'READY', 12000);
+  await page.fill('#dv-props', 'site=north');
+  await waitFor('only the north device', async () => (await page.locator('#dv-rows tr').count()) === 1
+    && (await page.locator('tr[data-id="web-dev-1"]').count()) === 1);
+  await page.fill('#dv-props', '');
+  await page.fill('#dv-modules', 'tagW-module-1');
+  await waitFor('only the tagW device', async () => (await page.locator('#dv-rows tr').count()) === 1
+    && (await page.locator('tr[data-id="web-dev-1"]').count()) === 1);
+  // A lifecycle event arrives on the stream while the page is open.
+  const reg3 = await http(d, 'POST', '/ncmpInventory/v1/ch', { dmiPlugin: dmi.url, createdCmHandles: [{ cmHandle: 'web-dev-3', moduleSetTag: 'tagW' }] }, opH);
+  assert(reg3.status === 200, `registration of web-dev-3: ${reg3.status} ${reg3.text}`);
+  await waitFor('the lifecycle event of web-dev-3', async () => (await page.locator('#dv-events li[data-id="web-dev-3"]').count()) > 0, 8000);
+  await page.locator('tr[data-id="web-dev-1"] button').click();
+  await waitFor('the module list', async () => /tagW-module-1/.test(await page.locator('#dv-detail').innerText()));
+  const det = await page.locator('#dv-detail').innerText();
+  assert(/site\s+north/.test(det) && /site\/north\/1/.test(det), `detail: ${det.slice(0, 300)}`);
+  await shot('devices');
+  noConsoleErrors();
+}, { timeout: 30000 });
 
 await test('web: a viewer signs in, reads, and is told that writing needs the operator role', async () => {
   await page.click('#signout');

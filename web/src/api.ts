@@ -133,6 +133,7 @@ export function parseMetrics(text: string): Metrics {
 // ---- the stream ----
 
 export interface SubscribeRequest {
+  devices?: { states?: string[]; prefix?: string; tag?: string };
   points?: string[];
   prefix?: string;
   interval?: string | number;
@@ -143,6 +144,7 @@ interface Sub {
   req: SubscribeRequest;
   onValues: (values: StreamValue[]) => void;
   onError?: (code: string, message: string) => void;
+  onOther?: (m: Record<string, unknown>) => void; /* other ops for this id (e.g. "devices") */
 }
 
 export type StreamState = 'connecting' | 'open' | 'closed';
@@ -203,7 +205,7 @@ export class Stream {
       for (const [id, s] of this.subs) this.send({ op: 'subscribe', id, ...s.req });
     };
     ws.onmessage = (ev) => {
-      let m: { op: string; id?: string; values?: StreamValue[]; error?: { code: string; message: string } };
+      let m: { op: string; id?: string; values?: StreamValue[]; error?: { code: string; message: string }; [k: string]: unknown };
       try {
         m = JSON.parse(ev.data as string);
       } catch {
@@ -213,6 +215,7 @@ export class Stream {
       if (!s) return;
       if (m.op === 'update' && m.values) s.onValues(m.values);
       else if (m.op === 'error' && m.error) s.onError?.(m.error.code, m.error.message);
+      else s.onOther?.(m);
     };
     ws.onclose = (ev) => {
       this.ws = null;
@@ -233,8 +236,8 @@ export class Stream {
     if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(obj));
   }
 
-  subscribe(id: string, req: SubscribeRequest, onValues: Sub['onValues'], onError?: Sub['onError']): void {
-    this.subs.set(id, { req, onValues, onError });
+  subscribe(id: string, req: SubscribeRequest, onValues: Sub['onValues'], onError?: Sub['onError'], onOther?: Sub['onOther']): void {
+    this.subs.set(id, { req, onValues, onError, onOther });
     this.send({ op: 'subscribe', id, ...req });
   }
 

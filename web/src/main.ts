@@ -6,18 +6,21 @@ import { h, type Page } from './util';
 import { overviewPage } from './pages/overview';
 import { pointsPage } from './pages/points';
 import { trendPage } from './pages/trend';
+import { devicesPage } from './pages/devices';
 import { loginPage } from './pages/login';
 
 const routes: Record<string, () => Page> = {
   overview: overviewPage,
   points: pointsPage,
   trend: trendPage,
+  devices: devicesPage,
   login: loginPage,
 };
 const navItems: [string, string][] = [
   ['overview', 'Overview'],
   ['points', 'Points'],
   ['trend', 'Trend'],
+  ['devices', 'Devices'],
 ];
 
 const main = document.getElementById('main')!;
