@@ -141,6 +141,14 @@ int cmd_history_export(struct ctl *c, const struct opts *o);
 int cmd_history_partitions(struct ctl *c, const struct opts *o);
 int cmd_history_verify(struct ctl *c, const struct opts *o);
 
+/* alarm.c */
+int cmd_alarms_summary(struct ctl *c, const struct opts *o);
+int cmd_alarms_events(struct ctl *c, const struct opts *o);
+int cmd_alarms_ack(struct ctl *c, const struct opts *o);
+int cmd_alarms_shelve(struct ctl *c, const struct opts *o);
+int cmd_alarms_unshelve(struct ctl *c, const struct opts *o);
+int cmd_alarms_deployment(struct ctl *c, const struct opts *o);
+
 /* devices.c */
 int cmd_devices_list(struct ctl *c, const struct opts *o);
 int cmd_devices_show(struct ctl *c, const struct opts *o);

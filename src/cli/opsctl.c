@@ -116,6 +116,21 @@ static void usage(FILE *f)
           "  history verify [--partition START] [--json]\n"
           "                                    check every partition (or the one that starts at\n"
           "                                    START): exit status 1 if one is damaged\n"
+          "  alarms summary [state=S] [group=G] [area=A] [priority=P] [sort=priority|time|name]\n"
+          "                 [WORD...] [--limit N] [--json]\n"
+          "                                    the alarm summary (default: every condition not\n"
+          "                                    normal); state=active,unack,acked,rtn,normal,\n"
+          "                                    shelved,suppressed,out_of_service,all; words\n"
+          "                                    filter by text\n"
+          "  alarms events [alarm=A] [group=G] [kind=K] [state=S] [order=desc] [WORD...]\n"
+          "                [--from T] [--to T] [--limit N] [--json]\n"
+          "                                    stored alarm events (transitions, acks, ...)\n"
+          "  alarms ack NAME...|group=G [comment=TEXT]\n"
+          "                                    acknowledge alarms (NAME: an alarm or\n"
+          "                                    ALARM/THRESHOLD); needs the operator role\n"
+          "  alarms shelve NAME...|group=G duration=D [comment=TEXT]\n"
+          "  alarms unshelve NAME...|group=G [comment=TEXT]\n"
+          "  alarms deployment [STATE]         show the deployment states, or switch (admin)\n"
           "  devices list [--json]             the registry's cm handles: id, state, module\n"
           "                                    set tag, alternate id, lock reason\n"
           "  devices show ID [--json]          one cm handle with its state and modules\n"
@@ -1611,6 +1626,17 @@ static const struct command {
      "history partitions [--json]"},
     {"history", "verify", 0, 0, OPT(O_JSON) | OPT(O_PARTITION), cmd_history_verify,
      "history verify [--partition START] [--json]"},
+    {"alarms", "summary", 0, 100, OPT(O_JSON) | OPT(O_LIMIT), cmd_alarms_summary,
+     "alarms summary [state=S] [group=G] [area=A] [priority=P] [sort=S] [WORD...] [--limit N] [--json]"},
+    {"alarms", "events", 0, 100, OPT(O_JSON) | OPT(O_FROM) | OPT(O_TO) | OPT(O_LIMIT), cmd_alarms_events,
+     "alarms events [alarm=A] [group=G] [area=A] [kind=K] [state=S] [order=desc] [WORD...] [--from T] "
+     "[--to T] [--limit N] [--json]"},
+    {"alarms", "ack", 1, 100000, OPT(O_JSON), cmd_alarms_ack, "alarms ack NAME...|group=G [comment=TEXT] [--json]"},
+    {"alarms", "shelve", 2, 100000, OPT(O_JSON), cmd_alarms_shelve,
+     "alarms shelve NAME...|group=G duration=D [comment=TEXT] [--json]"},
+    {"alarms", "unshelve", 1, 100000, OPT(O_JSON), cmd_alarms_unshelve,
+     "alarms unshelve NAME...|group=G [comment=TEXT] [--json]"},
+    {"alarms", "deployment", 0, 1, OPT(O_JSON), cmd_alarms_deployment, "alarms deployment [STATE] [--json]"},
     {"devices", "list", 0, 0, OPT(O_JSON), cmd_devices_list, "devices list [--json]"},
     {"devices", "show", 1, 1, OPT(O_JSON), cmd_devices_show, "devices show ID [--json]"},
     {"devices", "search", 1, 100, OPT(O_JSON), cmd_devices_search,
@@ -1660,6 +1686,9 @@ static int run(int argc, char **argv)
             rc = cli_usage_error("unknown command 'history %s' (query, export, partitions, "
                                  "verify)",
                                  o.args[1]);
+        else if (strcmp(o.args[0], "alarms") == 0)
+            rc = cli_usage_error("'alarms' needs a command: summary, events, ack, shelve, unshelve or "
+                                 "deployment");
         else if (strcmp(o.args[0], "devices") == 0)
             rc = cli_usage_error("'devices' needs a command: list, show, search, register or remove");
         else if (strcmp(o.args[0], "history") == 0)
