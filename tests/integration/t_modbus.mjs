@@ -239,6 +239,12 @@ await test('modbus: invalid driver entries are refused with FILE:LINE and reason
   }
 });
 
+await test('modbus: etc/examples/modbus.yaml is a valid configuration', async () => {
+  const f = new URL('../../etc/examples/modbus.yaml', import.meta.url).pathname;
+  const r = spawnSync(process.env.OPSD, ['--check-config', f], { encoding: 'utf8' });
+  assertEq(r.status, 0, `--check-config: ${r.stderr}`);
+});
+
 await test('modbus: SIGTERM stops the driver cleanly', async () => {
   const e = await d.stop('SIGTERM', 5000);
   assertEq(e.killed, false, 'stopped within 5 s');

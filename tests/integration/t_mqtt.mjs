@@ -201,6 +201,12 @@ await test('mqtt: invalid driver entries are refused with FILE:LINE and reason',
   }
 });
 
+await test('mqtt: etc/examples/mqtt.yaml is a valid configuration', async () => {
+  const f = new URL('../../etc/examples/mqtt.yaml', import.meta.url).pathname;
+  const r = spawnSync(process.env.OPSD, ['--check-config', f], { encoding: 'utf8' });
+  assertEq(r.status, 0, `--check-config: ${r.stderr}`);
+});
+
 await test('mqtt: SIGTERM stops the driver cleanly', async () => {
   const e = await d.stop('SIGTERM', 5000);
   assertEq(e.killed, false, 'stopped within 5 s');
