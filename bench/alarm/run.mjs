@@ -1,0 +1,274 @@
+// Alarm storm benchmark (SEEDS.md A1): N alarms in 10 groups, each the sum of 4 points with 4
+// thresholds (HH, H, L, LL) whose limits are deployment variables, message templates with
+// number formats; a burst that moves every alarm high (H and HH raise: 2 events) and then
+// low (HH, H clear, L, LL raise: 4 events) within 5 s: 6 events per alarm, 18,000 for A1.
+//
+//   node bench/alarm/run.mjs OPSD_BINARY [a1 | scale-N]...     (default: a1)
+//
+// a1: 3,000 alarms x 4 thresholds, 10 groups, 18,000 events in 5 s; 2 unfiltered WebSocket
+// summary subscribers and 2 filtered ones (group-03, state active).
+// scale-N: N alarms (a multiple of 250), 6N events in 5 s, 25 subscribers each filtered to
+// one group and state active (groups round robin).
+//
+// Samples are posted with POST /api/v1/samples every 100 ms (4 clients in parallel per tick).
+// Prints per scenario: events generated and stored (counted by the server's metrics and by
+// an alarm-events query), generation and storage rates, the time from the last post until
+// the last event is durable, latency from the event's time ("since") to its arrival at the
+// subscribers (p50, p99, max; filtered and unfiltered), frames and fresh snapshots received,
+// opsd CPU (utime+stime) over the burst and peak RSS (VmHWM). Everything on 127.0.0.1.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const require = createRequire(join(here, '../../tests/integration/package.json'));
+const WebSocket = require('ws');
+const opsdBin = process.argv[2];
+if (!opsdBin) {
+  console.error('usage: node bench/alarm/run.mjs OPSD_BINARY [a1|scale-N]...');
+  process.exit(2);
+}
+const scenarios = process.argv.slice(3).length ? process.argv.slice(3) : ['a1'];
+const TICK = Number(process.env.CLK_TCK || 100);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+function config(port, dir, n) {
+  const per = n / 10;
+  const w = String(per - 1).length;
+  const last = String(per - 1).padStart(w, '0');
+  const first = '0'.repeat(w);
+  return `server:
+  listen: 127.0.0.1:${port}
+  data_dir: ${dir}/data
+  log_level: warn
+points:
+  - {name: "t{1..4}-{00..09}-{${first}..${last}}", type: double, writable: true}
+deployment:
+  state: Normal
+  states:
+    Normal:   {hhMax: 380, hMax: 350, lMin: 280, llMin: 250}
+    Startup:  {hhMax: 420, hMax: 400, lMin: 150, llMin: 100}
+    Shutdown: {hhMax: 300, hMax: 280, lMin: 50, llMin: 20}
+alarms:
+  retention: 1h
+  partition: 10m
+  definitions:
+    - area: Intake
+      each: {g: "00..09", i: "${first}..${last}"}
+      group: "group-$g"
+      name: "load-$g-$i"
+      expression: "{t1-$g-$i} + {t2-$g-$i} + {t3-$g-$i} + {t4-$g-$i}"
+      thresholds:
+        - {name: HH, op: ">=", limit: hhMax, deadband: 5, priority: 1,
+           message: "Total intake tank load too high: {0:#,##0.00}, exceeds {1:#,##0.00}"}
+        - {name: H, op: ">=", limit: hMax, deadband: 5, priority: 2,
+           message: "Total intake tank load high: {0:#,##0.00}, exceeds {1:#,##0.00}"}
+        - {name: L, op: "<=", limit: lMin, deadband: 5, priority: 2,
+           message: "Total intake tank load low: {0:#,##0.00}, under {1:#,##0.00}"}
+        - {name: LL, op: "<=", limit: llMin, deadband: 5, priority: 1,
+           message: "Total intake tank load too low: {0:#,##0.00}, under {1:#,##0.00}"}
+`;
+}
+
+async function req(url, method, path, body) {
+  const r = await fetch(url + path, {
+    method, body: body === undefined ? undefined : JSON.stringify(body),
+    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    signal: AbortSignal.timeout(120000),
+  });
+  const text = await r.text();
+  if (r.status !== 200) throw new Error(`${method} ${path}: ${r.status} ${text.slice(0, 200)}`);
+  return JSON.parse(text);
+}
+
+async function metric(url, name) {
+  const r = await fetch(url + '/metrics', { signal: AbortSignal.timeout(30000) });
+  const m = (await r.text()).match(new RegExp(`^${name} ([0-9.e+]+)$`, 'm'));
+  return m ? Number(m[1]) : NaN;
+}
+
+function cpuSeconds(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const parts = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return (Number(parts[11]) + Number(parts[12])) / TICK;
+}
+
+function hwmMiB(pid) {
+  const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+)/);
+  return m ? Math.round(Number(m[1]) / 1024) : NaN;
+}
+
+function pct(a, p) {
+  if (!a.length) return NaN;
+  const s = a.slice().sort((x, y) => x - y);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+}
+
+function subscriber(wsUrl, id, filter) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(wsUrl, { perMessageDeflate: false });
+    const s = { ws, lat: [], rows: 0, frames: 0, snapshots: 0, removed: 0, ready: null };
+    s.ready = new Promise((r) => { s.readyResolve = r; });
+    ws.on('open', () => {
+      ws.send(JSON.stringify({ op: 'subscribe_alarms', id, filter }));
+      resolve(s);
+    });
+    ws.on('error', reject);
+    ws.on('message', (data) => {
+      const now = Date.now();
+      const m = JSON.parse(data.toString());
+      if (m.op === 'alarms') {
+        s.snapshots++;
+        if (s.snapshots === 1) s.readyResolve();
+        else for (const a of m.alarms) if (a.since >= s.t0) s.lat.push(now - a.since);
+      } else if (m.op === 'alarm_changes') {
+        s.frames++;
+        for (const c of m.changes) {
+          s.rows++;
+          if (c.removed) s.removed++;
+          else if (c.since >= s.t0) s.lat.push(now - c.since);
+        }
+      }
+    });
+  });
+}
+
+async function run(name) {
+  const n = name === 'a1' ? 3000 : Number(name.slice(6));
+  if (!Number.isInteger(n) || n < 250 || n % 250) throw new Error(`bad scenario ${name}`);
+  const per = n / 10;
+  const w = String(per - 1).length;
+  const dir = mkdtempSync(join(tmpdir(), 'opsd-bench-alarm.'));
+  const port = await freePort();
+  writeFileSync(join(dir, 'opsd.yaml'), config(port, dir, n));
+  const proc = spawn(opsdBin, ['--config', join(dir, 'opsd.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  proc.stderr.on('data', (b) => { log += b; });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    for (let i = 0; ; i++) {
+      try { if ((await fetch(url + '/healthz')).status === 200) break; } catch { /* not yet */ }
+      if (i > 600) throw new Error(`opsd did not start: ${log.slice(-500)}`);
+      await sleep(100);
+    }
+    // Every point at 80: each alarm at 320, between the limits (no events).
+    const names = [];
+    for (let g = 0; g < 10; g++) for (let i = 0; i < per; i++) names.push(`${String(g).padStart(2, '0')}-${String(i).padStart(w, '0')}`);
+    for (let k = 1; k <= 4; k++) {
+      await req(url, 'POST', '/api/v1/samples', { series: names.map((s) => ({ point: `t${k}-${s}`, ts: [Date.now()], values: [80] })) });
+    }
+    await sleep(500);
+    const ev0 = await metric(url, 'opsd_alarm_events_total');
+    const wr0 = await metric(url, 'opsd_alarm_events_written_total');
+
+    const subs = [];
+    const wsUrl = `ws://127.0.0.1:${port}/api/v1/stream`;
+    if (name === 'a1') {
+      subs.push({ kind: 'unfiltered', s: await subscriber(wsUrl, 'u1', undefined) });
+      subs.push({ kind: 'unfiltered', s: await subscriber(wsUrl, 'u2', undefined) });
+      subs.push({ kind: 'filtered', s: await subscriber(wsUrl, 'f1', { group: 'group-03', state: 'active' }) });
+      subs.push({ kind: 'filtered', s: await subscriber(wsUrl, 'f2', { group: 'group-03', state: 'active' }) });
+    } else {
+      for (let i = 0; i < 25; i++) {
+        subs.push({ kind: 'filtered', s: await subscriber(wsUrl, `f${i}`, { group: `group-${String(i % 10).padStart(2, '0')}`, state: 'active' }) });
+      }
+    }
+    await Promise.all(subs.map((x) => x.s.ready));
+
+    // The burst: 50 ticks of 100 ms; ticks 0..24 move n/25 alarms each high (t1 = 160: 400),
+    // ticks 25..49 move them low (t1 = -40: 200).
+    const batch = n / 25;
+    const t0 = Date.now();
+    for (const x of subs) x.s.t0 = t0;
+    const cpu0 = cpuSeconds(proc.pid);
+    for (let tick = 0; tick < 50; tick++) {
+      const due = t0 + tick * 100;
+      if (Date.now() < due) await sleep(due - Date.now());
+      const first = (tick % 25) * batch;
+      const value = tick < 25 ? 160 : -40;
+      const parts = [];
+      for (let c = 0; c < 4; c++) {
+        const lo = first + (c * batch) / 4, hi = first + ((c + 1) * batch) / 4;
+        const samples = [];
+        for (let a = lo; a < hi; a++) samples.push({ point: `t1-${names[a]}`, value });
+        parts.push(req(url, 'POST', '/api/v1/samples', { samples }));
+      }
+      await Promise.all(parts);
+    }
+    const tPosted = Date.now();
+    const want = 6 * n;
+    let tGen = null, tDur = null;
+    for (let i = 0; i < 1200 && tDur === null; i++) {
+      const ev = (await metric(url, 'opsd_alarm_events_total')) - ev0;
+      const wr = (await metric(url, 'opsd_alarm_events_written_total')) - wr0;
+      const now = Date.now();
+      if (tGen === null && ev >= want) tGen = now;
+      if (wr >= want) tDur = now;
+      else await sleep(20);
+    }
+    const cpu = cpuSeconds(proc.pid) - cpu0;
+    await sleep(1500); // the last frames
+    const stored = (await req(url, 'GET', `/api/v1/alarm-events?from=${t0 - 1000}&limit=100000&kind=active`)).count +
+      (await req(url, 'GET', `/api/v1/alarm-events?from=${t0 - 1000}&limit=100000&kind=clear`)).count;
+    const dropped = await metric(url, 'opsd_alarm_events_dropped_total');
+    const row = (kind) => {
+      const ss = subs.filter((x) => x.kind === kind).map((x) => x.s);
+      if (!ss.length) return null;
+      const lat = ss.flatMap((s) => s.lat);
+      return {
+        clients: ss.length, rows: ss.reduce((a, s) => a + s.rows, 0) / ss.length,
+        frames: ss.reduce((a, s) => a + s.frames, 0) / ss.length,
+        snapshots: ss.reduce((a, s) => a + s.snapshots - 1, 0) / ss.length,
+        p50: pct(lat, 50), p99: pct(lat, 99), max: pct(lat, 100),
+      };
+    };
+    const res = {
+      name, alarms: n, conditions: 4 * n, events: want, stored, dropped,
+      burst_s: (tPosted - t0) / 1000,
+      gen_rate: tGen ? Math.round(want / ((tGen - t0) / 1000)) : NaN,
+      store_rate: tDur ? Math.round(want / ((tDur - t0) / 1000)) : NaN,
+      durable_after_last_post_ms: tDur ? tDur - tPosted : NaN,
+      cpu_s: Math.round(cpu * 100) / 100, hwm_mib: hwmMiB(proc.pid),
+      unfiltered: row('unfiltered'), filtered: row('filtered'),
+    };
+    for (const x of subs) x.s.ws.close();
+    return res;
+  } finally {
+    proc.kill('SIGTERM');
+    await new Promise((r) => { proc.on('exit', r); setTimeout(r, 15000); });
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const results = [];
+for (const s of scenarios) {
+  const r = await run(s);
+  results.push(r);
+  console.error(JSON.stringify(r));
+}
+console.log('| scenario | alarms x thr | events in burst | stored | dropped | burst s | generated/s | stored/s | durable after last post | opsd CPU s | peak RSS MiB |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+for (const r of results) {
+  console.log(`| ${r.name} | ${r.alarms} x 4 | ${r.events} | ${r.stored} | ${r.dropped} | ${r.burst_s.toFixed(2)} | ${r.gen_rate} | ${r.store_rate} | ${r.durable_after_last_post_ms} ms | ${r.cpu_s} | ${r.hwm_mib} |`);
+}
+console.log('');
+console.log('| scenario | subscribers | clients | rows/client | frames/client | fresh snapshots/client | latency p50 ms | p99 ms | max ms |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+for (const r of results) {
+  for (const k of ['unfiltered', 'filtered']) {
+    const x = r[k];
+    if (!x) continue;
+    console.log(`| ${r.name} | ${k} | ${x.clients} | ${Math.round(x.rows)} | ${Math.round(x.frames)} | ${x.snapshots} | ${x.p50} | ${x.p99} | ${x.max} |`);
+  }
+}
