@@ -42,6 +42,15 @@ const config = (port, dataDir) => readFileSync(join(ROOT, 'etc/demo.yaml'), 'utf
 registry:
   retry_initial: 300ms
   plugin_timeout: 2s
+alarms:
+  - area: Intake
+    group: intake
+    each: {i: "005..007"}
+    name: "pressure-$i"
+    expression: "{ext-$i}"
+    thresholds:
+      - {name: HH, op: ">=", limit: 90, priority: 1, message: "pressure very high: {value:0.0}"}
+      - {name: H, op: ">=", limit: 70, priority: 2, message: "pressure high: {value:0.0}"}
 `;
 
 // A DMI plugin (the registry's test peer) that serves the devices' modules.
@@ -306,6 +315,39 @@ await test('web: a device registered through the API appears; search by property
   const det = await page.locator('#dv-detail').innerText();
   assert(/site\s+north/.test(det) && /site\/north\/1/.test(det), `detail: ${det.slice(0, 300)}`);
   await shot('devices');
+  noConsoleErrors();
+}, { timeout: 30000 });
+
+await test('web: an alarm raised by writing a point appears in the filtered summary and is acknowledged with a comment', async () => {
+  await page.goto(`${d.url}/#/alarms?state=active&group=intake`);
+  await waitFor('the summary', async () => /0 alarms match/.test(await text('#al-summary')));
+  const t0 = Date.now();
+  await http(d, 'PUT', '/api/v1/points/ext-005', { value: 95 }, opH);
+  await page.locator('tr[data-id="pressure-005/HH"]').waitFor({ timeout: 5000 });
+  const shownMs = Date.now() - t0;
+  await http(d, 'PUT', '/api/v1/points/ext-006', { value: 75 }, opH);
+  await page.locator('tr[data-id="pressure-006/H"]').waitFor({ timeout: 5000 });
+  assert((await page.locator('tr[data-id="pressure-005/HH"]').getAttribute('data-p')) === '1', 'priority 1 row');
+  assert((await page.locator('tr[data-id="pressure-005/HH"]').getAttribute('data-acked')) === 'false', 'unacknowledged');
+  // The server filters: priority 1 only.
+  await page.fill('#al-priority', '1');
+  await waitFor('only the priority 1 alarm', async () => (await page.locator('#al-rows tr').count()) === 1
+    && (await page.locator('tr[data-id="pressure-005/HH"]').count()) === 1);
+  await page.locator('tr[data-id="pressure-005/HH"] input[type=checkbox]').check();
+  await page.fill('#al-comment', 'checked on site');
+  await page.click('#al-ack');
+  await waitFor('the acknowledgement on screen', async () =>
+    /ops: checked on site/.test(await page.locator('tr[data-id="pressure-005/HH"]').innerText()), 5000);
+  assert((await page.locator('tr[data-id="pressure-005/HH"]').getAttribute('data-acked')) === 'true', 'acknowledged');
+  const r = await http(d, 'GET', '/api/v1/alarms?state=all&q=pressure-005', undefined, opH);
+  const hh = r.json.alarms.find((a) => a.id === 'pressure-005/HH');
+  assert(hh && hh.acked && hh.ack.comment === 'checked on site', `server: ${r.text.slice(0, 300)}`);
+  // The history finds the acknowledgement by its comment.
+  await page.fill('#ah-q', 'checked on site');
+  await page.click('#ah-q + button');
+  await waitFor('the ack event in the history', async () => (await page.locator('#ah-rows tr[data-kind="ack"]').count()) === 1);
+  diag(`alarm row on screen ${shownMs} ms after the write`);
+  await shot('alarms');
   noConsoleErrors();
 }, { timeout: 30000 });
 

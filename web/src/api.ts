@@ -141,7 +141,7 @@ export interface SubscribeRequest {
 }
 
 interface Sub {
-  req: SubscribeRequest;
+  msg: Record<string, unknown>; /* the subscribe message without its id */
   onValues: (values: StreamValue[]) => void;
   onError?: (code: string, message: string) => void;
   onOther?: (m: Record<string, unknown>) => void; /* other ops for this id (e.g. "devices") */
@@ -202,7 +202,7 @@ export class Stream {
     ws.onopen = () => {
       this.retryMs = 500;
       this.setState('open');
-      for (const [id, s] of this.subs) this.send({ op: 'subscribe', id, ...s.req });
+      for (const [id, s] of this.subs) this.send({ ...s.msg, id });
     };
     ws.onmessage = (ev) => {
       let m: { op: string; id?: string; values?: StreamValue[]; error?: { code: string; message: string }; [k: string]: unknown };
@@ -237,8 +237,14 @@ export class Stream {
   }
 
   subscribe(id: string, req: SubscribeRequest, onValues: Sub['onValues'], onError?: Sub['onError'], onOther?: Sub['onOther']): void {
-    this.subs.set(id, { req, onValues, onError, onOther });
-    this.send({ op: 'subscribe', id, ...req });
+    this.subscribeOp(id, { op: 'subscribe', ...req }, onOther ?? (() => {}), onError, onValues);
+  }
+
+  /** A subscription with its own op (e.g. "subscribe_alarms"); every answer but errors goes to onMessage. */
+  subscribeOp(id: string, msg: Record<string, unknown>, onMessage: (m: Record<string, unknown>) => void,
+    onError?: Sub['onError'], onValues: Sub['onValues'] = () => {}): void {
+    this.subs.set(id, { msg, onValues, onError, onOther: onMessage });
+    this.send({ ...msg, id });
   }
 
   unsubscribe(id: string): void {

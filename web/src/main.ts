@@ -7,6 +7,7 @@ import { overviewPage } from './pages/overview';
 import { pointsPage } from './pages/points';
 import { trendPage } from './pages/trend';
 import { devicesPage } from './pages/devices';
+import { alarmsPage } from './pages/alarms';
 import { loginPage } from './pages/login';
 
 const routes: Record<string, () => Page> = {
@@ -14,12 +15,14 @@ const routes: Record<string, () => Page> = {
   points: pointsPage,
   trend: trendPage,
   devices: devicesPage,
+  alarms: alarmsPage,
   login: loginPage,
 };
 const navItems: [string, string][] = [
   ['overview', 'Overview'],
   ['points', 'Points'],
   ['trend', 'Trend'],
+  ['alarms', 'Alarms'],
   ['devices', 'Devices'],
 ];
 
