@@ -10,15 +10,18 @@
  * topics sorted for binary search (several points may share one topic), wildcard entries with
  * their names sorted, and the Sparkplug host state (owned by the message thread).
  *
- *   loop thread                          libmosquitto's thread (mosquitto_loop_start)
- *   -----------                          -------------------------------------------
- *   start: routes, connect_async ------> connect; on_connect: subscribe every filter again,
+ *   loop thread                          the connection thread (mosquitto_loop in 100 ms steps)
+ *   -----------                          -----------------------------------------------
+ *   start: routes, spawn --------------> connect_async; on_connect: subscribe every filter again,
  *                                        Sparkplug: forget births, ask every node to rebirth
  *                                        on_message: route, decode, one batch per message
  *   queue callback: health + values <--- push (bounded queue, driver.h)
- *                                        on_disconnect: batch "connection lost": every point
- *                                        bad; libmosquitto reconnects with back-off
- *   stop: disconnect, loop_stop off-loop
+ *                                        connection lost or refused: batch with the reason (every
+ *                                        point bad); reconnect after 1 s, 2 s ... backoff_max
+ *   stop: flag; join off-loop ---------> sees it within 100 ms, sends DISCONNECT, returns
+ *
+ * The thread is ours rather than mosquitto_loop_start's: libmosquitto's own loop does not
+ * retry when the very first connect fails, and ours stops within 100 ms whatever the state.
  *
  * Health: the broker is one device (all points: a lost connection turns them all bad); each
  * Sparkplug edge node named in the configuration is another ("group/node": online after its
@@ -27,6 +30,7 @@
  * first of every 10 s is logged. */
 #include "drivers/mqtt.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <mosquitto.h>
@@ -648,7 +652,12 @@ struct mq_state {
     struct sp_host *sp;
     char label[300];
     uv_work_t join;
-    bool loop_started;
+    uv_thread_t thread;
+    bool thread_started;
+    uv_mutex_t lock;
+    uv_cond_t wake;
+    bool stop;                 /* under lock */
+    bool up;                   /* connection thread only: CONNACK received, not yet lost */
     /* message thread only */
     struct driver_batch *cur;
     int64_t last_log;
@@ -798,6 +807,7 @@ static void on_connect(struct mosquitto *mosq, void *ud, int rc)
 {
     struct mq_state *st = ud;
     struct driver_batch *b = driver_batch_new(st->broker);
+    st->up = rc == 0;
     if (rc != 0) {
         b->status = -1;
         b->disconnected = true;
@@ -822,13 +832,87 @@ static void on_connect(struct mosquitto *mosq, void *ud, int rc)
 static void on_disconnect(struct mosquitto *mosq, void *ud, int rc)
 {
     struct mq_state *st = ud;
-    if (rc == 0)
-        return; /* we asked for it (stop) */
+    bool was_up = st->up;
+    st->up = false;
+    if (rc == 0 || !was_up)
+        return; /* we asked for it (stop), or it was never up (the thread reports that) */
     struct driver_batch *b = driver_batch_new(st->broker);
     b->status = -1;
     b->disconnected = true;
     snprintf(b->error, sizeof b->error, "connection to the broker lost: %s", mosquitto_strerror(rc));
     driver_queue_push(&st->q, b);
+}
+
+static bool mq_stopping(struct mq_state *st)
+{
+    uv_mutex_lock(&st->lock);
+    bool s = st->stop;
+    uv_mutex_unlock(&st->lock);
+    return s;
+}
+
+static void mq_wait(struct mq_state *st, int64_t ms)
+{
+    int64_t until = (int64_t)(mono_ns() / 1000000) + ms;
+    uv_mutex_lock(&st->lock);
+    for (;;) {
+        int64_t now = (int64_t)(mono_ns() / 1000000);
+        if (st->stop || now >= until)
+            break;
+        uv_cond_timedwait(&st->wake, &st->lock, (uint64_t)(until - now) * 1000000u);
+    }
+    uv_mutex_unlock(&st->lock);
+}
+
+static void connect_failed(struct mq_state *st, const char *what, int rc)
+{
+    struct driver_batch *b = driver_batch_new(st->broker);
+    b->status = -1;
+    b->disconnected = true;
+    snprintf(b->error, sizeof b->error, "%s: %s", what,
+             rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+    driver_queue_push(&st->q, b);
+}
+
+static void mq_thread(void *arg)
+{
+    struct mq_state *st = arg;
+    const struct mq_config *c = st->c;
+    int64_t backoff = 1000;
+    bool first = true, connecting = false;
+    while (!mq_stopping(st)) {
+        if (!connecting) {
+            int rc = first ? mosquitto_connect_async(st->mosq, c->host, c->port, c->keepalive_s)
+                           : mosquitto_reconnect_async(st->mosq);
+            first = false;
+            if (rc != MOSQ_ERR_SUCCESS) {
+                connect_failed(st, "connect failed", rc);
+                mq_wait(st, backoff);
+                backoff = backoff * 2 > c->backoff_max_ms ? c->backoff_max_ms : backoff * 2;
+                continue;
+            }
+            connecting = true;
+        }
+        int rc = mosquitto_loop(st->mosq, 100, 1);
+        if (st->up)
+            backoff = 1000;
+        if (rc == MOSQ_ERR_SUCCESS)
+            continue;
+        /* The connection failed or broke: report (on_disconnect may have done it), back off. */
+        if (st->up) {
+            st->up = false;
+            connect_failed(st, "connection to the broker lost", rc);
+        } else {
+            connect_failed(st, "connect failed", rc);
+        }
+        connecting = false;
+        mq_wait(st, backoff);
+        backoff = backoff * 2 > c->backoff_max_ms ? c->backoff_max_ms : backoff * 2;
+    }
+    if (st->up) {
+        mosquitto_disconnect(st->mosq);
+        mosquitto_loop(st->mosq, 100, 1); /* sends the DISCONNECT */
+    }
 }
 
 struct build_ctx {
@@ -986,6 +1070,8 @@ static void mq_free_state(struct mq_state *st)
     free_strs(st->subs, st->nsubs);
     sp_host_free(st->sp);
     free(st->nodes);
+    uv_cond_destroy(&st->wake);
+    uv_mutex_destroy(&st->lock);
     free(st);
 }
 
@@ -1005,6 +1091,8 @@ static int mq_start(struct driver *d)
     d->state = st;
     snprintf(st->label, sizeof st->label, "%s:%d", c->host, c->port);
     st->broker = driver_device_add(d, st->label);
+    uv_mutex_init(&st->lock);
+    uv_cond_init(&st->wake);
     build_routes(st);
     if (driver_queue_init(&st->q, d, MQ_QUEUE_MAX) < 0) {
         d->state = NULL;
@@ -1024,18 +1112,14 @@ static int mq_start(struct driver *d)
     mosquitto_connect_callback_set(st->mosq, on_connect);
     mosquitto_disconnect_callback_set(st->mosq, on_disconnect);
     mosquitto_message_callback_set(st->mosq, on_message);
-    mosquitto_reconnect_delay_set(st->mosq, 1, (unsigned)(c->backoff_max_ms / 1000), true);
     if (c->username)
         mosquitto_username_pw_set(st->mosq, c->username, c->password);
     driver_device_points_bad(d, st->broker, "not connected yet");
-    int rc = mosquitto_connect_async(st->mosq, c->host, c->port, c->keepalive_s);
-    if (rc != MOSQ_ERR_SUCCESS)
-        driver_device_fail(d, st->broker, true, "connect failed: %s (retrying)", mosquitto_strerror(rc));
-    if (mosquitto_loop_start(st->mosq) != MOSQ_ERR_SUCCESS) {
+    if (uv_thread_create(&st->thread, mq_thread, st) != 0) {
         log_error("mqtt", "driver %s: cannot start the MQTT thread", d->name);
         return -1;
     }
-    st->loop_started = true;
+    st->thread_started = true;
     log_info("mqtt", "driver %s: %s, %zu subscriptions, %zu Sparkplug nodes", d->name, st->label, st->nsubs,
              st->sp ? sp_host_node_count(st->sp) : (size_t)0);
     return 0;
@@ -1052,8 +1136,7 @@ static void queue_closed(struct driver_queue *q)
 static void join_work(uv_work_t *w)
 {
     struct mq_state *st = w->data;
-    mosquitto_disconnect(st->mosq);
-    mosquitto_loop_stop(st->mosq, false);
+    uv_thread_join(&st->thread);
 }
 
 static void joined(uv_work_t *w, int status)
@@ -1070,7 +1153,11 @@ static void mq_stop(struct driver *d)
         return;
     }
     driver_queue_stop(&st->q);
-    if (!st->loop_started) {
+    uv_mutex_lock(&st->lock);
+    st->stop = true;
+    uv_cond_signal(&st->wake);
+    uv_mutex_unlock(&st->lock);
+    if (!st->thread_started) {
         driver_queue_close(&st->q, queue_closed);
         return;
     }

@@ -5,7 +5,7 @@
 // on), health in GET /api/v1/drivers and /metrics, and a broker outage: every point bad with
 // the reason, then reconnect, subscriptions again, values good. docs/drivers.md "MQTT".
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import mqtt from 'mqtt';
 import { test, finish, assert, assertEq, sleep, failTest, onCleanup } from './lib/harness.mjs';
@@ -174,6 +174,33 @@ await test('mqtt: broker down -> every point bad with the reason; back -> resubs
   await waitPoint('mq-room-2-temp', (x) => x.quality === 'good' && x.value === 22, 5000);
   await publish('tanks/a/level', JSON.stringify({ v: [9, 8] }));
   await waitPoint('mq-tank-a-level', (x) => x.quality === 'good' && x.value === 8, 5000);
+});
+
+await test('mqtt: a broker that is not up when opsd starts is connected to once it is', async () => {
+  const p2 = await freePort();
+  const dir2 = join(work.dir, 'broker2');
+  mkdirSync(dir2);
+  const b2 = new MosquittoBroker({ port: p2, dir: dir2 });
+  const d2 = await startOpsd(work, { config: (port, dataDir) => `server:
+  listen: 127.0.0.1:${port}
+  data_dir: ${dataDir}
+drivers:
+  - {type: mqtt, name: late, host: 127.0.0.1, port: ${p2}, backoff_max: 1s,
+     points: [{name: "late-x", type: double, topic: "late/x"}]}
+` });
+  await sleep(1500);
+  let h = (await http(d2, 'GET', '/api/v1/drivers/late')).json;
+  assertEq(h.connected, false, 'not connected while the broker is down');
+  assert(/refused/.test(h.devices[0].last_error), `last_error: ${h.devices[0].last_error}`);
+  await b2.start();
+  const end = Date.now() + 5000;
+  while (!(h = (await http(d2, 'GET', '/api/v1/drivers/late')).json).connected) {
+    if (Date.now() > end) throw new Error(`not connected within 5 s: ${JSON.stringify(h)}`);
+    await sleep(100);
+  }
+  const e = await d2.stop('SIGTERM', 5000);
+  assertEq(e.killed, false, 'stopped within 5 s');
+  await b2.stop();
 });
 
 await test('mqtt: invalid driver entries are refused with FILE:LINE and reason', async () => {
