@@ -42,6 +42,9 @@ const config = (port, dataDir) => readFileSync(join(ROOT, 'etc/demo.yaml'), 'utf
 registry:
   retry_initial: 300ms
   plugin_timeout: 2s
+journal:
+  retention: 1h
+  partition: 10m
 alarms:
   - area: Intake
     group: intake
@@ -348,6 +351,46 @@ await test('web: an alarm raised by writing a point appears in the filtered summ
   await waitFor('the ack event in the history', async () => (await page.locator('#ah-rows tr[data-kind="ack"]').count()) === 1);
   diag(`alarm row on screen ${shownMs} ms after the write`);
   await shot('alarms');
+  noConsoleErrors();
+}, { timeout: 30000 });
+
+await test('web: messages posted through the API are found by search; detail with headers, pretty JSON, hex, conversation', async () => {
+  const wire = (ms) => new Date(ms).toISOString().replace('T', ' ').replace(/\.(\d+)Z$/, ':$1000 Z');
+  const t = Date.now() - 5000;
+  const hdr = (id, type, from, to, sent, extra = {}) => ({
+    'NServiceBus.MessageId': id, 'NServiceBus.MessageIntent': 'Send', 'NServiceBus.ConversationId': 'web-conv-1',
+    'NServiceBus.EnclosedMessageTypes': `${type}, Shop.Messages, Version=1.0.0.0`, 'NServiceBus.OriginatingEndpoint': from,
+    'NServiceBus.ProcessingEndpoint': to, 'NServiceBus.TimeSent': wire(sent), 'NServiceBus.ProcessingStarted': wire(sent + 5),
+    'NServiceBus.ProcessingEnded': wire(sent + 30), 'NServiceBus.ContentType': 'application/json', ...extra,
+  });
+  const r = await http(d, 'POST', '/api/v1/messages', { messages: [
+    { headers: hdr('web-msg-1', 'Shop.Messages.PlaceOrder', 'ClientUI', 'Sales', t), body: JSON.stringify({ order: 42, note: 'webnote42' }) },
+    { headers: hdr('web-msg-2', 'Shop.Messages.OrderPlaced', 'Sales', 'Billing', t + 100), body: '{"order":42}' },
+    { headers: hdr('web-msg-3', 'Shop.Messages.BinaryThing', 'Sales', 'Archive', t + 200, { 'NServiceBus.ContentType': 'application/octet-stream', 'NServiceBus.ConversationId': 'web-conv-2' }),
+      body: Buffer.from([0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3]).toString('base64'), body_encoding: 'base64' },
+  ] }, opH);
+  assert(r.status === 200, `post: ${r.status} ${r.text}`);
+  await page.goto(`${d.url}/#/messages`);
+  await page.fill('#ms-q', 'webnote42');
+  await page.click('#ms-q ~ button[type=submit]');
+  await waitFor('one result', async () => (await page.locator('#ms-rows tr').count()) === 1 && (await page.locator('tr[data-id="web-msg-1"]').count()) === 1);
+  await page.locator('tr[data-id="web-msg-1"] td:nth-child(2) button').click();
+  await page.locator('#ms-body').waitFor();
+  const body = await page.locator('#ms-body').innerText();
+  assert(/\n {2}"note": "webnote42"/.test(body), `pretty body: ${body}`);
+  assert(/NServiceBus\.MessageId\s+web-msg-1/.test(await page.locator('#ms-headers').innerText()), 'headers');
+  await page.click('#ms-detail button:has-text("Conversation view")');
+  await waitFor('the conversation', async () => (await page.locator('#ms-conversation li').count()) === 2);
+  const conv = await page.locator('#ms-conversation').innerText();
+  assert(conv.indexOf('PlaceOrder') < conv.indexOf('OrderPlaced'), `order: ${conv}`);
+  await shot('messages');
+  await page.fill('#ms-q', 'BinaryThing');
+  await page.click('#ms-q ~ button[type=submit]');
+  await page.locator('tr[data-id="web-msg-3"]').waitFor();
+  await page.locator('tr[data-id="web-msg-3"] td:nth-child(2) button').click();
+  await waitFor('a hex dump', async () => /^00000000 {2}de ad be ef 00 01 02 03/.test(await page.locator('#ms-body').innerText()));
+  await page.click('#ms-show-failed');
+  await waitFor('failed imports', async () => /Failed imports \(0\)/.test(await page.locator('#ms-failed').innerText()));
   noConsoleErrors();
 }, { timeout: 30000 });
 

@@ -61,6 +61,11 @@ export async function getText(path: string): Promise<string> {
   return (await request(path)).text();
 }
 
+export async function getBytes(path: string): Promise<{ bytes: Uint8Array; type: string }> {
+  const r = await request(path);
+  return { bytes: new Uint8Array(await r.arrayBuffer()), type: r.headers.get('Content-Type') ?? '' };
+}
+
 export async function sendJSON<T>(method: string, path: string, body: unknown): Promise<T> {
   const r = await request(path, {
     method,

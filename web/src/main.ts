@@ -8,6 +8,7 @@ import { pointsPage } from './pages/points';
 import { trendPage } from './pages/trend';
 import { devicesPage } from './pages/devices';
 import { alarmsPage } from './pages/alarms';
+import { messagesPage } from './pages/messages';
 import { loginPage } from './pages/login';
 
 const routes: Record<string, () => Page> = {
@@ -16,6 +17,7 @@ const routes: Record<string, () => Page> = {
   trend: trendPage,
   devices: devicesPage,
   alarms: alarmsPage,
+  messages: messagesPage,
   login: loginPage,
 };
 const navItems: [string, string][] = [
@@ -24,6 +26,7 @@ const navItems: [string, string][] = [
   ['trend', 'Trend'],
   ['alarms', 'Alarms'],
   ['devices', 'Devices'],
+  ['messages', 'Messages'],
 ];
 
 const main = document.getElementById('main')!;
