@@ -1502,8 +1502,18 @@ static int bn_start(struct driver *d)
     int rc = uv_udp_bind(&st->udp, (const struct sockaddr *)&c->bind, UV_UDP_REUSEADDR);
     if (rc == 0)
         rc = uv_udp_set_broadcast(&st->udp, 1);
-    if (rc == 0)
+    if (rc == 0) {
+        /* COV notifications come in bursts (every object of a device at once); the default
+         * receive buffer holds a few hundred small datagrams. Ask for 4 MiB (the kernel caps
+         * it at net.core.rmem_max) and say so when it is much smaller. */
+        int want = 4 << 20, got = 0;
+        uv_recv_buffer_size((uv_handle_t *)&st->udp, &want);
+        uv_recv_buffer_size((uv_handle_t *)&st->udp, &got);
+        if (got < (1 << 20))
+            log_info("bacnet", "driver %s: UDP receive buffer %d bytes (raise net.core.rmem_max for bursts of COV "
+                     "notifications)", d->name, got);
         rc = uv_udp_recv_start(&st->udp, on_alloc, on_recv);
+    }
     if (rc < 0) {
         log_error("bacnet", "driver %s: cannot use UDP %s:%d: %s (set 'bind' to a free address:port)", d->name, host,
                   ntohs(c->bind.sin_port), uv_strerror(rc));
