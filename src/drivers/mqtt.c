@@ -794,6 +794,7 @@ static void on_message(struct mosquitto *mosq, void *ud, const struct mosquitto_
             malformed(st, m->topic, why);
     } else {
         plain_message(st, m, now);
+        st->cur->dev = st->broker; /* a message is a good exchange with the broker */
     }
     struct driver_batch *b = st->cur;
     st->cur = NULL;
