@@ -6,7 +6,7 @@
 // (points bad with the reason, connected false) and restarted (good again), and a server
 // that stops answering (timeouts). docs/drivers.md "Modbus TCP".
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, finish, assert, assertEq, sleep, failTest } from './lib/harness.mjs';
 import { workDir, startOpsd, http, metrics, freePort } from './lib/opsd.mjs';
@@ -237,6 +237,17 @@ await test('modbus: invalid driver entries are refused with FILE:LINE and reason
     /:10: .*single bits/, /:11: .*double, int or bool/, /:12: .*bit/]) {
     assert(re.test(r.stderr), `${re} in: ${r.stderr}`);
   }
+});
+
+await test('modbus: a reload restarts the driver with its new points', async () => {
+  const cfg = readFileSync(d.configPath, 'utf8').replace('period: 200ms', 'period: 100ms') +
+    '      - {name: "mb-new", type: int, table: holding, address: 2, data: uint16}\n';
+  writeFileSync(d.configPath, cfg);
+  const p = await waitPoint('mb-new', (x) => x.quality === 'good', 5000);
+  assertEq(p.info.value, 7, 'the new point reads register 2');
+  const h = await health();
+  assertEq(h.devices[0].points, 18, 'the new driver has the new point');
+  assertEq((await point('mb-f32')).quality, 'good', 'the old points keep coming');
 });
 
 await test('modbus: etc/examples/modbus.yaml is a valid configuration', async () => {
