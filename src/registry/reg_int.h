@@ -121,7 +121,7 @@ struct reg_task {
     char *url, *props_json, *tag;
     bool upgrade;
     /* results (fetch thread) */
-    int status;               /* 0 ok */
+    int status;               /* 0 ok, -1 failed, -2 the plugin did not answer */
     char *error;
     struct reg_modref *refs;
     size_t nrefs;

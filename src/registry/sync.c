@@ -36,6 +36,8 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
     return buf_append(b, p, size * n) == 0 ? size * n : 0;
 }
 
+/* Returns 0, -1 for an answer that is not 200 (the plugin is there), or -2 when no answer
+ * came (refused, timed out: the plugin is not there). */
 static int post(CURL *c, const char *url, const char *body, struct buf *resp, long timeout_ms,
                 char **error)
 {
@@ -60,11 +62,14 @@ static int post(CURL *c, const char *url, const char *body, struct buf *resp, lo
     else
         return 0;
     *error = xstrdup(msg);
-    return -1;
+    return rc != CURLE_OK && !resp->overflow ? -2 : -1;
 }
 
-static void run_task(struct reg *r, CURL *c, struct reg_task *t, long timeout_ms)
+/* Returns -2 when the plugin did not answer (so the batch's other tasks for it are not sent
+ * to wait for the same timeout), else 0. */
+static int run_task(struct reg *r, CURL *c, struct reg_task *t, long timeout_ms)
 {
+    int down = 0;
     struct buf resp, body;
     buf_init(&resp, DMI_ANSWER_MAX);
     buf_init(&body, DMI_ANSWER_MAX);
@@ -81,7 +86,7 @@ static void run_task(struct reg *r, CURL *c, struct reg_task *t, long timeout_ms
     jw_str(&body, t->tag ? t->tag : "");
     jw_raw(&body, "}");
     t->fetched_modules++;
-    if (post(c, url, body.data, &resp, timeout_ms, &t->error) < 0)
+    if ((down = post(c, url, body.data, &resp, timeout_ms, &t->error)) < 0)
         goto out;
     if (reg_dmi_parse_modules(resp.data ? resp.data : "", resp.len, &t->refs, &t->nrefs, err, sizeof err) < 0) {
         t->error = xstrdup(err);
@@ -112,7 +117,7 @@ static void run_task(struct reg *r, CURL *c, struct reg_task *t, long timeout_ms
         jw_raw(&body, "}");
         snprintf(url, ul, "%s/dmi/v1/ch/%s/moduleResources", t->url, eid);
         t->fetched_resources++;
-        if (post(c, url, body.data, &resp, timeout_ms, &t->error) < 0)
+        if ((down = post(c, url, body.data, &resp, timeout_ms, &t->error)) < 0)
             goto out;
         if (reg_dmi_parse_resources(resp.data ? resp.data : "", resp.len, &t->srcs, &t->nsrcs, err,
                                     sizeof err) < 0) {
@@ -126,6 +131,7 @@ out:
     free(url);
     buf_release(&resp);
     buf_release(&body);
+    return down == -2 ? -2 : 0;
 }
 
 static void *fetcher_main(void *arg)
@@ -144,8 +150,20 @@ static void *fetcher_main(void *arg)
             r->jq_last = NULL;
         long timeout = (long)r->cfg.plugin_timeout_ms;
         pthread_mutex_unlock(&r->slock);
-        for (size_t i = 0; i < j->n; i++)
-            run_task(r, c, &j->tasks[i], timeout);
+        for (size_t i = 0; i < j->n; i++) {
+            struct reg_task *t = &j->tasks[i];
+            /* a plugin that did not answer an earlier task of this batch is not asked again */
+            size_t k;
+            for (k = 0; k < i && !(j->tasks[k].status == -2 && strcmp(j->tasks[k].url, t->url) == 0); k++)
+                ;
+            if (k < i) {
+                t->status = -2;
+                t->error = xstrdup(j->tasks[k].error);
+                continue;
+            }
+            if (run_task(r, c, t, timeout) == -2)
+                t->status = -2;
+        }
         pthread_mutex_lock(&r->slock);
         j->next = NULL;
         if (r->jd_last)
