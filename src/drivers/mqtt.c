@@ -34,6 +34,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <mosquitto.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -875,6 +876,36 @@ static void connect_failed(struct mq_state *st, const char *what, int rc)
     driver_queue_push(&st->q, b);
 }
 
+/* One step of the connection: waits up to 100 ms for the socket, then reads every packet
+ * that is ready (libmosquitto's own mosquitto_loop() reads one packet per wake-up, which
+ * caps a busy subscription at a few thousand messages a second), writes what is queued,
+ * and runs the keep-alive. */
+static int mq_step(struct mq_state *st)
+{
+    int fd = mosquitto_socket(st->mosq);
+    if (fd < 0)
+        return MOSQ_ERR_NO_CONN;
+    struct pollfd p = {fd, (short)(POLLIN | (mosquitto_want_write(st->mosq) ? POLLOUT : 0)), 0};
+    int n = poll(&p, 1, 100);
+    if (n < 0 && errno != EINTR)
+        return MOSQ_ERR_ERRNO;
+    int rc;
+    if (n > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+        for (int i = 0; i < 100000; i++) {
+            if ((rc = mosquitto_loop_read(st->mosq, 1)) != MOSQ_ERR_SUCCESS)
+                return rc;
+            struct pollfd more = {fd, POLLIN, 0};
+            if (mosquitto_socket(st->mosq) != fd || poll(&more, 1, 0) <= 0 || (i & 1023) == 1023)
+                break; /* drained (or give writes and keep-alive a turn now and then) */
+        }
+    }
+    if (mosquitto_socket(st->mosq) != fd)
+        return MOSQ_ERR_NO_CONN;
+    if (mosquitto_want_write(st->mosq) && (rc = mosquitto_loop_write(st->mosq, 1)) != MOSQ_ERR_SUCCESS)
+        return rc;
+    return mosquitto_loop_misc(st->mosq);
+}
+
 static void mq_thread(void *arg)
 {
     struct mq_state *st = arg;
@@ -894,7 +925,7 @@ static void mq_thread(void *arg)
             }
             connecting = true;
         }
-        int rc = mosquitto_loop(st->mosq, 100, 1);
+        int rc = mq_step(st);
         if (st->up)
             backoff = 1000;
         if (rc == MOSQ_ERR_SUCCESS)
