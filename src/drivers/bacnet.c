@@ -562,6 +562,81 @@ static const char *sf_reason(uint32_t sf, enum pt_quality *q)
     return NULL;
 }
 
+static size_t put_utf8(char *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    o[0] = (char)(0xE0 | cp >> 12);
+    o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[2] = (char)(0x80 | (cp & 0x3F));
+    return 3;
+}
+
+/* Length of the valid UTF-8 sequence at p (at most n octets), 0 when invalid. */
+static size_t utf8_seq(const uint8_t *p, size_t n)
+{
+    size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3 : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || len > n || (len == 2 && p[0] < 0xC2) || (len == 4 && p[0] > 0xF4))
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if (len == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0)))
+        return 0; /* overlong, surrogate */
+    if (len == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90)))
+        return 0;
+    return len;
+}
+
+/* A BACnet character string as UTF-8 for the point table (the stream sends it in WebSocket
+ * text frames, which must be valid UTF-8): UTF-8 (0) checked, ISO 8859-1 (5) and UCS-2 (4)
+ * converted; invalid octets and NULs become '?'; cut to fit out (a whole character at the
+ * end). Other character sets: -1. */
+static int text_utf8(uint8_t charset, const uint8_t *p, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    if (charset != 0 && charset != 4 && charset != 5)
+        return -1;
+    for (size_t i = 0; i < n;) {
+        char tmp[4];
+        size_t k, used;
+        if (charset == 0) {
+            used = utf8_seq(p + i, n - i);
+            if (used == 0 || p[i] == 0) {
+                tmp[0] = '?';
+                k = 1;
+                used = 1;
+            } else {
+                memcpy(tmp, p + i, used);
+                k = used;
+            }
+        } else if (charset == 5) {
+            k = p[i] ? put_utf8(tmp, p[i]) : (tmp[0] = '?', 1);
+            used = 1;
+        } else {
+            if (i + 1 >= n)
+                break; /* an odd octet left over */
+            uint32_t cp = (uint32_t)p[i] << 8 | p[i + 1];
+            k = cp == 0 || (cp >= 0xD800 && cp < 0xE000) ? (tmp[0] = '?', 1) : put_utf8(tmp, cp);
+            used = 2;
+        }
+        if (o + k >= cap)
+            break;
+        memcpy(out + o, tmp, k);
+        o += k;
+        i += used;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
 /* Writes a decoded value to a point, converted to the point's type. */
 static void put_value(struct bn_state *st, const struct bn_point *pt, const struct bac_value *bv,
                       uint32_t nvalues, enum pt_quality q, const char *reason, int64_t now)
@@ -587,6 +662,7 @@ static void put_value(struct bn_state *st, const struct bn_point *pt, const stru
     case BAC_APP_NULL:
         live_set_quality(l, pt->idx, Q_BAD, "null value", now);
         return;
+    case BAC_APP_BIT_STRING: num = bac_bits(bv); break; /* bit 0 in the lowest place */
     default: numeric = false; break;
     }
     switch (pt->type) {
@@ -612,12 +688,10 @@ static void put_value(struct bn_state *st, const struct bn_point *pt, const stru
         break;
     case PT_STRING:
         if (bv->tag == BAC_APP_CHARACTER_STRING) {
-            size_t n = bv->u.s.len < sizeof s - 1 ? bv->u.s.len : sizeof s - 1;
-            memcpy(s, bv->u.s.p, n);
-            s[n] = '\0';
-            for (size_t i = 0; i < n; i++) /* the point table keeps text: no NULs inside */
-                if (s[i] == '\0')
-                    s[i] = '?';
+            if (text_utf8(bv->u.s.charset, bv->u.s.p, bv->u.s.len, s, sizeof s) < 0) {
+                live_set_quality(l, pt->idx, Q_BAD, "text in an unsupported character set", now);
+                return;
+            }
         } else if (numeric) {
             snprintf(s, sizeof s, "%.17g", num);
         } else {

@@ -94,6 +94,15 @@ static void peer_value(const struct peer *p, uint32_t oid, uint32_t prop, struct
         r->value.u.s.p = &bits[i];
         r->value.u.s.len = 1;
         r->value.u.s.unused = 4;
+    } else if (prop == BAC_PROP_OBJECT_NAME && i < 5) {
+        /* one name per character set: UTF-8, ISO 8859-1, UCS-2, broken UTF-8, JIS X 0208 */
+        static const struct { uint8_t charset; const char *text; uint32_t len; } names[] = {
+            {0, "Zone \xc3\xa9", 7}, {5, "caf\xe9", 4}, {4, "\x03\xa9\x00\x41", 4}, {0, "\xff\xfeok", 4}, {2, "x", 1},
+        };
+        r->value.tag = BAC_APP_CHARACTER_STRING;
+        r->value.u.s.p = (const uint8_t *)names[i].text;
+        r->value.u.s.len = names[i].len;
+        r->value.u.s.charset = names[i].charset;
     } else {
         r->error = true;
         r->error_class = 2;
@@ -620,6 +629,39 @@ static void rpm_error_isolates(void **state)
     assert_true(run_until(f, all_points, &w2, 2000));
 }
 
+static bool names_read(struct fx *f, void *arg)
+{
+    (void)arg;
+    struct pt_view v;
+    return live_view(f->l, live_find(f->l, "name4"), &v) == 0 && v.quality == Q_BAD &&
+           live_view(f->l, live_find(f->l, "sf5"), &v) == 0 && v.has_value &&
+           live_view(f->l, live_find(f->l, "name3"), &v) == 0 && v.has_value;
+}
+
+static void strings_and_bits(void **state)
+{
+    struct fx *f = *state;
+    f->peer.sf[5] = BAC_SF_FAULT | BAC_SF_OVERRIDDEN;
+    start(f, BASE "  devices: [{instance: 1001, address: 127.0.0.1:PORT}]\n"
+                  "  points:\n"
+                  "    - {name: 'name{0..4}', device: 1001, object: 'analog-input:{0..4}', property: object-name, type: string}\n"
+                  "    - {name: 'sf5', device: 1001, object: 'analog-input:5', property: status-flags, type: int}\n");
+    assert_true(run_until(f, names_read, NULL, 3000));
+    static const char *const want[] = {"Zone \xc3\xa9", "caf\xc3\xa9", "\xce\xa9" "A", "??ok"};
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "name%d", i);
+        struct pt_view v;
+        assert_int_equal(live_view(f->l, live_find(f->l, name), &v), 0);
+        assert_int_equal(v.quality, Q_GOOD);
+        assert_string_equal(v.value.u.s, want[i]);
+    }
+    assert_string_equal(reason_of(f, "name4"), "text in an unsupported character set");
+    struct pt_view v;
+    assert_int_equal(live_view(f->l, live_find(f->l, "sf5"), &v), 0);
+    assert_int_equal(v.value.u.i, BAC_SF_FAULT | BAC_SF_OVERRIDDEN);
+}
+
 static bool device_good(struct fx *f, void *arg)
 {
     (void)arg;
@@ -687,7 +729,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(config_ok),        T(config_errors),          T(poll_rpm),         T(shrink_on_reject),
         T(shrink_on_abort),  T(fallback_read_property), T(silence_and_back), T(cov_and_limit),
-        T(discovery),        T(malformed_counted),      T(rpm_error_isolates),
+        T(discovery),        T(malformed_counted),      T(rpm_error_isolates), T(strings_and_bits),
     };
     return cmocka_run_group_tests_name("bacnet", tests, NULL, NULL);
 }
