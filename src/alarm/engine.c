@@ -720,7 +720,8 @@ static void bind_all(struct alarm_engine *e)
                 maxp = p + 1;
         }
     }
-    qsort(pairs, npairs, sizeof *pairs, cmp_pair);
+    if (npairs)
+        qsort(pairs, npairs, sizeof *pairs, cmp_pair);
     free(e->dep_off);
     free(e->dep);
     e->dep_points = maxp;
