@@ -54,11 +54,16 @@ static void peer_send(struct peer *p, const struct sockaddr_in *to, const uint8_
     uv_udp_try_send(&p->udp, &b, 1, (const struct sockaddr *)to);
 }
 
+/* When net != 0 the peer is a router with the device on that remote network: it answers
+ * only requests addressed to (net, mac) and stamps its answers with SNET/SADR. */
+static struct bac_addr g_route;
+static unsigned g_misrouted;
+
 static void frame_start(struct bac_w *w, uint8_t *buf, size_t cap)
 {
     bac_w_init(w, buf, cap);
     bac_enc_bvlc(w, BVLC_ORIGINAL_UNICAST, 0);
-    bac_enc_npdu(w, NULL, NULL, false, 0);
+    bac_enc_npdu(w, NULL, g_route.net ? &g_route : NULL, false, 0);
 }
 
 static void frame_send(struct peer *p, struct bac_w *w, const struct sockaddr_in *to)
@@ -179,6 +184,11 @@ static void peer_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const str
     }
     if (a.type != BAC_PDU_CONFIRMED || p->silent)
         return;
+    if (g_route.net && (!np.has_dst || np.dst.net != g_route.net || np.dst.len != g_route.len ||
+                        memcmp(np.dst.mac, g_route.mac, g_route.len) != 0 || np.hop_count == 0)) {
+        g_misrouted++;
+        return;
+    }
     frame_start(&w, out, sizeof out);
     if (a.service == BAC_SVC_READ_PROPERTY_MULTIPLE) {
         p->rpm++;
@@ -253,6 +263,8 @@ static void peer_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)
 
 static int setup(void **state)
 {
+    memset(&g_route, 0, sizeof g_route);
+    g_misrouted = 0;
     struct fx *f = calloc(1, sizeof *f);
     f->l = live_new();
     uv_loop_init(&f->loop);
@@ -662,6 +674,28 @@ static void strings_and_bits(void **state)
     assert_int_equal(v.value.u.i, BAC_SF_FAULT | BAC_SF_OVERRIDDEN);
 }
 
+static void routed_device(void **state)
+{
+    struct fx *f = *state;
+    g_route = (struct bac_addr){.net = 5, .len = 2, .mac = {0x0A, 0x0B}};
+    struct driver *d = start(f, BASE "  devices:\n"
+                                     "    - {instance: 1001, address: 127.0.0.1:PORT, network: 5, mac: '0a0b'}\n"
+                                     "    - {instance: 1002, address: 127.0.0.1:PORT, network: 5, mac: '0c'}\n"
+                                     "  points:\n"
+                                     "    - {name: 'ai{0..3}', device: 1001, object: 'analog-input:{0..3}'}\n"
+                                     "    - {name: 'other', device: 1002, object: 'analog-input:1'}\n");
+    struct want w = {"ai", 0, 4, Q_GOOD, 0};
+    assert_true(run_until(f, all_points, &w, 3000));
+    /* the router drops what is not for its device: the other one stays bad */
+    int64_t end = now_ms() + 500;
+    while (now_ms() < end)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_true(g_misrouted >= 1);
+    assert_int_equal(strncmp(reason_of(f, "other"), "1002: no answer", 15), 0);
+    assert_true(d->devices[0]->connected);
+    assert_false(d->devices[1]->connected);
+}
+
 static bool device_good(struct fx *f, void *arg)
 {
     (void)arg;
@@ -729,7 +763,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(config_ok),        T(config_errors),          T(poll_rpm),         T(shrink_on_reject),
         T(shrink_on_abort),  T(fallback_read_property), T(silence_and_back), T(cov_and_limit),
-        T(discovery),        T(malformed_counted),      T(rpm_error_isolates), T(strings_and_bits),
+        T(discovery),        T(malformed_counted),      T(rpm_error_isolates), T(strings_and_bits), T(routed_device),
     };
     return cmocka_run_group_tests_name("bacnet", tests, NULL, NULL);
 }
