@@ -16,7 +16,9 @@
  * - Data from a node or device not born since we connected, or with an alias its birth did
  *   not define: a rebirth is requested and the message is not applied. Requests to one node
  *   are spaced by SP_REBIRTH_MIN_MS until it sends its NBIRTH.
- * Metrics that carry no datatype (data by alias) take the one from the birth. */
+ * Metrics that carry no datatype (data by alias) take the one from the birth. Historical
+ * metrics (is_historical, an edge node's store-and-forward) are not applied: the point table
+ * holds current values, and they would overwrite newer ones. */
 #include "drivers/sparkplug.h"
 
 #include <math.h>
@@ -196,6 +198,7 @@ int sp_decode(const uint8_t *buf, size_t len, struct sp_payload *out, const char
         m->ts = pm->has_timestamp && pm->timestamp <= (uint64_t)INT64_MAX ? (int64_t)pm->timestamp : 0;
         m->datatype = pm->has_datatype ? pm->datatype : 0;
         m->is_null = pm->has_is_null && pm->is_null;
+        m->historical = pm->has_is_historical && pm->is_historical;
         struct raw r = metric_raw(pm);
         m->has_value = raw_value(&r, m->datatype, &m->v) == 0;
     }
@@ -547,6 +550,8 @@ static int apply(struct sp_dev *d, const struct sp_payload *p, int64_t now, cons
         const struct sp_metric *m = &p->m[i];
         int32_t k;
         uint32_t dt = m->datatype;
+        if (m->historical)
+            continue; /* store-and-forward data: older than what the point holds */
         if (m->name) {
             k = find_name(d, m->name);
         } else if (m->has_alias) {

@@ -48,6 +48,7 @@ struct sp_metric {
     int64_t ts;                   /* 0: none */
     uint32_t datatype;
     bool is_null;
+    bool historical;              /* is_historical: a past value, never the current one */
     bool has_value;               /* a scalar of a supported type */
     struct pt_value v;            /* PT_DOUBLE, PT_INT, PT_BOOL or PT_STRING (borrowed) */
 };

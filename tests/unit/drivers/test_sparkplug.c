@@ -382,15 +382,24 @@ static void test_seq_alias_rebirth(void **state)
     m_double(pb_metric(&b, NULL, 77, 0), 1);
     assert_int_equal(handle(h, "spBv1.0/G1/NDATA/E1", &b, 30000, &r), 0);
     assert_int_equal(r.rebirths, rb + 1);
-    /* null metric: bad */
+    /* a historical metric is not applied */
+    double before = r.val[0];
     pb_init(&b, 6);
     SparkplugB__Payload__Metric *m = pb_metric(&b, NULL, 1, 0);
+    m_double(m, -1000);
+    m->has_is_historical = 1;
+    m->is_historical = 1;
+    assert_int_equal(handle(h, "spBv1.0/G1/NDATA/E1", &b, 30050, &r), 0);
+    assert_true(r.val[0] == before);
+    /* null metric: bad */
+    pb_init(&b, 7);
+    m = pb_metric(&b, NULL, 1, 0);
     m->has_is_null = 1;
     m->is_null = 1;
     assert_int_equal(handle(h, "spBv1.0/G1/NDATA/E1", &b, 30100, &r), 0);
     assert_true(r.bad[0]);
     /* a string where a double point is mapped: bad with the reason */
-    pb_init(&b, 7);
+    pb_init(&b, 8);
     m = pb_metric(&b, "Temp", -1, SP_STRING);
     m->value_case = SPARKPLUG_B__PAYLOAD__METRIC__VALUE_STRING_VALUE;
     m->string_value = (char *)(uintptr_t)"hot";
