@@ -10,7 +10,8 @@
 // scale-N: N alarms (a multiple of 250), 6N events in 5 s, 25 subscribers each filtered to
 // one group and state active (groups round robin).
 //
-// Samples are posted with POST /api/v1/samples every 100 ms (4 clients in parallel per tick).
+// Samples are posted as InfluxDB line protocol (POST /write) every 100 ms, 4 requests in
+// parallel per tick (the cheapest form for the load tool to build).
 // Prints per scenario: events generated and stored (counted by the server's metrics and by
 // an alarm-events query), generation and storage rates, the time from the last post until
 // the last event is durable, latency from the event's time ("since") to its arrival at the
@@ -82,12 +83,24 @@ alarms:
 }
 
 async function req(url, method, path, body) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await req1(url, method, path, body);
+    } catch (e) {
+      /* a kept-alive connection the server closed as it was reused: once more */
+      if (attempt === 2 || !(e.cause && /closed|ECONNRESET|EPIPE/.test(String(e.cause.message || e.cause.code)))) throw e;
+    }
+  }
+}
+
+async function req1(url, method, path, body) {
   const r = await fetch(url + path, {
-    method, body: body === undefined ? undefined : JSON.stringify(body),
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    method, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    headers: body === undefined ? {} : { 'Content-Type': typeof body === 'string' ? 'text/plain' : 'application/json' },
     signal: AbortSignal.timeout(120000),
   });
   const text = await r.text();
+  if (r.status === 204) return null;
   if (r.status !== 200) throw new Error(`${method} ${path}: ${r.status} ${text.slice(0, 200)}`);
   return JSON.parse(text);
 }
@@ -166,7 +179,10 @@ async function run(name) {
     const names = [];
     for (let g = 0; g < 10; g++) for (let i = 0; i < per; i++) names.push(`${String(g).padStart(2, '0')}-${String(i).padStart(w, '0')}`);
     for (let k = 1; k <= 4; k++) {
-      await req(url, 'POST', '/api/v1/samples', { series: names.map((s) => ({ point: `t${k}-${s}`, ts: [Date.now()], values: [80] })) });
+      for (let i = 0; i < names.length; i += 50000) {
+        const part = names.slice(i, i + 50000);
+        await req(url, 'POST', '/write?precision=ms', part.map((s) => `t${k}-${s} value=80`).join('\n'));
+      }
     }
     await sleep(500);
     const ev0 = await metric(url, 'opsd_alarm_events_total');
@@ -200,9 +216,9 @@ async function run(name) {
       const parts = [];
       for (let c = 0; c < 4; c++) {
         const lo = first + (c * batch) / 4, hi = first + ((c + 1) * batch) / 4;
-        const samples = [];
-        for (let a = lo; a < hi; a++) samples.push({ point: `t1-${names[a]}`, value });
-        parts.push(req(url, 'POST', '/api/v1/samples', { samples }));
+        let lines = '';
+        for (let a = lo; a < hi; a++) lines += `t1-${names[a]} value=${value}\n`;
+        parts.push(req(url, 'POST', '/write?precision=ms', lines));
       }
       await Promise.all(parts);
     }
@@ -219,8 +235,13 @@ async function run(name) {
     }
     const cpu = cpuSeconds(proc.pid) - cpu0;
     await sleep(1500); // the last frames
-    const stored = (await req(url, 'GET', `/api/v1/alarm-events?from=${t0 - 1000}&limit=100000&kind=active`)).count +
-      (await req(url, 'GET', `/api/v1/alarm-events?from=${t0 - 1000}&limit=100000&kind=clear`)).count;
+    let stored = 0;
+    for (let g = 0; g < 10; g++) {
+      for (const kind of ['active', 'clear']) {
+        const q = `/api/v1/alarm-events?from=${t0 - 1000}&limit=100000&kind=${kind}&group=group-${String(g).padStart(2, '0')}`;
+        stored += (await req(url, 'GET', q)).count;
+      }
+    }
     const dropped = await metric(url, 'opsd_alarm_events_dropped_total');
     const row = (kind) => {
       const ss = subs.filter((x) => x.kind === kind).map((x) => x.s);
@@ -244,6 +265,9 @@ async function run(name) {
     };
     for (const x of subs) x.s.ws.close();
     return res;
+  } catch (e) {
+    console.error(`${name}: ${e.message}; opsd ${proc.exitCode === null ? 'running' : `exited ${proc.exitCode}`}; its log ends:\n${log.slice(-1500)}`);
+    throw e;
   } finally {
     proc.kill('SIGTERM');
     await new Promise((r) => { proc.on('exit', r); setTimeout(r, 15000); });
