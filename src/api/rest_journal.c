@@ -303,10 +303,12 @@ static void work_done(uv_work_t *w, int status)
         } else if (x->kind == JK_BODY) {
             char etag[40];
             snprintf(etag, sizeof etag, "\"%.32s\"", x->body.hash);
+            snprintf(r->etag, sizeof r->etag, "%s", etag);
             if (strcmp(x->body.state, "not_stored") == 0) {
                 rest_error(r, 404, "body_not_stored", "the body (%zu bytes, %s, sha256 %s) was over the "
                            "journal's body_max and was not stored", x->body.len,
                            x->body.content_type[0] ? x->body.content_type : "no content type", x->body.hash);
+                r->etag[0] = '\0';
             } else if (x->if_none_match[0] && strcmp(x->if_none_match, etag) == 0) {
                 r->status = 304;
                 r->ctype = "application/octet-stream";
@@ -319,6 +321,7 @@ static void work_done(uv_work_t *w, int status)
                          : strncmp(x->body.content_type, "text/", 5) == 0 ? "text/plain; charset=utf-8"
                          : strstr(x->body.content_type, "xml") ? "application/xml"
                          : "application/octet-stream";
+                r->cache_control = "private, max-age=86400"; /* a stored body never changes */
             }
         } else if (x->out.overflow) {
             rest_error(r, 413, "too_large", "the answer is over %u MiB: narrow the query", ANSWER_MAX >> 20);

@@ -141,6 +141,16 @@ int cmd_history_export(struct ctl *c, const struct opts *o);
 int cmd_history_partitions(struct ctl *c, const struct opts *o);
 int cmd_history_verify(struct ctl *c, const struct opts *o);
 
+/* journal.c */
+int cmd_messages_search(struct ctl *c, const struct opts *o);
+int cmd_messages_show(struct ctl *c, const struct opts *o);
+int cmd_messages_body(struct ctl *c, const struct opts *o);
+int cmd_messages_conversation(struct ctl *c, const struct opts *o);
+int cmd_messages_import(struct ctl *c, const struct opts *o);
+int cmd_messages_failed(struct ctl *c, const struct opts *o);
+int cmd_messages_reimport(struct ctl *c, const struct opts *o);
+int cmd_messages_endpoints(struct ctl *c, const struct opts *o);
+
 /* alarm.c */
 int cmd_alarms_summary(struct ctl *c, const struct opts *o);
 int cmd_alarms_events(struct ctl *c, const struct opts *o);

@@ -116,6 +116,17 @@ static void usage(FILE *f)
           "  history verify [--partition START] [--json]\n"
           "                                    check every partition (or the one that starts at\n"
           "                                    START): exit status 1 if one is damaged\n"
+          "  messages search [WORD|KEY=VALUE...] [--from T] [--to T] [--limit N] [--json]\n"
+          "                                    journal search: words (full text) and endpoint=,\n"
+          "                                    type=, conversation=, sort=time_sent|processed_at|\n"
+          "                                    processing_time|critical_time, direction=asc\n"
+          "  messages show ID [--json]         one message: derived fields, headers, text body\n"
+          "  messages body ID [-o FILE]        the body's bytes as stored\n"
+          "  messages conversation ID [--json] every message of a conversation\n"
+          "  messages import FILE [--json]     a JSON batch {\"messages\":[...]}, durable on exit\n"
+          "  messages failed [--limit N] [--json]   failed imports with their reasons\n"
+          "  messages reimport ID...           import failed imports again\n"
+          "  messages endpoints [--json]       known endpoints, counts, processing times\n"
           "  alarms summary [state=S] [group=G] [area=A] [priority=P] [sort=priority|time|name]\n"
           "                 [WORD...] [--limit N] [--json]\n"
           "                                    the alarm summary (default: every condition not\n"
@@ -1626,6 +1637,18 @@ static const struct command {
      "history partitions [--json]"},
     {"history", "verify", 0, 0, OPT(O_JSON) | OPT(O_PARTITION), cmd_history_verify,
      "history verify [--partition START] [--json]"},
+    {"messages", "search", 0, 100, OPT(O_JSON) | OPT(O_FROM) | OPT(O_TO) | OPT(O_LIMIT), cmd_messages_search,
+     "messages search [WORD|endpoint=E|type=T|conversation=C|sort=S|direction=asc...] [--from T] "
+     "[--to T] [--limit N] [--json]"},
+    {"messages", "show", 1, 1, OPT(O_JSON), cmd_messages_show, "messages show ID [--json]"},
+    {"messages", "body", 1, 1, OPT(O_OUTPUT), cmd_messages_body, "messages body ID [-o FILE]"},
+    {"messages", "conversation", 1, 1, OPT(O_JSON), cmd_messages_conversation,
+     "messages conversation ID [--json]"},
+    {"messages", "import", 1, 1, OPT(O_JSON), cmd_messages_import, "messages import FILE [--json]"},
+    {"messages", "failed", 0, 0, OPT(O_JSON) | OPT(O_LIMIT), cmd_messages_failed,
+     "messages failed [--limit N] [--json]"},
+    {"messages", "reimport", 1, 1000, 0, cmd_messages_reimport, "messages reimport ID..."},
+    {"messages", "endpoints", 0, 0, OPT(O_JSON), cmd_messages_endpoints, "messages endpoints [--json]"},
     {"alarms", "summary", 0, 100, OPT(O_JSON) | OPT(O_LIMIT), cmd_alarms_summary,
      "alarms summary [state=S] [group=G] [area=A] [priority=P] [sort=S] [WORD...] [--limit N] [--json]"},
     {"alarms", "events", 0, 100, OPT(O_JSON) | OPT(O_FROM) | OPT(O_TO) | OPT(O_LIMIT), cmd_alarms_events,
