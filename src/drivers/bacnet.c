@@ -93,7 +93,7 @@ struct bn_config {
 /* ---- running state ---- */
 
 enum { OBJ_POLL, OBJ_COV_PENDING, OBJ_COV, OBJ_COV_REFUSED };
-enum { TX_RPM, TX_RP, TX_SUB, TX_BEAT };
+enum { TX_RPM, TX_RP, TX_SUB, TX_BEAT, TX_INFO };
 
 struct bn_point {
     uint32_t idx;                /* point table index, LIVE_NONE when not declared */
@@ -135,6 +135,7 @@ struct bn_dev {
     unsigned cov_wanted;         /* objects subscribed or being subscribed (<= cov_limit) */
     int64_t cov_due;             /* earliest renew_ms of its objects */
     bool was_failing;
+    bool need_info;              /* read its max-apdu-length-accepted (static, not configured) */
 };
 
 struct bn_txn {
@@ -782,9 +783,10 @@ static void send_poll(struct bn_state *st, uint32_t di)
     txn_send(st, t);
 }
 
-/* A small read when the device has nothing to poll (every point on COV): keeps silence
- * detection at the poll rate. */
-static void send_beat(struct bn_state *st, uint32_t di)
+/* A read of one property of the device object: its system-status when it has nothing to
+ * poll (every point on COV), which keeps silence detection at the poll rate (TX_BEAT); its
+ * max-apdu-length-accepted at start when the configuration does not say (TX_INFO). */
+static void send_device_read(struct bn_state *st, uint32_t di, uint8_t kind)
 {
     struct bn_dev *dev = &st->devs[di];
     int id = alloc_txn(st);
@@ -793,18 +795,20 @@ static void send_beat(struct bn_state *st, uint32_t di)
     struct bn_txn *t = &st->tx[id];
     memset(t, 0, offsetof(struct bn_txn, frame));
     t->dev = di;
-    t->kind = TX_BEAT;
+    t->kind = kind;
     struct bac_w w;
     begin_frame(&w, t->frame, sizeof t->frame, dev, true);
     bac_enc_confirmed_hdr(&w, (uint8_t)id, BAC_SVC_READ_PROPERTY, bac_max_apdu_code(1476));
-    bac_enc_read_property(&w, bac_oid(BAC_OBJ_DEVICE, dev->cfg.instance), 112 /* system-status */,
+    bac_enc_read_property(&w, bac_oid(BAC_OBJ_DEVICE, dev->cfg.instance),
+                          kind == TX_INFO ? BAC_PROP_MAX_APDU_LENGTH_ACCEPTED : 112 /* system-status */,
                           BAC_ARRAY_ALL);
     bac_bvlc_finish(&w);
     t->len = w.len;
     t->used = true;
     st->tx_used++;
     dev->in_flight++;
-    dev->poll_in_flight++;
+    if (kind == TX_BEAT)
+        dev->poll_in_flight++;
     txn_send(st, t);
 }
 
@@ -857,6 +861,10 @@ static void pump(struct bn_state *st, uint32_t di, int64_t now)
     struct bn_dev *dev = &st->devs[di];
     if (!dev->resolved)
         return;
+    if (dev->need_info && dev->in_flight < dev->cfg.max_in_flight) {
+        dev->need_info = false;
+        send_device_read(st, di, TX_INFO);
+    }
     if (dev->cfg.cov && now >= dev->cov_due) {
         int64_t due = INT64_MAX;
         for (size_t k = 0; k < dev->nobjs; k++) {
@@ -1115,6 +1123,18 @@ static void on_answer(struct bn_state *st, const struct bac_apdu *a, const struc
         break;
     case TX_BEAT:
         break;
+    case TX_INFO: {
+        uint32_t oid, prop, idx;
+        struct bac_value v;
+        if (a->type == BAC_PDU_COMPLEX_ACK &&
+            bac_dec_read_property_ack(a->body, a->body_len, &oid, &prop, &idx, &v) == 0 &&
+            prop == BAC_PROP_MAX_APDU_LENGTH_ACCEPTED && v.tag == BAC_APP_UNSIGNED && v.u.u >= 50) {
+            dev->max_apdu = v.u.u > 1476 ? 1476 : (unsigned)v.u.u;
+            log_info("bacnet", "driver %s: device %s takes APDUs of %u octets", st->d->name, dev->health->name,
+                     dev->max_apdu);
+        }
+        break;
+    }
     case TX_SUB: {
         struct bn_obj *o = &dev->objs[t->obj];
         int64_t mnow = mono_ms();
@@ -1159,7 +1179,8 @@ static void on_timeout(struct bn_state *st, uint8_t id, int64_t now)
     struct bn_dev *dev = &st->devs[di];
     st->stats.timeouts++;
     dev->was_failing = true;
-    static const char *const what[] = {"ReadPropertyMultiple", "ReadProperty", "SubscribeCOV", "ReadProperty"};
+    static const char *const what[] = {"ReadPropertyMultiple", "ReadProperty", "SubscribeCOV", "ReadProperty",
+                                       "ReadProperty"};
     driver_device_fail(st->d, dev->health, true, "no answer to %s after %u tries (timeout %lldms)", what[t->kind],
                        t->tries, (long long)st->c->timeout_ms);
     if (t->kind == TX_SUB) {
@@ -1443,7 +1464,7 @@ static void on_tick(uv_timer_t *h)
                 if (dev->npoll == 0) {
                     dev->cycle = false;
                     if (dev->in_flight < dev->cfg.max_in_flight)
-                        send_beat(st, (uint32_t)i);
+                        send_device_read(st, (uint32_t)i, TX_BEAT);
                 }
             }
         }
@@ -1529,6 +1550,7 @@ static int bn_start(struct driver *d)
         dev->addr = c->devs[i].addr;
         dev->route = c->devs[i].route;
         dev->max_apdu = c->devs[i].max_apdu ? c->devs[i].max_apdu : 480;
+        dev->need_info = c->devs[i].has_addr && !c->devs[i].max_apdu;
         dev->batch = c->devs[i].max_batch;
     }
     for (size_t i = 0; i < c->npts; i++) {

@@ -74,7 +74,9 @@ await test('RPM poll: 20 analog inputs appear through REST with their values, go
   pts.forEach((p, i) => assertEq(p.value, 20 + i + 0.25, `${p.name} value`));
   assertEq(pts[0].unit, 'degC', 'unit');
   assert(dev1.stats.rpm > 0, 'the device saw ReadPropertyMultiple');
-  assertEq(dev1.stats.rp, 0, 'ReadProperty requests to an RPM device');
+  assertEq(dev1.stats.rp, 0, 'ReadProperty requests for points of an RPM device');
+  assert(dev1.stats.rpDevice >= 1 && /device ahu1 takes APDUs of 1476 octets/.test(d.log()),
+    'its max APDU read from the device object');
   const miss = await point('ahu1-missing');
   assertEq([miss.quality, miss.reason], ['bad', 'unknown-object'], 'a point on an object the device lacks');
 });
@@ -147,7 +149,7 @@ await test('Reject: batches shrink until the device takes them', async () => {
 });
 
 await test('Abort: batches shrink further', async () => {
-  dev1.fault.maxRefs = 4;
+  dev1.fault.maxRefs = 3; // below what the Reject step left (2 to 4 points, 2 properties each)
   dev1.fault.mode = 'abort';
   for (let i = 0; i < 20; i++) dev1.values[i] = 200 + i;
   const pts = await waitPoints(ahu1, (p) => p.quality === 'good' && p.value >= 200, 5000, 'values after Abort');

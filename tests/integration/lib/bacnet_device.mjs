@@ -47,7 +47,7 @@ export async function startBacnetDevice({ instance = 1001, objects = 20, covLimi
     fault: { silent: false, maxRefs: 0, mode: 'reject', noRpm: false, reorder: false },
     covLimit,
     subs: new Map(), // instance -> {sender, processId, confirmed, expires}
-    stats: { whoIs: 0, rpm: 0, rp: 0, subscribe: 0, refused: 0, covSent: 0, covAcked: 0, maxRefs: 0, rejected: 0, aborted: 0 },
+    stats: { whoIs: 0, rpm: 0, rp: 0, rpDevice: 0, subscribe: 0, refused: 0, covSent: 0, covAcked: 0, maxRefs: 0, rejected: 0, aborted: 0 },
     client,
     held: [],
   };
@@ -117,14 +117,16 @@ export async function startBacnetDevice({ instance = 1001, objects = 20, covLimi
   });
 
   client.on('readProperty', (msg) => {
-    dev.stats.rp++;
     if (dev.fault.silent) return;
     const { objectId, property } = msg.payload;
     const sender = msg.header.sender;
-    if (objectId.type === ObjectType.DEVICE) {
-      return answer(() => client.readPropertyResponse(sender, msg.invokeId, objectId, property,
-        [{ type: ApplicationTag.ENUMERATED, value: 0 }]));
+    if (objectId.type === ObjectType.DEVICE) { // max-apdu-length-accepted, system-status
+      dev.stats.rpDevice++;
+      const v = property.id === PropertyIdentifier.MAX_APDU_LENGTH_ACCEPTED
+        ? { type: ApplicationTag.UNSIGNED_INTEGER, value: 1476 } : { type: ApplicationTag.ENUMERATED, value: 0 };
+      return answer(() => client.readPropertyResponse(sender, msg.invokeId, objectId, property, [v]));
     }
+    dev.stats.rp++;
     const v = objectId.type === ObjectType.ANALOG_INPUT ? valueOf(objectId.instance, property.id) : valueOf(objects, 0);
     if (v[0].type === 'error') {
       return answer(() => client.errorResponse(sender, ConfirmedServiceChoice.READ_PROPERTY, msg.invokeId,

@@ -28,6 +28,7 @@ struct peer {
     uint32_t sf[NOBJ];
     bool silent;             /* no answer to confirmed requests */
     unsigned max_refs;       /* refuse RPMs asking for more (0: no limit) */
+    unsigned max_apdu;       /* its max-apdu-length-accepted */
     bool use_abort;          /* refuse with Abort instead of Reject */
     bool no_rpm;             /* Reject RPM as an unrecognized service */
     bool rpm_all_or_error;   /* an RPM naming an unknown object gets one Error for all */
@@ -219,7 +220,10 @@ static void peer_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const str
         struct bac_result r;
         if (bac_oid_type(oid) == BAC_OBJ_DEVICE) {
             r.error = false;
-            r.value = (struct bac_value){.tag = BAC_APP_ENUMERATED, .u.u = 0};
+            if (prop == BAC_PROP_MAX_APDU_LENGTH_ACCEPTED)
+                r.value = (struct bac_value){.tag = BAC_APP_UNSIGNED, .u.u = p->max_apdu};
+            else
+                r.value = (struct bac_value){.tag = BAC_APP_ENUMERATED, .u.u = 0};
         } else {
             peer_value(p, oid, prop, &r);
         }
@@ -279,6 +283,7 @@ static int setup(void **state)
     p->port = ntohs(a.sin_port);
     p->instance = 1001;
     p->cov_limit = 1000;
+    p->max_apdu = 1476;
     for (int i = 0; i < NOBJ; i++)
         p->values[i] = (float)i + 0.5f;
     uv_udp_recv_start(&p->udp, peer_alloc, peer_recv);
@@ -474,7 +479,7 @@ static void poll_rpm(void **state)
     bacnet_stats(d, &s);
     assert_true(s.rpm >= 1);
     assert_int_equal(s.rp, 0);
-    assert_int_equal(f->peer.rp, 0);
+    assert_int_equal(f->peer.rp, 1); /* its max-apdu-length-accepted, once */
     /* status flags: fault is bad, out-of-service uncertain; an unknown object is bad */
     struct want wq = {"q", 3, 1, Q_BAD, 0};
     assert_true(run_until(f, all_points, &wq, 1000));
@@ -696,6 +701,22 @@ static void routed_device(void **state)
     assert_false(d->devices[1]->connected);
 }
 
+static void max_apdu_read(void **state)
+{
+    struct fx *f = *state;
+    start(f, BASE "  devices: [{instance: 1001, address: 127.0.0.1:PORT}, {instance: 1002, address: 127.0.0.1:PORT, max_apdu: 480}]\n"
+                  "  points:\n"
+                  "    - {name: 'ai{0..59}', device: 1001, object: 'analog-input:{0..59}'}\n");
+    struct want w = {"ai", 0, 60, Q_GOOD, 0};
+    assert_true(run_until(f, all_points, &w, 3000));
+    for (int i = 0; i < NOBJ; i++)
+        f->peer.values[i] += 1;
+    struct want w1 = {"ai", 0, 60, Q_GOOD, 1};
+    assert_true(run_until(f, all_points, &w1, 2000));
+    /* 1476 octets take about 45 points (90 properties) a request; 480 would take 14 */
+    assert_true(f->peer.max_refs_seen > 60);
+}
+
 static bool device_good(struct fx *f, void *arg)
 {
     (void)arg;
@@ -763,7 +784,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(config_ok),        T(config_errors),          T(poll_rpm),         T(shrink_on_reject),
         T(shrink_on_abort),  T(fallback_read_property), T(silence_and_back), T(cov_and_limit),
-        T(discovery),        T(malformed_counted),      T(rpm_error_isolates), T(strings_and_bits), T(routed_device),
+        T(discovery),        T(malformed_counted),      T(rpm_error_isolates), T(strings_and_bits), T(routed_device),      T(max_apdu_read),
     };
     return cmocka_run_group_tests_name("bacnet", tests, NULL, NULL);
 }
