@@ -154,6 +154,7 @@ await test('web: overview shows health, uptime, rates, queues and stores, and up
   assert(/stream_pending_values/.test(queues) && /history_buffer_samples/.test(queues), `queues: ${queues}`);
   assert(/history_store_bytes/.test(stores), `stores: ${stores}`);
   assert(/plant\s+simulator/.test(await page.locator('#ov-drivers').innerText()), 'driver row');
+  assert(/Priority 1\s+0/.test(await page.locator('#ov-alarms').innerText()), 'alarms by priority');
   diag(`uptime ${up1} -> ${up2}`);
   await shot('overview');
   noConsoleErrors();

@@ -49,6 +49,8 @@ export function overviewPage(): Page {
       const queueTable = h('tbody', { id: 'ov-queues' });
       const storeTable = h('tbody', { id: 'ov-stores' });
       const driverTable = h('tbody', { id: 'ov-drivers' });
+      const alarmTable = h('tbody', { id: 'ov-alarms' });
+      const alarmCard = h('section', { class: 'card', hidden: true }, h('h2', {}, h('a', { href: '#/alarms?state=active' }, 'Active alarms')), h('table', { class: 'kv' }, alarmTable));
       const chartBox = h('div', { class: 'chart small', id: 'ov-chart' });
       const err = h('p', { class: 'msg', role: 'alert' });
       root.append(
@@ -56,6 +58,7 @@ export function overviewPage(): Page {
         err,
         h('div', { class: 'grid' },
           h('section', { class: 'card' }, h('h2', {}, 'Server'), facts),
+          alarmCard,
           h('section', { class: 'card' }, h('h2', {}, 'Rates'),
             h('table', { class: 'kv' }, rateTable)),
           h('section', { class: 'card wide' }, h('h2', {}, 'Ingest and fan-out, last 10 minutes'), chartBox),
@@ -146,6 +149,22 @@ export function overviewPage(): Page {
               storeTable.append(row(k.replace(/^opsd_/, ''), String(v)));
           }
           if (!storeTable.children.length) storeTable.append(row('no store configured', ''));
+
+          // Active alarms by priority: the server counts (limit=1 answers the total).
+          const al = st.alarms as Record<string, number> | undefined;
+          if (al) {
+            const totals = await Promise.all([1, 2, 3].map((p) =>
+              getJSON<{ total: number }>(`/api/v1/alarms?state=active&priority=${p}&limit=1`).then((x) => x.total).catch(() => NaN)));
+            const other = (al.active ?? 0) - totals.reduce((a, b) => a + (Number.isNaN(b) ? 0 : b), 0);
+            alarmCard.hidden = false;
+            alarmTable.replaceChildren(
+              ...totals.map((n, i) => h('tr', { 'data-p': String(i + 1) }, h('th', { scope: 'row' }, `Priority ${i + 1}`), h('td', { class: 'num' }, Number.isNaN(n) ? '—' : String(n)))),
+              row('Other priorities', String(Math.max(0, other))),
+              row('Unacknowledged', String(al.unacked ?? '—')),
+              row('Shelved', String(al.shelved ?? '—')),
+              row('Deployment state', String(al.deployment ?? '—')),
+            );
+          }
 
           driverTable.replaceChildren(
             ...(st.drivers ?? []).map((d) =>

@@ -373,7 +373,7 @@ export function trendPage(): Page {
     markDirty();
   };
 
-  const setWindow = (newSpan: number, newEnd: number, goLive: boolean) => {
+  const setWindow = (newSpan: number, newEnd: number, goLive: boolean, reload = true) => {
     span = Math.round(Math.max(10e3, Math.min(400 * 86400e3, newSpan)));
     const now = Date.now();
     live = goLive || (newEnd >= now - 1000 && live);
@@ -383,7 +383,7 @@ export function trendPage(): Page {
     rangeLabel.textContent = live ? `last ${fmtSpan(span)}` : `${fmtTime(end - span)} – ${fmtTime(end)}`;
     saveUrl();
     markDirty(); /* immediate feedback with the rows there are */
-    reloadSoon();
+    if (reload) reloadSoon();
   };
 
   const zoom = (factor: number, at?: number) => {
@@ -574,12 +574,13 @@ export function trendPage(): Page {
         status,
       );
 
-      setWindow(span, live ? Date.now() : end, live);
+      setWindow(span, live ? Date.now() : end, live, false); /* the first query comes below */
       buildPlot();
       ro = new ResizeObserver(() => {
         if (!plot) return;
         plot.setSize({ width: plotWidth(), height: plotHeight() });
-        if (Math.abs(plotWidth() - lastWidth) > lastWidth * 0.2) reloadSoon();
+        /* a much wider or narrower plot: ask again at its new pixel width */
+        if (lastWidth && Math.abs(plotWidth() - lastWidth) > lastWidth * 0.2) reloadSoon();
       });
       ro.observe(chartBox);
       tick = window.setInterval(() => {
