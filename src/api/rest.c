@@ -11,6 +11,7 @@
 
 #include "api/api_int.h"
 #include "api/lineproto.h"
+#include "api/samples_fast.h"
 #include "core/jsonw.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -18,9 +19,7 @@
 
 #define LIST_DEFAULT 1000
 #define LIST_MAX     10000
-#define SAMPLES_MAX  100000
 #define COLUMNS_MAX  1000000
-#define FUTURE_MAX_MS (24 * 3600 * 1000LL)
 
 static bool need_role(struct http_req *r, enum api_role role)
 {
@@ -225,13 +224,6 @@ static void put_point(struct http_req *r, const char *name)
     json_decref(j);
 }
 
-struct staged {
-    uint32_t idx;
-    struct pt_value v;
-    int64_t ts;
-    enum pt_quality q;
-};
-
 struct samples_ack {
     struct rest_deferred *d;
     size_t n;
@@ -384,13 +376,18 @@ static void post_samples(struct http_req *r)
 {
     if (!need_role(r, ROLE_OPERATOR))
         return;
+    struct live *l = r->api->live;
+    struct staged *st = NULL;
+    size_t n = 0;
+    if (samples_parse_fast(r->body.data, r->body.len, l, now_ms(), &st, &n)) {
+        apply_staged(r, st, n, false);
+        free(st);
+        return;
+    }
     json_t *j = parse_body(r);
     if (!j)
         return;
-    struct live *l = r->api->live;
     json_t *arr = json_object_get(j, "samples");
-    struct staged *st = NULL;
-    size_t n = 0;
     if (json_is_object(j) && json_object_get(j, "series") && !arr) {
         if (stage_columns(r, json_object_get(j, "series"), &st, &n) < 0)
             goto out;

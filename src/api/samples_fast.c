@@ -1,0 +1,300 @@
+/* samples_fast.c - the row form of POST /api/v1/samples parsed in one pass over the body,
+ * without a JSON tree: no allocation per sample, point names looked up straight from the
+ * body's bytes.
+ *
+ * The grammar taken is RFC 8259 JSON restricted to the common shape (see samples_fast.h);
+ * whatever falls outside it (escapes, non-ASCII strings, unknown or repeated keys, null,
+ * string values, numbers that do not fit) and every invalid sample makes it give up, and the
+ * general path answers. Giving up changes nothing: no sample is applied before the whole
+ * body has been validated. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/samples_fast.h"
+#include "core/mem.h"
+#include "core/util.h"
+
+struct scan {
+    const char *p, *end;
+};
+
+static inline void skip_ws(struct scan *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
+        s->p++;
+}
+
+static inline bool take(struct scan *s, char c)
+{
+    skip_ws(s);
+    if (s->p < s->end && *s->p == c) {
+        s->p++;
+        return true;
+    }
+    return false;
+}
+
+/* A string of printable ASCII without escapes; its bytes are not copied. */
+static bool plain_string(struct scan *s, const char **v, size_t *len)
+{
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != '"')
+        return false;
+    const char *b = s->p + 1;
+    const char *q = memchr(b, '"', (size_t)(s->end - b));
+    if (!q)
+        return false;
+    for (const char *c = b; c < q; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e || *c == '\\')
+            return false;
+    *v = b;
+    *len = (size_t)(q - b);
+    s->p = q + 1;
+    return true;
+}
+
+static inline bool is_digit(const char *c, const char *end)
+{
+    return c < end && *c >= '0' && *c <= '9';
+}
+
+enum token { TOK_INT, TOK_REAL, TOK_TRUE, TOK_FALSE, TOK_STRING };
+
+struct value_tok {
+    enum token kind;
+    int64_t i;
+    double d;
+    const char *s;
+    size_t slen;
+};
+
+/* A JSON number: an integer that fits int64 (as jansson reads it), or a finite real. */
+static bool number(struct scan *s, struct value_tok *t)
+{
+    const char *b = s->p, *c = b, *e = s->end;
+    bool neg = c < e && *c == '-';
+    if (neg)
+        c++;
+    if (!is_digit(c, e))
+        return false;
+    const char *digits = c;
+    if (*c == '0')
+        c++;
+    else
+        while (is_digit(c, e))
+            c++;
+    const char *int_end = c;
+    bool real = false;
+    if (c < e && *c == '.') {
+        c++;
+        if (!is_digit(c, e))
+            return false;
+        while (is_digit(c, e))
+            c++;
+        real = true;
+    }
+    if (c < e && (*c == 'e' || *c == 'E')) {
+        c++;
+        if (c < e && (*c == '+' || *c == '-'))
+            c++;
+        if (!is_digit(c, e))
+            return false;
+        while (is_digit(c, e))
+            c++;
+        real = true;
+    }
+    s->p = c;
+    if (!real) {
+        uint64_t u = 0;
+        for (const char *d = digits; d < int_end; d++) {
+            unsigned v = (unsigned)(*d - '0');
+            if (u > (UINT64_MAX - v) / 10)
+                return false;
+            u = u * 10 + v;
+        }
+        if (u > (uint64_t)INT64_MAX + (neg ? 1u : 0u))
+            return false;
+        t->kind = TOK_INT;
+        t->i = neg ? (u == 0 ? 0 : -(int64_t)(u - 1) - 1) : (int64_t)u;
+        return true;
+    }
+    char tmp[64];
+    size_t n = (size_t)(c - b);
+    if (n >= sizeof tmp)
+        return false;
+    memcpy(tmp, b, n);
+    tmp[n] = '\0';
+    double d = strtod(tmp, NULL);
+    if (isinf(d))
+        return false; /* jansson refuses an overflowing real */
+    t->kind = TOK_REAL;
+    t->d = d;
+    return true;
+}
+
+static bool value(struct scan *s, struct value_tok *t)
+{
+    skip_ws(s);
+    if (s->p >= s->end)
+        return false;
+    switch (*s->p) {
+    case '"':
+        t->kind = TOK_STRING;
+        return plain_string(s, &t->s, &t->slen);
+    case 't':
+        if (s->end - s->p < 4 || memcmp(s->p, "true", 4) != 0)
+            return false;
+        s->p += 4;
+        t->kind = TOK_TRUE;
+        return true;
+    case 'f':
+        if (s->end - s->p < 5 || memcmp(s->p, "false", 5) != 0)
+            return false;
+        s->p += 5;
+        t->kind = TOK_FALSE;
+        return true;
+    default:
+        return number(s, t);
+    }
+}
+
+/* The value as the point's type, by the rules of the general path (json_to_value). */
+static bool convert(const struct value_tok *t, enum pt_type type, struct pt_value *out)
+{
+    out->type = type;
+    switch (type) {
+    case PT_DOUBLE:
+        if (t->kind == TOK_INT)
+            out->u.d = (double)t->i;
+        else if (t->kind == TOK_REAL)
+            out->u.d = t->d;
+        else
+            return false;
+        return true;
+    case PT_INT:
+        if (t->kind == TOK_INT) {
+            out->u.i = t->i;
+            return true;
+        }
+        if (t->kind == TOK_REAL && t->d == floor(t->d) && fabs(t->d) < 9.2e18) {
+            out->u.i = (int64_t)t->d;
+            return true;
+        }
+        return false;
+    case PT_BOOL:
+        if (t->kind != TOK_TRUE && t->kind != TOK_FALSE)
+            return false;
+        out->u.b = t->kind == TOK_TRUE;
+        return true;
+    case PT_STRING:
+        return false; /* left to the general path */
+    }
+    return false;
+}
+
+/* A short string token as a C string, for the parsers that want one. */
+static bool cstr(const struct value_tok *t, char *buf, size_t cap)
+{
+    if (t->kind != TOK_STRING || t->slen >= cap)
+        return false;
+    memcpy(buf, t->s, t->slen);
+    buf[t->slen] = '\0';
+    return true;
+}
+
+enum { K_POINT = 1, K_VALUE = 2, K_TS = 4, K_QUALITY = 8 };
+
+static bool sample(struct scan *s, const struct live *l, int64_t now, struct staged *out)
+{
+    if (!take(s, '{'))
+        return false;
+    unsigned seen = 0;
+    const char *name = NULL;
+    size_t nlen = 0;
+    struct value_tok v, ts, q;
+    do {
+        const char *key;
+        size_t klen;
+        if (!plain_string(s, &key, &klen) || !take(s, ':'))
+            return false;
+        unsigned k = klen == 5 && memcmp(key, "point", 5) == 0     ? K_POINT
+                     : klen == 5 && memcmp(key, "value", 5) == 0   ? K_VALUE
+                     : klen == 2 && memcmp(key, "ts", 2) == 0      ? K_TS
+                     : klen == 7 && memcmp(key, "quality", 7) == 0 ? K_QUALITY
+                                                                   : 0;
+        if (!k || (seen & k))
+            return false; /* an unknown key (the general path skips it) or a repeated one */
+        seen |= k;
+        bool ok = k == K_POINT ? plain_string(s, &name, &nlen)
+                  : k == K_VALUE ? value(s, &v)
+                  : k == K_TS    ? value(s, &ts)
+                                 : value(s, &q);
+        if (!ok)
+            return false;
+    } while (take(s, ','));
+    if (!take(s, '}') || (seen & (K_POINT | K_VALUE)) != (K_POINT | K_VALUE))
+        return false;
+
+    out->idx = live_findn(l, name, nlen);
+    if (out->idx == LIVE_NONE || !convert(&v, live_type(l, out->idx), &out->v))
+        return false;
+    out->ts = now;
+    if (seen & K_TS) {
+        char buf[64];
+        if (ts.kind == TOK_INT)
+            out->ts = ts.i;
+        else if (!cstr(&ts, buf, sizeof buf) || parse_time_ms(buf, &out->ts) < 0)
+            return false;
+        if (out->ts < 0 || out->ts > now + FUTURE_MAX_MS)
+            return false;
+    }
+    out->q = Q_GOOD;
+    if (seen & K_QUALITY) {
+        char buf[16];
+        if (!cstr(&q, buf, sizeof buf) || pt_quality_parse(buf, &out->q) < 0)
+            return false;
+    }
+    return true;
+}
+
+int samples_parse_fast(const char *body, size_t len, const struct live *l, int64_t now,
+                       struct staged **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!body)
+        return 0;
+    struct scan s = {body, body + len};
+    const char *key;
+    size_t klen;
+    if (!take(&s, '{') || !plain_string(&s, &key, &klen) || klen != 7 ||
+        memcmp(key, "samples", 7) != 0 || !take(&s, ':') || !take(&s, '['))
+        return 0;
+    /* A sample takes at least 20 bytes ({"point":"","value":0}), so this is an upper bound. */
+    size_t cap = len / 20 + 1, cnt = 0;
+    if (cap > SAMPLES_MAX)
+        cap = SAMPLES_MAX;
+    struct staged *st = xnew(struct staged, cap);
+    if (!take(&s, ']')) {
+        do {
+            if (cnt == cap || !sample(&s, l, now, &st[cnt]))
+                goto give_up;
+            cnt++;
+        } while (take(&s, ','));
+        if (!take(&s, ']'))
+            goto give_up;
+    }
+    if (!take(&s, '}'))
+        goto give_up;
+    skip_ws(&s);
+    if (s.p != s.end)
+        goto give_up;
+    *out = st;
+    *n = cnt;
+    return 1;
+give_up:
+    free(st);
+    return 0;
+}
