@@ -247,12 +247,27 @@ int astore_write(struct astore *s, struct qev **ev, size_t n, char *err, size_t 
     if (open_tx && exec(s->cur, "COMMIT", err, errlen) < 0)
         goto fail;
     open_tx = false;
-    /* the state of each condition (the last event of a condition wins) */
+    /* The state of each condition: only its last event in the batch is written (walking
+     * back, a hash set of the ids already written skips the older ones). */
     if (exec(s->state, "BEGIN", err, errlen) < 0)
         return -1;
-    for (size_t i = 0; i < n; i++) {
+    size_t mask = 15;
+    while (mask < n * 2)
+        mask = mask * 2 + 1;
+    uint64_t *seen = xnew(uint64_t, mask + 1);
+    for (size_t i = n; i-- > 0;) {
         struct qev *q = ev[i];
         sqlite3_stmt *st;
+        uint64_t h = (q->kind == ASTORE_DEPLOYMENT ? 0x9e3779b97f4a7c15ULL
+                                                   : hash_bytes(q->alarm, strlen(q->alarm)) * 31 +
+                                                         hash_bytes(q->threshold, strlen(q->threshold))) | 1;
+        size_t slot = h & mask;
+        while (seen[slot] && seen[slot] != h)
+            slot = (slot + 1) & mask;
+        if (seen[slot] == h)
+            continue; /* a later event of this condition; two ids with equal 64-bit hashes in
+                       * one batch would keep only the later row (odds about n^2 / 2^65) */
+        seen[slot] = h;
         if (q->kind == ASTORE_DEPLOYMENT) {
             st = s->meta;
             sqlite3_reset(st);
@@ -278,9 +293,11 @@ int astore_write(struct astore *s, struct qev **ev, size_t n, char *err, size_t 
         if (sqlite3_step(st) != SQLITE_DONE) {
             snprintf(err, errlen, "state: %s", sqlite3_errmsg(s->state));
             exec(s->state, "ROLLBACK", err + strlen(err), 0);
+            free(seen);
             return -1;
         }
     }
+    free(seen);
     return exec(s->state, "COMMIT", err, errlen);
 fail:
     if (open_tx && s->cur) {

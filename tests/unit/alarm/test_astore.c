@@ -75,6 +75,17 @@ static void test_partitions_and_queries(void **state)
     for (int i = 0; i < 6; i++)
         qev_free(b[i]);
     assert_int_equal(astore_partitions(sub), 3);
+    /* state.db keeps the last event of each condition of the batch */
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(s.state, "SELECT id, state FROM cond ORDER BY id", -1, &st, NULL), SQLITE_OK);
+    const char *want[][2] = {{"a1/HH", "0"}, {"a2/LL", "3"}, {"a3/H", "1"}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(st, 0), want[i][0]);
+        assert_string_equal((const char *)sqlite3_column_text(st, 1), want[i][1]);
+    }
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
 
     struct buf out;
     buf_init(&out, 1 << 20);
