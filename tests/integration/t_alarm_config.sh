@@ -35,10 +35,10 @@ write_config "$CONF" "$PORT" "$WORK/data" '  auth:
       - {name: ops, token: o-tok, role: operator}
       - {name: boss, token: a-tok, role: admin}' "$ALARMS"
 if ! start_opsd "$CONF"; then
-  not_ok "alarm: opsd starts" "$(cat "$WORK/.reason")"
+  not_ok "alarm config: opsd starts" "$(cat "$WORK/.reason")"
   finish
 fi
-ok "alarm: opsd starts"
+ok "alarm config: opsd starts"
 
 t_bad_config() {
   local bad="$WORK/bad.yaml" out
@@ -81,5 +81,27 @@ t_bad_reload() {
   expect "running alarms kept" "$(jv d.total)" 36
 }
 run_test "alarm: an invalid reload keeps the running alarms" t_bad_reload
+
+t_reload() {
+  AUTH=(-H "Authorization: Bearer o-tok")
+  req PUT /api/v1/points/ext-000 '{"value": 200}' && expect_status "PUT" 200 || return 1
+  req PUT /api/v1/points/ext-009 '{"value": 100}' && expect_status "PUT" 200 || return 1
+  req POST /api/v1/alarms/shelve '{"alarms":["load-001/LL"],"duration":"1h"}' && expect_status "shelve" 200 || return 1
+  sleep 1
+  # loadMax 380 -> 290: load-000 (300) raises HH at once; the shelving survives the reload
+  write_config "$CONF" "$PORT" "$WORK/data" '  auth:
+    tokens:
+      - {name: ops, token: o-tok, role: operator}' "${ALARMS/Normal:  \{loadMax: 380/Normal:  {loadMax: 290}"
+  local i
+  for i in $(seq 40); do
+    req GET '/api/v1/alarms?state=active'
+    [ "$(jv 'd.alarms.map(a=>a.id).join()')" = "load-000/HH" ] && break
+    sleep 0.25
+  done
+  expect "raised by the new limit" "$(jv 'd.alarms.map(a=>a.id+":"+a.limit).join()')" "load-000/HH:290" || return 1
+  req GET '/api/v1/alarms?state=shelved'
+  expect "shelving kept" "$(jv 'd.alarms.map(a=>a.id).join()')" "load-001/LL"
+}
+run_test "alarm: a valid reload re-evaluates with the new limits and keeps each condition's state" t_reload
 
 finish
