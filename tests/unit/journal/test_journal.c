@@ -350,6 +350,60 @@ static void test_bodies_failed_retention(void **state)
     uv_loop_close(&loop);
 }
 
+/* Too many failed messages in the window open the circuit breaker: ingestion is refused
+ * (-EBUSY) until the pause is over. */
+static void test_breaker(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct jnl_config c;
+    assert_int_equal(jnl_config_parse(NULL, NULL, &c), 0);
+    c.disk_floor = 0;
+    c.breaker_failures = 3;
+    c.breaker_window_ms = 60000;
+    c.breaker_pause_ms = 1500;
+    struct jnl *j;
+    assert_int_equal(jnl_open(&j, &c, dir, &loop), 0);
+    atomic_store(&done_count, 0);
+    struct jnl_batch *b = jnl_batch_new(3);
+    for (int i = 0; i < 3; i++) {
+        add(&b->msgs[i], "NServiceBus.MessageId", "bad");
+        b->msgs[i].fail_reason = strdup("poison");
+        jnl_msg_derive(&b->msgs[i], now_ms());
+    }
+    b->done = on_done;
+    assert_int_equal(jnl_accepting(j, 1), 0);
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(1);
+    assert_int_equal(last_status, 0); /* failed imports are durable too */
+    assert_int_equal(jnl_accepting(j, 1), -EBUSY);
+    b = jnl_batch_new(1);
+    add(&b->msgs[0], "NServiceBus.MessageId", "good");
+    jnl_msg_derive(&b->msgs[0], now_ms());
+    b->done = on_done;
+    assert_int_equal(jnl_submit(j, b), -EBUSY);
+    struct jnl_stats st;
+    jnl_stats(j, &st);
+    assert_true(st.breaker_open);
+    int ok = 0;
+    for (int i = 0; i < 60 && !ok; i++) {
+        usleep(100000);
+        ok = jnl_accepting(j, 1) == 0;
+    }
+    assert_true(ok);
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(2);
+    jnl_stats(j, &st);
+    assert_false(st.breaker_open);
+    assert_int_equal(st.stored, 1);
+    assert_int_equal(st.failed, 3);
+    jnl_stop(j);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j);
+    uv_loop_close(&loop);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -371,6 +425,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ingest_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bodies_failed_retention, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_breaker, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
