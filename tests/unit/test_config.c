@@ -411,8 +411,10 @@ static void bad_simulator_values(void **state)
 static void bad_drivers(void **state)
 {
     (void)state;
-    EXPECT_ERRORS("drivers:\n  - type: modbus\n    name: m\n",
-                  "@:2: drivers[0]: unknown driver type 'modbus' (known: simulator)");
+    EXPECT_ERRORS("drivers:\n  - type: nosuch\n    name: m\n",
+                  "@:2: drivers[0]: unknown driver type 'nosuch' (known: simulator, modbus, bacnet, mqtt)");
+    EXPECT_ERRORS("drivers:\n  - type: modbus\n    name: m\n", "@:2: drivers[0]: missing 'host'",
+                  "@:2: drivers[0]: 'points' must be a non-empty list of point entries");
     EXPECT_ERRORS("drivers:\n  - name: m\n", "@:2: drivers[0]: missing 'type'");
     EXPECT_ERRORS("drivers:\n  - type: simulator\n", "@:2: drivers[0]: missing 'name'");
     EXPECT_ERRORS("drivers:\n  - type: simulator\n    name: 'my plant'\n    points: [{name: a}]\n",

@@ -57,9 +57,11 @@ static void type_table(void **state)
 {
     (void)state;
     assert_ptr_equal(driver_type_find("simulator"), &sim_driver_type);
-    assert_null(driver_type_find("modbus"));
+    assert_ptr_equal(driver_type_find("modbus"), &modbus_driver_type);
+    assert_ptr_equal(driver_type_find("mqtt"), &mqtt_driver_type);
+    assert_null(driver_type_find("Modbus"));
     assert_null(driver_type_find(""));
-    assert_string_equal(driver_type_names(), "simulator");
+    assert_string_equal(driver_type_names(), "simulator, modbus, bacnet, mqtt");
 }
 
 static void parse_and_declare(void **state)
@@ -105,7 +107,7 @@ static void parse_errors(void **state)
          "d.yaml:1: drivers[0].points[0]: unknown pattern 'saw' (ramp, sine, random_walk, step, constant)\n"},
         {"- {type: simulator, name: x, points: [{name: a, period: 9ms}]}\n",
          "d.yaml:1: drivers[0].points[0]: 'period' must be at least 10ms\n"},
-        {"- {type: other, name: x}\n", "d.yaml:1: drivers[0]: unknown driver type 'other' (known: simulator)\n"},
+        {"- {type: other, name: x}\n", "d.yaml:1: drivers[0]: unknown driver type 'other' (known: simulator, modbus, bacnet, mqtt)\n"},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         yconf_release(&f->y);
