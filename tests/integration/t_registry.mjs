@@ -159,6 +159,20 @@ await test('registry: searches by module, public property and state, AND-ed; alt
   assert(r.json.length >= 202, `by plugin: ${r.json.length}`);
 });
 
+await test('registry: separate data and model plugins: modules come from the model plugin', async () => {
+  let r = await reg({ dmiDataPlugin: 'http://127.0.0.1:9', dmiModelPlugin: dmi.url, createdCmHandles: created(['dm-1'], () => ({ moduleSetTag: 'tagA' })) });
+  assertEq(r.status, 200, `status (${r.text.slice(0, 200)})`);
+  r = await reg({ dmiDataPlugin: 'http://127.0.0.1:9', dmiModelPlugin: dmi.url, createdCmHandles: created(['dm-2'], () => ({ moduleSetTag: 'tagDM' })) });
+  assertEq(r.status, 200, 'status');
+  await waitState(['dm-1', 'dm-2'], 'READY');
+  r = await http(d, 'GET', '/ncmpInventory/v1/ch/cmHandles?dmi-plugin-identifier=http%3A%2F%2F127.0.0.1%3A9');
+  assertEq(JSON.stringify(r.json.sort()), '["dm-1","dm-2"]', 'by data plugin');
+  r = await reg({ dmiPlugin: dmi.url, dmiDataPlugin: dmi.url, createdCmHandles: created(['dm-3']) });
+  assertEq(r.status, 400, 'dmiPlugin with dmiDataPlugin');
+  r = await reg({ dmiDataPlugin: dmi.url, createdCmHandles: created(['dm-3']) });
+  assertEq(r.status, 400, 'dmiDataPlugin alone');
+});
+
 await test('registry: a failing plugin locks the handle (reason, attempts) and retry recovers it', async () => {
   dmi.fault({ status: 500, idPattern: /^f-/ });
   const ids = range('f-', 5);
