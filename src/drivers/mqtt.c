@@ -27,7 +27,9 @@
  * Sparkplug edge node named in the configuration is another ("group/node": online after its
  * birth, offline after its death, errors for sequence gaps and unknown aliases). Malformed
  * payloads are counted, the point they were meant for turns bad with the reason, and the
- * first of every 10 s is logged. */
+ * first of every 10 s is logged. A plain entry with `stale` turns its points bad when no
+ * message came for that long (the message thread checks every 200 ms), so a publisher that
+ * went quiet behind a healthy broker does not leave values looking good. */
 #include "drivers/mqtt.h"
 
 #include <errno.h>
@@ -402,6 +404,8 @@ struct mq_entry {
     char *topic;           /* plain: filter, exact topic or brace pattern */
     char *point;           /* plain with wildcards: the point name template */
     struct mq_path value, time;
+    int64_t stale_ms;      /* plain: bad when no message came for this long; 0: never */
+    char *stale_reason;    /* "no message within 30s" */
     char *node, *device, *metric;   /* Sparkplug */
 };
 
@@ -428,6 +432,7 @@ static void mq_free_config(void *p)
         pt_decl_release(&e->decl);
         free(e->topic);
         free(e->point);
+        free(e->stale_reason);
         mq_path_release(&e->value);
         mq_path_release(&e->time);
         free(e->node);
@@ -473,7 +478,7 @@ static void check_lockstep(struct yconf *y, const ynode *pn, const char *p, cons
 
 static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct mq_config *c)
 {
-    static const char *const keys[] = {"topic", "value", "time", "point", "node", "device", "metric", NULL};
+    static const char *const keys[] = {"topic", "value", "time", "point", "stale", "node", "device", "metric", NULL};
     struct mq_entry *e = &c->entries[c->n];
     memset(e, 0, sizeof *e);
     if (pt_decl_parse(y, pn, p, keys, &e->decl) < 0)
@@ -486,7 +491,7 @@ static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct 
     if (e->sparkplug) {
         if (!c->group)
             yconf_error(y, yn_get(y, pn, "metric"), p, "a Sparkplug point needs 'sparkplug: {group: ...}' in the driver");
-        for (const char *const *k = (const char *const[]){"topic", "value", "time", "point", NULL}; *k; k++)
+        for (const char *const *k = (const char *const[]){"topic", "value", "time", "point", "stale", NULL}; *k; k++)
             if (yn_get(y, pn, *k))
                 yconf_error(y, yn_get(y, pn, *k), p, "'%s' is for plain topics, not Sparkplug metrics", *k);
         e->node = opt_str(y, pn, "node", p, true);
@@ -541,6 +546,13 @@ static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct 
         if (e->point)
             yconf_error(y, yn_get(y, pn, "point"), p, "'point' is for topics with + or # wildcards");
         check_lockstep(y, pn, p, "topic", e->topic, e->decl.count);
+    }
+    if (yn_get_duration(y, pn, "stale", p, false, &e->stale_ms) == 0) {
+        if (e->stale_ms < 100 || e->stale_ms > 86400000)
+            yconf_error(y, yn_get(y, pn, "stale"), p, "'stale' must be 100ms..24h");
+        char r[64];
+        snprintf(r, sizeof r, "no message within %s", yn_scalar(yn_get(y, pn, "stale")));
+        e->stale_reason = xstrdup(r);
     }
     const char *s;
     if (yn_get_str(y, pn, "value", p, false, &s) == 0 && mq_path_parse(s, &e->value, err, sizeof err) < 0)
@@ -637,6 +649,13 @@ struct wild {
     size_t n;
 };
 
+struct watch {                 /* a point with a `stale` limit (message thread only) */
+    uint32_t idx;
+    const struct mq_entry *e;
+    int64_t last;              /* arrival of its last message, or the last (re)connect */
+    bool marked;               /* turned bad for staleness */
+};
+
 struct mq_state {
     struct driver *d;
     struct mq_config *c;
@@ -651,6 +670,9 @@ struct mq_state {
     char **subs;               /* every filter to subscribe */
     size_t nsubs;
     struct sp_host *sp;
+    struct watch *watch;       /* sorted by idx */
+    size_t nwatch;
+    int64_t next_stale_check;
     char label[300];
     uv_work_t join;
     uv_thread_t thread;
@@ -696,6 +718,12 @@ static void malformed(struct mq_state *st, const char *topic, const char *why)
     }
 }
 
+static int watch_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const struct watch *)a)->idx, y = ((const struct watch *)b)->idx;
+    return x < y ? -1 : x > y;
+}
+
 static void deliver(struct mq_state *st, const struct mq_entry *e, uint32_t idx, const struct mosquitto_message *m,
                     int64_t now)
 {
@@ -709,6 +737,34 @@ static void deliver(struct mq_state *st, const struct mq_entry *e, uint32_t idx,
         return;
     }
     driver_batch_add(st->cur, idx, &v, ts, Q_GOOD, NULL);
+    if (e->stale_ms) {
+        struct watch key = {idx, NULL, 0, false};
+        struct watch *w = bsearch(&key, st->watch, st->nwatch, sizeof *st->watch, watch_cmp);
+        if (w) {
+            w->last = now;
+            w->marked = false;
+        }
+    }
+}
+
+/* Points whose messages stopped: bad with the entry's reason, once until the next message. */
+static void check_stale(struct mq_state *st, int64_t now)
+{
+    if (!st->nwatch || now < st->next_stale_check)
+        return;
+    st->next_stale_check = now + 200;
+    struct driver_batch *b = NULL;
+    for (size_t i = 0; i < st->nwatch; i++) {
+        struct watch *w = &st->watch[i];
+        if (w->marked || now - w->last < w->e->stale_ms)
+            continue;
+        w->marked = true;
+        if (!b)
+            b = driver_batch_new(NULL);
+        driver_batch_quality(b, w->idx, Q_BAD, now, w->e->stale_reason);
+    }
+    if (b)
+        driver_queue_push(&st->q, b);
 }
 
 static void plain_message(struct mq_state *st, const struct mosquitto_message *m, int64_t now)
@@ -823,6 +879,11 @@ static void on_connect(struct mosquitto *mosq, void *ud, int rc)
         snprintf(b->error, sizeof b->error, "subscribe failed: %s", mosquitto_strerror(src));
     }
     driver_queue_push(&st->q, b);
+    int64_t now = now_ms();
+    for (size_t i = 0; i < st->nwatch; i++) {
+        st->watch[i].last = now; /* the limit counts from the connection */
+        st->watch[i].marked = false;
+    }
     if (st->sp) {
         /* Births may have been missed while away: start over and ask for them. */
         sp_host_reset(st->sp);
@@ -927,6 +988,8 @@ static void mq_thread(void *arg)
         }
         int rc = mq_step(st);
         if (st->up)
+            check_stale(st, now_ms());
+        if (st->up)
             backoff = 1000;
         if (rc == MOSQ_ERR_SUCCESS)
             continue;
@@ -1007,9 +1070,15 @@ static void build_routes(struct mq_state *st)
         size_t n = e->decl.count;
         struct build_ctx x = {st, e, xnew(uint32_t, n ? n : 1), xnew(char *, n ? n : 1), n};
         name_pattern_expand(e->decl.pattern, collect_name, &x);
-        for (size_t k = 0; k < n; k++)
-            if (x.idx[k] != LIVE_NONE)
-                driver_device_point(st->broker, x.idx[k]);
+        for (size_t k = 0; k < n; k++) {
+            if (x.idx[k] == LIVE_NONE)
+                continue;
+            driver_device_point(st->broker, x.idx[k]);
+            if (e->stale_ms) {
+                st->watch = xrealloc(st->watch, (st->nwatch + 1) * sizeof *st->watch);
+                st->watch[st->nwatch++] = (struct watch){x.idx[k], e, now_ms(), false};
+            }
+        }
         if (e->sparkplug) {
             char **metrics = expand(e->metric, n);
             map = xrealloc(map, (nmap + n) * sizeof *map);
@@ -1052,6 +1121,8 @@ static void build_routes(struct mq_state *st)
     }
     if (st->nroutes)
         qsort(st->routes, st->nroutes, sizeof *st->routes, route_cmp);
+    if (st->nwatch)
+        qsort(st->watch, st->nwatch, sizeof *st->watch, watch_cmp);
     /* one subscription per distinct filter */
     if (st->nsubs)
         qsort(st->subs, st->nsubs, sizeof *st->subs, str_cmp);
@@ -1102,6 +1173,7 @@ static void mq_free_state(struct mq_state *st)
     free_strs(st->subs, st->nsubs);
     sp_host_free(st->sp);
     free(st->nodes);
+    free(st->watch);
     uv_cond_destroy(&st->wake);
     uv_mutex_destroy(&st->lock);
     free(st);

@@ -40,6 +40,7 @@ drivers:
       - {name: "mq-state", type: string, topic: "plant/state"}
       - {name: "mq-on", type: bool, topic: "plant/on"}
       - {name: "mq-deep", type: double, topic: "deep/#", value: '$["a b"].c'}
+      - {name: "mq-hb", type: double, topic: "plant/hb", stale: 1s}
 `;
 
 let d;
@@ -143,6 +144,16 @@ await test('mqtt: malformed payloads are counted, the point turns bad with the r
   assert(/malformed message/.test(d.log()), 'logged');
 });
 
+await test('mqtt: a point with stale: turns bad when its messages stop, good with the next', async () => {
+  await publish('plant/hb', '1');
+  await waitPoint('mq-hb', (x) => x.quality === 'good');
+  const p = await waitPoint('mq-hb', (x) => x.quality === 'bad', 3000);
+  assertEq(p.reason, 'no message within 1s', 'reason');
+  assertEq(p.value, 1, 'the last value is kept');
+  await publish('plant/hb', '2');
+  await waitPoint('mq-hb', (x) => x.quality === 'good' && x.value === 2);
+});
+
 await test('mqtt: health in GET /api/v1/drivers and /metrics', async () => {
   const h = await health();
   assertEq(h.type, 'mqtt', 'type');
@@ -151,7 +162,7 @@ await test('mqtt: health in GET /api/v1/drivers and /metrics', async () => {
   assertEq(dev.name, `127.0.0.1:${bport}`, 'device name');
   assertEq(dev.connected, true, 'connected');
   assert(dev.requests > 0 && Math.abs(dev.last_success - Date.now()) < 10000, JSON.stringify(dev));
-  assertEq(dev.points, 12, 'points');
+  assertEq(dev.points, 13, 'points');
   const m = await metrics(d);
   assertEq(m.get(`opsd_driver_device_connected{driver="site",device="127.0.0.1:${bport}"}`), 1, 'metric');
 });
