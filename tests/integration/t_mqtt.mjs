@@ -228,13 +228,14 @@ await test('mqtt: invalid driver entries are refused with FILE:LINE and reason',
       - {name: "e", type: double, metric: "m", node: "n"}
       - {name: "f", type: double, topic: "x/f", writable: true}
       - {name: "g{1..2}", type: double, topic: "x/+", point: "g$2"}
+      - {name: "h", type: double, topic: "x/h", stale: 10ms}
 `;
   const f = join(work.dir, 'bad.yaml');
   writeFileSync(f, bad);
   const r = spawnSync(process.env.OPSD, ['--check-config', f], { encoding: 'utf8' });
   assertEq(r.status, 1, 'exit status');
   for (const re of [/:5: .*qos/, /:7: .*needs 'point'/, /:8: .*expands to 2 names but 'name' to 3/, /:9: .*whole level/,
-    /:10: .*index/, /:11: .*sparkplug/, /:12: .*read-only/, /:13: .*\$N beyond/]) {
+    /:10: .*index/, /:11: .*sparkplug/, /:12: .*read-only/, /:13: .*\$N beyond/, /:14: .*'stale' must be/]) {
     assert(re.test(r.stderr), `${re} in: ${r.stderr}`);
   }
 });
