@@ -39,6 +39,7 @@ struct jnl {
     atomic_ullong amqp_received, amqp_acked, amqp_reconnects;
     atomic_uint amqp_connected;
     _Atomic double last_commit_s;
+    _Atomic double retention_s;     /* time spent dropping partitions, in all */
     struct jnl_consumer **consumers;
     size_t nconsumers;
 };

@@ -156,6 +156,7 @@ struct jnl_stats {
     bool disk_low, breaker_open;
     uint64_t disk_free;
     double last_commit_s;
+    double retention_s;                  /* time spent dropping expired partitions, in all */
 };
 
 /* Opens DATA_DIR/journal (creates it), its partitions and failed-import store, starts the

@@ -47,6 +47,7 @@ void jnl_metrics_text(struct jnl *j, struct buf *out)
         {"opsd_journal_commit_seconds", "gauge", "Duration of the last group commit.", s.last_commit_s},
         {"opsd_journal_partitions", "gauge", "Partition files.", (double)s.partitions},
         {"opsd_journal_partitions_dropped_total", "counter", "Partitions dropped by retention.", (double)s.partitions_dropped},
+        {"opsd_journal_retention_seconds_total", "counter", "Time spent dropping expired partitions.", s.retention_s},
         {"opsd_journal_store_bytes", "gauge", "Bytes of the partition files.", (double)s.store_bytes},
         {"opsd_journal_bodies_total{state=\"inline\"}", "counter", "Bodies by how they were stored.", (double)s.bodies_inline},
         {"opsd_journal_bodies_total{state=\"compressed\"}", NULL, NULL, (double)s.bodies_compressed},

@@ -177,7 +177,10 @@ static void housekeeping(struct jnl *j)
             log_info("journal", "free space %llu bytes: ingestion resumes", (unsigned long long)avail);
         }
     }
+    uint64_t t0 = mono_ns();
     int d = jstore_drop_before(j->store, now - retention);
+    if (d > 0)
+        atomic_store(&j->retention_s, atomic_load(&j->retention_s) + (double)(mono_ns() - t0) / 1e9);
     if (d > 0) {
         atomic_fetch_add(&j->partitions_dropped, (unsigned)d);
         log_info("journal", "retention: %d partition%s dropped", d, d == 1 ? "" : "s");
@@ -390,4 +393,5 @@ void jnl_stats(struct jnl *j, struct jnl_stats *o)
     o->breaker_open = atomic_load(&j->breaker_open);
     o->disk_free = atomic_load(&j->disk_free);
     o->last_commit_s = atomic_load(&j->last_commit_s);
+    o->retention_s = atomic_load(&j->retention_s);
 }
