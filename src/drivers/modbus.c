@@ -932,6 +932,10 @@ static int mb_write(struct driver *d, uint32_t idx, const struct pt_value *v, dr
                     void *ud, char *err, size_t errlen)
 {
     struct mb_state *st = d->state;
+    if (!st || !st->thread_started) {
+        snprintf(err, errlen, "driver %s is not running (see the log)", d->name);
+        return -1;
+    }
     size_t lo = 0, hi = st->npoints;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
