@@ -151,6 +151,9 @@ void alarm_engine_deployment_json(const struct alarm_engine *e, struct buf *out)
 /* Conditions: index by id "ALARM/THRESHOLD", or every condition of ALARM for an alarm name. */
 size_t alarm_engine_cond_count(const struct alarm_engine *e);
 const char *alarm_cond_id(const struct alarm_engine *e, uint32_t cond);
+/* Bumped by every alarm_engine_configure(): condition indices of an older generation are
+ * meaningless (a reload may reorder them). */
+uint64_t alarm_engine_generation(const struct alarm_engine *e);
 /* Appends the indices of the conditions named by `name` (an id, or an alarm name: all its
  * thresholds) to *out. Returns how many, 0 when unknown. */
 size_t alarm_engine_lookup(const struct alarm_engine *e, const char *name, uint32_t *out, size_t max);

@@ -95,6 +95,7 @@ struct alarm_engine {
     alarm_sink_fn sink;
     void *sink_ud;
     uint64_t evaluations, events;
+    uint64_t generation;
     struct buf msg;
 };
 
@@ -750,6 +751,7 @@ void alarm_engine_configure(struct alarm_engine *e, struct alarm_config *cfg)
 
     e->cfg = *cfg;
     memset(cfg, 0, sizeof *cfg);
+    e->generation++;
     e->dstate = e->cfg.initial;
     /* A reload keeps the deployment state chosen at run time when it still exists. */
     for (size_t i = 0; olddstate && i < e->cfg.nstates; i++)
@@ -908,6 +910,7 @@ void alarm_engine_deployment_json(const struct alarm_engine *e, struct buf *out)
 
 size_t alarm_engine_cond_count(const struct alarm_engine *e) { return e->nconds; }
 const char *alarm_cond_id(const struct alarm_engine *e, uint32_t cond) { return e->conds[cond].id; }
+uint64_t alarm_engine_generation(const struct alarm_engine *e) { return e->generation; }
 
 size_t alarm_engine_lookup(const struct alarm_engine *e, const char *name, uint32_t *out, size_t max)
 {

@@ -13,8 +13,8 @@
  * the current state, so a burst between two writes costs one row per condition, not one per
  * event. When more than SNAPSHOT_AFTER changes wait (a reader that is far behind, or a storm),
  * the pending list is dropped and the next frame is a fresh snapshot: memory per subscription
- * stays bounded by the number of conditions. A reload that changes the set of conditions
- * also sends a snapshot. */
+ * stays bounded by the number of conditions. After a reload (a new generation of the
+ * engine's configuration, whose condition indices may differ) the next frame is a snapshot. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +34,7 @@ struct ws_alarm_sub {
     struct alarm_filter f;
     uint8_t *flags;              /* per condition: 1 in view, 2 pending */
     size_t nconds;
+    uint64_t generation;         /* the engine's configuration the flags belong to */
     uint32_t *pending;
     size_t npending, cap;
     bool snapshot;
@@ -48,10 +49,12 @@ struct ws_alarms {
     int rr;                           /* the subscription served first next time */
 };
 
-static void sub_reset(struct ws_alarm_sub *s, size_t nconds)
+static void sub_reset(struct ws_alarm_sub *s, const struct alarm_engine *e)
 {
+    size_t nconds = alarm_engine_cond_count(e);
     free(s->flags);
     s->nconds = nconds;
+    s->generation = alarm_engine_generation(e);
     s->flags = xnew(uint8_t, nconds ? nconds : 1);
     s->npending = 0;
     s->snapshot = true;
@@ -61,13 +64,13 @@ static void on_changes(void *ud, const uint32_t *conds, size_t n)
 {
     struct api *api = ud;
     struct alarm_engine *e = alarm_engine_of(api->alarms);
-    size_t total = alarm_engine_cond_count(e);
+    uint64_t gen = alarm_engine_generation(e);
     for (struct ws_alarms *c = api->alarm_clients; c; c = c->next) {
         bool wake = false;
         for (int k = 0; k < c->nsubs; k++) {
             struct ws_alarm_sub *s = c->subs[k];
-            if (s->nconds != total)
-                sub_reset(s, total);
+            if (s->generation != gen)
+                sub_reset(s, e); /* a reload: the indices changed, a snapshot follows */
             if (s->snapshot) {
                 wake = true;
                 continue;
@@ -206,7 +209,7 @@ int ws_alarm_subscribe(struct api *api, struct ws_alarms **pc, struct lws *wsi, 
     }
     alarm_filter_release(&s->f);
     s->f = f;
-    sub_reset(s, alarm_engine_cond_count(alarm_engine_of(api->alarms)));
+    sub_reset(s, alarm_engine_of(api->alarms));
     lws_callback_on_writable(wsi);
     return 0;
 }
@@ -234,9 +237,9 @@ bool ws_alarm_ready(const struct ws_alarms *c)
 static void encode_snapshot(struct api *api, struct ws_alarm_sub *s, struct buf *tx)
 {
     struct alarm_engine *e = alarm_engine_of(api->alarms);
-    size_t total = alarm_engine_cond_count(e);
-    if (s->nconds != total)
-        sub_reset(s, total);
+    if (s->generation != alarm_engine_generation(e))
+        sub_reset(s, e);
+    size_t total = s->nconds;
     jw_raw(tx, "{\"op\":\"alarms\",\"id\":");
     jw_str(tx, s->id);
     jw_raw(tx, ",\"alarms\":[");
@@ -284,9 +287,13 @@ static void encode_changes(struct api *api, struct ws_alarm_sub *s, struct buf *
 
 int ws_alarm_encode(struct ws_alarms *c, struct buf *tx)
 {
+    int start = c ? c->rr : 0;
     for (int i = 0; c && i < c->nsubs; i++) {
-        struct ws_alarm_sub *s = c->subs[(c->rr + i) % c->nsubs];
-        c->rr = (c->rr + i + 1) % c->nsubs;
+        int k = (start + i) % c->nsubs;
+        struct ws_alarm_sub *s = c->subs[k];
+        c->rr = (k + 1) % c->nsubs; /* the next frame starts after the one served now */
+        if (s->generation != alarm_engine_generation(alarm_engine_of(c->api->alarms)))
+            sub_reset(s, alarm_engine_of(c->api->alarms)); /* pending indices are stale */
         if (s->snapshot) {
             encode_snapshot(c->api, s, tx);
             return 1;

@@ -224,6 +224,33 @@ await test('a storm of 9,000 events: every one stored; a filtered subscriber get
   assertEq(m.get('opsd_alarm_active'), 3002, 'active metric');
 }, { timeout: 30000 });
 
+await test('a reload that reorders the conditions sends subscribers a fresh snapshot with the right rows', async () => {
+  ws.send({ op: 'subscribe_alarms', id: 'rl', filter: { group: 'intake', state: 'all' } });
+  await ws.next((x) => x.op === 'alarms' && x.id === 'rl', 5000, 'the first snapshot');
+  // A new alarm first in the list: every condition's index moves by one.
+  const { readFileSync, writeFileSync } = await import('node:fs');
+  const text = readFileSync(d.configPath, 'utf8').replace('alarms:\n', `alarms:
+  - {name: early, group: intake, expression: "{ext-008}", thresholds: [{name: H, op: ">", limit: 5}]}
+`);
+  await sleep(1100); // a visible mtime change
+  writeFileSync(d.configPath, text);
+  await put('ext-008', 9);
+  const m = await ws.next((x) => x.op === 'alarms' && x.id === 'rl', 8000, 'a snapshot after the reload');
+  const rows = m.alarms.map((a) => `${a.id}:${a.state}`).sort().join();
+  assert(rows.startsWith('early/H:'), `the new alarm is there: ${rows}`);
+  const r = await as('GET', '/api/v1/alarms?group=intake&state=all&sort=name');
+  assertEq(rows, r.json.alarms.map((a) => `${a.id}:${a.state}`).sort().join(), 'the same rows as the summary');
+  // ext-008 = 9 raises it, before or after the reload: in the snapshot or as a change.
+  if (!m.alarms.some((a) => a.id === 'early/H' && a.state === 'active_unack')) {
+    const c = await ws.next((x) => x.op === 'alarm_changes' && x.id === 'rl' && x.changes.some((y) => y.id === 'early/H'),
+      5000, 'the new alarm raised');
+    assertEq(c.changes.find((y) => y.id === 'early/H').state, 'active_unack', 'raised');
+  }
+  const empty = ws.take((x) => x.raw !== undefined);
+  assertEq(empty.length, 0, 'frames that are not JSON');
+  ws.send({ op: 'unsubscribe', id: 'rl' });
+}, { timeout: 20000 });
+
 await test('a restart keeps every condition, the deployment and the events', async () => {
   const key = (r) => JSON.stringify(r.json.alarms.map((a) => [a.id, a.state, a.message, a.ack && a.ack.comment, a.since]));
   await as('PUT', '/api/v1/deployment/state', { state: 'Startup' }, 'a-tok');
