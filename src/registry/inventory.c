@@ -345,9 +345,16 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
 
 /* ---- read side ---- */
 
+/* A cm handle reference: the id, or else an alternate id (as NCMP's read side accepts). */
+static struct reg_handle *find_ref(struct reg *r, const char *ref)
+{
+    struct reg_handle *h = regm_find(r, ref);
+    return h ? h : rmap_get(&r->by_alt, ref);
+}
+
 int reg_json_handle(struct reg *r, const char *id, struct buf *out)
 {
-    struct reg_handle *h = regm_find(r, id);
+    struct reg_handle *h = find_ref(r, id);
     if (!h)
         return -1;
     regm_json_handle(r, h, out, false);
@@ -356,7 +363,7 @@ int reg_json_handle(struct reg *r, const char *id, struct buf *out)
 
 int reg_json_state(struct reg *r, const char *id, struct buf *out)
 {
-    struct reg_handle *h = regm_find(r, id);
+    struct reg_handle *h = find_ref(r, id);
     if (!h)
         return -1;
     jw_raw(out, "{\"state\":");
@@ -367,7 +374,7 @@ int reg_json_state(struct reg *r, const char *id, struct buf *out)
 
 int reg_json_modules(struct reg *r, const char *id, struct buf *out)
 {
-    struct reg_handle *h = regm_find(r, id);
+    struct reg_handle *h = find_ref(r, id);
     if (!h)
         return -1;
     buf_putc(out, '[');

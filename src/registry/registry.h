@@ -130,7 +130,8 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
 
 /* ---- read side ---- */
 
-/* Appends NCMP's RestOutputCmHandle for id, or returns -1 when unknown. */
+/* Appends NCMP's RestOutputCmHandle for id (a cm handle id, or else an alternate id), or
+ * returns -1 when unknown. The same lookup for the two below. */
 int reg_json_handle(struct reg *r, const char *id, struct buf *out);
 /* Appends {"state":{...}} for id, or -1. */
 int reg_json_state(struct reg *r, const char *id, struct buf *out);

@@ -126,6 +126,8 @@ await test('registry: read side shapes (handle, state, modules)', async () => {
   assert(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+0000$/.test(r.json.state.lastUpdateTime), `lastUpdateTime ${r.json.state.lastUpdateTime}`);
   assertEq(r.json.moduleSetTag, 'tagA', 'tag');
   assertEq(r.json.alternateId, `alt-${A[1]}`, 'alternate id');
+  const byAlt = await ch(`alt-${A[1]}`);
+  assertEq(byAlt.json && byAlt.json.cmHandle, A[1], 'found by its alternate id');
   const b = await ch(B[0]);
   assert(!b.text.includes('secret'), 'private properties stay private');
   const s = await ch(A[1], '/state');
