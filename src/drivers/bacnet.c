@@ -1329,22 +1329,12 @@ static void on_i_am(struct bn_state *st, const struct bac_apdu *a, const struct 
     }
 }
 
-static void on_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *addr, unsigned flags)
+static void on_datagram(struct bn_state *st, const uint8_t *p, size_t n, struct sockaddr_in from)
 {
-    struct bn_state *st = h->data;
-    if (nread <= 0 || !addr || st->stopping || addr->sa_family != AF_INET)
-        return;
-    st->stats.received++;
-    if (flags & UV_UDP_PARTIAL) {
-        malformed(st, "datagram (longer than any BACnet/IP message)", BAC_E_FORMAT);
-        return;
-    }
-    const uint8_t *p = (const uint8_t *)buf->base;
-    struct sockaddr_in from = *(const struct sockaddr_in *)addr;
     struct bac_bvlc b;
     struct bac_npdu np;
     struct bac_apdu a;
-    int rc = bac_dec_bvlc(p, (size_t)nread, &b);
+    int rc = bac_dec_bvlc(p, n, &b);
     if (rc == BAC_E_UNSUP)
         return;
     if (rc < 0) {
@@ -1398,6 +1388,26 @@ static void on_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struc
     default: /* segment ACK: we never send segments */
         break;
     }
+}
+
+static void on_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *addr, unsigned flags)
+{
+    struct bn_state *st = h->data;
+    if (nread <= 0 || !addr || st->stopping || addr->sa_family != AF_INET)
+        return;
+    st->stats.received++;
+    if (flags & UV_UDP_PARTIAL) {
+        malformed(st, "datagram (longer than any BACnet/IP message)", BAC_E_FORMAT);
+        return;
+    }
+    on_datagram(st, (const uint8_t *)buf->base, (size_t)nread, *(const struct sockaddr_in *)addr);
+}
+
+void bacnet__datagram(struct driver *d, const uint8_t *p, size_t n, const struct sockaddr_in *from)
+{
+    struct bn_state *st = d->state;
+    if (st && !st->stopping && d->type == &bacnet_driver_type)
+        on_datagram(st, p, n, *from);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)

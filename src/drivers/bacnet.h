@@ -28,4 +28,8 @@ struct bacnet_stats {
 };
 void bacnet_stats(const struct driver *d, struct bacnet_stats *out);
 
+/* For the fuzz target: handles one datagram as if it had come from `from` (loop thread, a
+ * started driver). */
+void bacnet__datagram(struct driver *d, const uint8_t *p, size_t n, const struct sockaddr_in *from);
+
 #endif
