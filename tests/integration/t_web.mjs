@@ -414,6 +414,32 @@ await test('web: a viewer signs in, reads, and is told that writing needs the op
   noConsoleErrors();
 }, { timeout: 20000 });
 
+await test('web: on a tablet-sized screen (820 x 1180) every page fits the width; the navigation works by keyboard', async () => {
+  await page.setViewportSize({ width: 820, height: 1180 });
+  for (const [name, ready] of [['overview', '#ov-facts dd'], ['points?prefix=tank1-00', 'tr[data-name="tank1-0001"]'],
+    ['trend?points=ext-000&span=900000', '#tr-chart[data-history-rows]'], ['alarms?state=all&group=intake', '#al-rows tr'],
+    ['devices', '#dv-rows tr'], ['messages', '#ms-rows tr']]) {
+    await page.goto(`${d.url}/#/${name}`);
+    await page.locator(ready).first().waitFor();
+    await sleep(300);
+    const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert(over <= 0, `#/${name} is ${over} px wider than the screen`);
+    await shot(`tablet-${name.replace(/\?.*/, '')}`);
+  }
+  // Keyboard: the skip link first, then the navigation; Enter opens a page.
+  await page.goto(`${d.url}/#/overview`);
+  await page.reload(); /* a fresh document: focus starts at the top */
+  await page.locator('#ov-facts dd').first().waitFor();
+  await page.keyboard.press('Tab');
+  assert(await page.evaluate(() => document.activeElement && document.activeElement.classList.contains('skip')), 'the skip link comes first');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Tab');
+  assert(await page.evaluate(() => document.activeElement && document.activeElement.getAttribute('href')) === '#/points', 'then the navigation');
+  await page.keyboard.press('Enter');
+  await page.locator('#pt-search').waitFor();
+  noConsoleErrors();
+}, { timeout: 30000 });
+
 const san = work.sanitizerReport();
 if (san) failTest('web: no sanitizer report in the opsd log', san);
 await finish();
