@@ -1605,7 +1605,10 @@ static int bn_start(struct driver *d)
     st->open_handles = 2;
     char host[64] = "?";
     uv_ip4_name(&c->bind, host, sizeof host);
-    int rc = uv_udp_bind(&st->udp, (const struct sockaddr *)&c->bind, UV_UDP_REUSEADDR);
+    /* No SO_REUSEADDR: a second socket on the port (another driver, another BACnet program)
+     * would silently take part of the unicast answers; better to fail here and say so. A
+     * reload rebinds at once: uv_close() closes a UDP socket's descriptor synchronously. */
+    int rc = uv_udp_bind(&st->udp, (const struct sockaddr *)&c->bind, 0);
     if (rc == 0)
         rc = uv_udp_set_broadcast(&st->udp, 1);
     if (rc == 0) {

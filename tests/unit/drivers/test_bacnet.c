@@ -717,6 +717,23 @@ static void max_apdu_read(void **state)
     assert_true(f->peer.max_refs_seen > 60);
 }
 
+static void port_in_use(void **state)
+{
+    struct fx *f = *state;
+    char text[512];
+    snprintf(text, sizeof text,
+             "- {type: bacnet, name: bn, bind: '127.0.0.1:%d', devices: [{instance: 1, address: '127.0.0.1:9'}],"
+             " points: [{name: a, device: 1, object: 'analog-input:1'}]}\n", f->peer.port);
+    struct driver *d = parse_text(f, text);
+    assert_non_null(d);
+    assert_int_equal(driver_declare(d), 0);
+    assert_int_equal(d->type->start(d), -1); /* the peer holds the port */
+    f->d = d;                                /* stopped (handles closed) in teardown */
+    const char *r = reason_of(f, "a");
+    assert_non_null(strstr(r, "1: UDP socket 127.0.0.1:"));
+    assert_non_null(strstr(r, "address already in use"));
+}
+
 static bool device_good(struct fx *f, void *arg)
 {
     (void)arg;
@@ -784,7 +801,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(config_ok),        T(config_errors),          T(poll_rpm),         T(shrink_on_reject),
         T(shrink_on_abort),  T(fallback_read_property), T(silence_and_back), T(cov_and_limit),
-        T(discovery),        T(malformed_counted),      T(rpm_error_isolates), T(strings_and_bits), T(routed_device),      T(max_apdu_read),
+        T(discovery),        T(malformed_counted),      T(rpm_error_isolates), T(strings_and_bits), T(routed_device),      T(max_apdu_read),       T(port_in_use),
     };
     return cmocka_run_group_tests_name("bacnet", tests, NULL, NULL);
 }
