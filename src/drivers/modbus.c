@@ -541,7 +541,9 @@ struct mb_write {
 struct mb_state {
     struct driver *d;
     struct mb_config *c;
-    struct driver_device *dev;
+    struct driver_device **devs; /* the connection, or one per unit id when there are several */
+    size_t ndevs;
+    int16_t unit_dev[256];       /* unit id -> index into devs, -1: none */
     struct driver_queue q;
     struct mb_point *points;
     size_t npoints;
@@ -585,14 +587,20 @@ static bool stopping(struct mb_state *st)
 
 static bool is_exception(int err) { return err > MODBUS_ENOBASE && err <= EMBXGTAR; }
 
+/* The connection failed: every device (unit) fails with it. */
 static void fail_batch(struct mb_state *st, bool disconnected, const char *what, const char *detail)
 {
-    struct driver_batch *b = driver_batch_new(st->dev);
-    b->status = -1;
-    b->disconnected = disconnected;
-    snprintf(b->error, sizeof b->error, "%s: %s", what, detail);
-    driver_queue_push(&st->q, b);
+    for (size_t i = 0; i < st->ndevs; i++) {
+        struct driver_batch *b = driver_batch_new(st->devs[i]);
+        b->status = -1;
+        b->disconnected = disconnected;
+        snprintf(b->error, sizeof b->error, "%s: %s", what, detail);
+        driver_queue_push(&st->q, b);
+    }
 }
+
+/* A gateway's answer that the unit behind it is unreachable: that unit's failure. */
+static bool unit_unreachable(int err) { return err == EMBXGPATH || err == EMBXGTAR; }
 
 static modbus_t *mb_connect(struct mb_state *st)
 {
@@ -679,15 +687,25 @@ static int run_writes(struct mb_state *st, modbus_t **ctx)
     }
 }
 
-/* One scan: every request in turn. Returns -1 when the connection broke (reported). */
+/* One scan: every request in turn, one batch per device (unit). Returns -1 when the
+ * connection broke (reported). */
 static int scan(struct mb_state *st, modbus_t **ctx)
 {
-    struct driver_batch *b = driver_batch_new(st->dev);
+    struct driver_batch **bs = xnew(struct driver_batch *, st->ndevs);
+    uint64_t *rtt_ns = xnew(uint64_t, st->ndevs);
+    uint32_t *nreq = xnew(uint32_t, st->ndevs);
+    for (size_t i = 0; i < st->ndevs; i++) {
+        bs[i] = driver_batch_new(st->devs[i]);
+        rtt_ns[i] = 0;
+        nreq[i] = 0;
+    }
     uint16_t regs[MB_MAX_REGS];
     uint8_t bits[MB_MAX_BITS];
-    uint64_t rtt_ns = 0;
+    int ret = 0;
     for (size_t r = 0; r < st->nreqs; r++) {
         const struct mb_req *q = &st->reqs[r];
+        size_t di = (size_t)st->unit_dev[q->unit];
+        struct driver_batch *b = bs[di];
         modbus_set_slave(*ctx, q->unit);
         uint64_t t0 = mono_ns();
         int rc;
@@ -698,22 +716,29 @@ static int scan(struct mb_state *st, modbus_t **ctx)
         default: rc = modbus_read_input_registers(*ctx, q->addr, q->count, regs); break;
         }
         int err = errno;
-        rtt_ns += mono_ns() - t0;
+        rtt_ns[di] += mono_ns() - t0;
+        nreq[di]++;
         int64_t ts = now_ms();
         if (rc < 0 && !is_exception(err)) {
-            driver_batch_free(b);
             mb_disconnect(ctx);
             char what[200];
             snprintf(what, sizeof what, "%s %u..%u of unit %u: %s", mb_table_name(q->table), q->addr,
                      q->addr + q->count - 1, q->unit, modbus_strerror(err));
             fail_batch(st, true, "read failed", what);
-            return -1;
+            ret = -1;
+            break;
+        }
+        if (rc < 0 && unit_unreachable(err) && b->status == 0) {
+            b->status = -1; /* the device fails: all its points bad; the connection stays */
+            snprintf(b->error, sizeof b->error, "%s", modbus_strerror(err));
         }
         for (uint32_t k = q->first; k < q->first + q->n; k++) {
             const struct mb_point *p = &st->points[st->items[k].ref];
             if (rc < 0) {
-                /* static reasons only in batches: the exception's text is fixed per code */
-                driver_batch_quality(b, p->idx, Q_BAD, ts, modbus_strerror(err));
+                /* static reasons only in batches: the exception's text is fixed per code; an
+                 * unreachable unit fails as a device (its points bad with its name) instead */
+                if (!unit_unreachable(err))
+                    driver_batch_quality(b, p->idx, Q_BAD, ts, modbus_strerror(err));
                 continue;
             }
             uint16_t one[4];
@@ -732,9 +757,18 @@ static int scan(struct mb_state *st, modbus_t **ctx)
                 driver_batch_add(b, p->idx, &v, ts, Q_GOOD, NULL);
         }
     }
-    b->rtt_s = st->nreqs ? (double)rtt_ns / 1e9 / (double)st->nreqs : -1;
-    driver_queue_push(&st->q, b);
-    return 0;
+    for (size_t i = 0; i < st->ndevs; i++) {
+        if (ret < 0) {
+            driver_batch_free(bs[i]);
+            continue;
+        }
+        bs[i]->rtt_s = nreq[i] ? (double)rtt_ns[i] / 1e9 / (double)nreq[i] : -1;
+        driver_queue_push(&st->q, bs[i]);
+    }
+    free(bs);
+    free(rtt_ns);
+    free(nreq);
+    return ret;
 }
 
 static void mb_thread(void *arg)
@@ -813,7 +847,7 @@ static int collect_one(void *ud, const char *name, uint64_t i)
     it->addr = p->addr;
     it->count = (uint16_t)mb_data_width(x->e->fmt.data);
     it->ref = (uint32_t)st->npoints;
-    driver_device_point(st->dev, idx);
+    driver_device_point(st->devs[st->unit_dev[x->e->unit]], idx);
     st->npoints++;
     return 0;
 }
@@ -830,6 +864,7 @@ static void mb_free_state(struct mb_state *st)
     free(st->items);
     free(st->reqs);
     free(st->by_idx);
+    free(st->devs);
     uv_cond_destroy(&st->wake);
     uv_mutex_destroy(&st->lock);
     free(st);
@@ -843,7 +878,25 @@ static int mb_start(struct driver *d)
     st->c = c;
     d->state = st;
     snprintf(st->label, sizeof st->label, "%s:%d", c->host, c->port);
-    st->dev = driver_device_add(d, st->label);
+    /* One device for the connection; with several unit ids (a gateway), one per unit. */
+    for (size_t u = 0; u < 256; u++)
+        st->unit_dev[u] = -1;
+    size_t nunits = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (st->unit_dev[c->entries[i].unit] < 0)
+            st->unit_dev[c->entries[i].unit] = (int16_t)nunits++;
+    st->devs = xnew(struct driver_device *, nunits ? nunits : 1);
+    for (size_t u = 0; u < 256; u++) {
+        if (st->unit_dev[u] < 0)
+            continue;
+        char name[340];
+        if (nunits == 1)
+            snprintf(name, sizeof name, "%s", st->label);
+        else
+            snprintf(name, sizeof name, "%s unit %zu", st->label, u);
+        st->unit_dev[u] = (int16_t)st->ndevs;
+        st->devs[st->ndevs++] = driver_device_add(d, name);
+    }
     uint64_t total = driver_point_count(d);
     st->points = xnew(struct mb_point, total ? total : 1);
     st->items = xnew(struct mb_item, total ? total : 1);
@@ -868,7 +921,8 @@ static int mb_start(struct driver *d)
         return -1;
     }
     /* Until the first scan answers, the points are not known to be good. */
-    driver_device_points_bad(d, st->dev, "not read yet");
+    for (size_t i = 0; i < st->ndevs; i++)
+        driver_device_points_bad(d, st->devs[i], "not read yet");
     if (uv_thread_create(&st->thread, mb_thread, st) != 0) {
         log_error("modbus", "driver %s: cannot start its thread", d->name);
         return -1;

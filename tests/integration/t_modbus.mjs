@@ -64,6 +64,7 @@ drivers:
       - {name: "mb-coil-{0..2}", type: bool, table: coil, address: 0, writable: true}
       - {name: "mb-di-{0..1}", type: bool, table: discrete, address: 5}
       - {name: "mb-u2", type: int, table: holding, address: 0, data: uint16, unit_id: 2}
+      - {name: "mb-u3", type: int, table: holding, address: 0, data: uint16, unit_id: 3}
       - {name: "mb-missing", type: int, table: holding, address: 150, data: uint16}
 `;
 
@@ -118,32 +119,45 @@ await test('modbus: an exception reply turns only its points bad, with the reaso
   assertEq((await point('mb-hr-0')).quality, 'good', 'a point of another request');
 });
 
+await test('modbus: a unit behind a gateway that does not answer fails alone', async () => {
+  srv.unreachable.add(3);
+  const p = await waitPoint('mb-u3', (x) => x.quality === 'bad' && /failed to respond/i.test(x.reason || ''));
+  assert(p.info.reason.startsWith(`127.0.0.1:${mbPort} unit 3: `), `reason names the unit: ${p.info.reason}`);
+  const h = await health();
+  const u3 = h.devices.find((x) => x.name.endsWith('unit 3'));
+  assert(u3.errors > 0 && /failed to respond/i.test(u3.last_error), `unit 3 health: ${JSON.stringify(u3)}`);
+  assertEq(h.devices.find((x) => x.name.endsWith('unit 1')).errors, 0, 'unit 1 errors');
+  assertEq((await point('mb-u2')).quality, 'good', 'unit 2 point');
+  srv.unreachable.delete(3);
+  await waitPoint('mb-u3', (x) => x.quality === 'good');
+});
+
 await test('modbus: reads are grouped into contiguous requests', async () => {
   srv.requests.length = 0;
   await sleep(700);
   const seen = new Set(srv.requests.map((r) => r.join(':')));
   // unit 1 holding 0..3 (4), 10..20 (float32, float32, uint32, float64, a bit: 11), 150 (1);
   // input 0 (1); unit 2 holding 0 (1)
-  const want = ['3:1:0:4', '3:1:10:11', '3:1:150:1', '4:1:0:1', '3:2:0:1'];
+  const want = ['3:1:0:4', '3:1:10:11', '3:1:150:1', '4:1:0:1', '3:2:0:1', '3:3:0:1'];
   assertEq([...seen].sort(), want.sort(), 'distinct register reads');
   assert(srv.requests.length >= 12, `at least two scans in 700 ms at 200 ms (saw ${srv.requests.length} reads)`);
 });
 
-await test('modbus: health in GET /api/v1/drivers and /metrics', async () => {
+await test('modbus: health in GET /api/v1/drivers and /metrics (one device per unit id)', async () => {
   const h = await health();
   assertEq(h.type, 'modbus', 'type');
   assertEq(h.connected, true, 'connected');
-  assertEq(h.devices.length, 1, 'one device');
+  assertEq(h.devices.map((x) => x.name), [1, 2, 3].map((u) => `127.0.0.1:${mbPort} unit ${u}`), 'devices');
   const dev = h.devices[0];
-  assertEq(dev.name, `127.0.0.1:${mbPort}`, 'device name');
   assert(dev.requests > 0 && typeof dev.rtt_ms === 'number' && dev.rtt_ms >= 0, `requests and rtt: ${JSON.stringify(dev)}`);
   assert(Math.abs(dev.last_success - Date.now()) < 5000, `last_success ${dev.last_success}`);
-  assertEq(dev.points, 17, 'points of the device');
+  assertEq(dev.points, 16, 'points of unit 1');
+  assertEq(h.devices[1].points, 1, 'points of unit 2');
   const all = (await http(d, 'GET', '/api/v1/drivers')).json;
   assert(all.drivers.some((x) => x.name === 'plc'), 'listed in /api/v1/drivers');
   assertEq((await http(d, 'GET', '/api/v1/drivers/nope')).status, 404, 'unknown driver');
   const m = await metrics(d);
-  const lbl = `{driver="plc",device="127.0.0.1:${mbPort}"}`;
+  const lbl = `{driver="plc",device="127.0.0.1:${mbPort} unit 1"}`;
   assertEq(m.get(`opsd_driver_device_connected${lbl}`), 1, 'connected metric');
   assert(m.get(`opsd_driver_device_requests_total${lbl}`) > 0, 'requests metric');
   assert(m.get(`opsd_driver_device_rtt_seconds${lbl}`) >= 0, 'rtt metric');
@@ -194,7 +208,7 @@ await test('modbus: server stopped -> points bad with the reason, health disconn
   const r = await http(d, 'PUT', '/api/v1/points/mb-hr-1', { value: 5 });
   assertEq(r.status, 502, `a write while the server is down: ${r.text}`);
   const m = await metrics(d);
-  assertEq(m.get(`opsd_driver_device_connected{driver="plc",device="127.0.0.1:${mbPort}"}`), 0, 'connected metric');
+  assertEq(m.get(`opsd_driver_device_connected{driver="plc",device="127.0.0.1:${mbPort} unit 1"}`), 0, 'connected metric');
 });
 
 await test('modbus: server restarted -> reconnects with back-off, points good again', async () => {
@@ -203,7 +217,8 @@ await test('modbus: server restarted -> reconnects with back-off, points good ag
   await srv.start();
   await waitPoint('mb-hr-0', (x) => x.quality === 'good' && x.value === 321, 4000);
   await waitPoint('mb-coil-1', (x) => x.quality === 'good');
-  assertEq((await health()).connected, true, 'connected again');
+  const h = await health();
+  assertEq(h.connected, true, `connected again: ${JSON.stringify(h.devices)}`);
 });
 
 await test('modbus: a server that stops answering -> timeouts turn points bad, answers make them good', async () => {
@@ -246,7 +261,7 @@ await test('modbus: a reload restarts the driver with its new points', async () 
   const p = await waitPoint('mb-new', (x) => x.quality === 'good', 5000);
   assertEq(p.info.value, 7, 'the new point reads register 2');
   const h = await health();
-  assertEq(h.devices[0].points, 18, 'the new driver has the new point');
+  assertEq(h.devices[0].points, 17, 'the new driver has the new point');
   assertEq((await point('mb-f32')).quality, 'good', 'the old points keep coming');
 });
 

@@ -12,6 +12,7 @@ export class ModbusServer {
     this.units = new Map(); // unit id -> {holding, input, coils, discrete}
     this.requests = [];     // register reads served: [fc, unit, address, count]
     this.silent = false;
+    this.unreachable = new Set(); // unit ids answered "gateway target device failed to respond"
     this.server = null;
   }
 
@@ -31,6 +32,10 @@ export class ModbusServer {
     return (addr, unitID, cb) => {
       if (this.silent) return; // never answers: the client times out
       if (fc >= 3) this.requests.push([fc, unitID, addr, 1]);
+      if (this.unreachable.has(unitID)) {
+        cb({ modbusErrorCode: 0x0B, msg: 'Gateway target device failed to respond' });
+        return;
+      }
       if (addr >= this.size) {
         cb({ modbusErrorCode: 0x02, msg: 'Illegal data address' });
         return;
@@ -44,6 +49,10 @@ export class ModbusServer {
     return (addr, length, unitID, cb) => {
       if (this.silent) return;
       this.requests.push([fc, unitID, addr, length]);
+      if (this.unreachable.has(unitID)) {
+        cb({ modbusErrorCode: 0x0B, msg: 'Gateway target device failed to respond' });
+        return;
+      }
       if (addr + length > this.size) {
         cb({ modbusErrorCode: 0x02, msg: 'Illegal data address' });
         return;
