@@ -19,7 +19,7 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
     out->retry_initial_ms = 5000;
     out->retry_max_ms = 300000;
     out->plugin_timeout_ms = 10000;
-    out->max_batch = 100000;
+    out->max_batch = 10000;
     if (!n)
         return 0;
     int before = y->nerrors;

@@ -25,7 +25,7 @@
 #include "registry/reg_int.h"
 
 #define SYNC_TICK_MS      250
-#define SYNC_SCAN_MAX     50000      /* handles looked at per tick (known tags are cheap) */
+#define SYNC_SCAN_MAX     4096       /* handles looked at per pass: a pass holds the loop ~30 ms */
 #define DMI_ANSWER_MAX    (64u << 20)
 
 /* ---- fetch threads ---- */
