@@ -152,6 +152,22 @@ struct bn_txn {
     uint8_t frame[BAC_MAX_MPDU];
 };
 
+struct sf_entry {
+    uint32_t oid, sf;
+};
+
+struct rpm_ctx {
+    struct bn_state *st;
+    struct bn_txn *t;
+    int pass;                    /* 0: status flags, 1: values */
+    struct sf_entry sf[BN_MAX_BATCH];
+    size_t nsf;
+    uint32_t next;               /* where the next result is expected in t->pts */
+    int64_t now;
+    size_t matched;
+    bool seen[BN_MAX_BATCH];
+};
+
 struct bn_state {
     struct driver *d;
     struct bn_config *c;
@@ -169,6 +185,7 @@ struct bn_state {
     int64_t last_malformed_log;
     uint8_t rbuf[2048];
     struct bacnet_stats stats;
+    struct rpm_ctx rpm;          /* decoding one RPM answer (reused: no allocation per answer) */
 };
 
 static const char *const drv_keys[] = {"type", "name", "bind", "broadcast", "timeout", "retries",
@@ -900,21 +917,6 @@ static void pump(struct bn_state *st, uint32_t di, int64_t now)
 
 /* ---- answers ---- */
 
-struct sf_entry {
-    uint32_t oid, sf;
-};
-
-struct rpm_ctx {
-    struct bn_state *st;
-    struct bn_txn *t;
-    int pass;                    /* 0: status flags, 1: values */
-    struct sf_entry sf[BN_MAX_BATCH];
-    size_t nsf;
-    uint32_t next;               /* where the next result is expected in t->pts */
-    int64_t now;
-    size_t matched;
-    bool seen[BN_MAX_BATCH];
-};
 
 static const struct sf_entry *sf_find(const struct rpm_ctx *x, uint32_t oid)
 {
@@ -1097,7 +1099,8 @@ static void on_answer(struct bn_state *st, const struct bac_apdu *a, const struc
             }
             put_value(st, pt, &v, 1, Q_GOOD, NULL, now);
         } else {
-            struct rpm_ctx *x = xzalloc(sizeof *x);
+            struct rpm_ctx *x = &st->rpm;
+            memset(x, 0, sizeof *x);
             x->st = st;
             x->t = t;
             x->now = now;
@@ -1118,7 +1121,6 @@ static void on_answer(struct bn_state *st, const struct bac_apdu *a, const struc
                             live_set_quality(st->d->live, pt->idx, Q_BAD, "missing from the answer", now);
                     }
             }
-            free(x);
         }
         break;
     case TX_BEAT:
