@@ -5,38 +5,93 @@
  * transaction (group commit), then passes them back; on the loop, each batch's done callback
  * runs with 0 or the error, and DELETED events go out for the handles it removed.
  * The queue's depth (in changes) is reg_stats.queued_ops; reg_register refuses new work
- * while it is over REG_QUEUE_MAX. */
+ * while it is over REG_QUEUE_MAX.
+ *
+ * A transaction that fails (disk full, I/O error, a lock held too long) is rolled back and its
+ * batches complete with -EIO (the REST answer says to send again), but their changes are
+ * already in the loop's model: they are kept and written again before anything newer, so
+ * the file catches up with memory once the disk works again. */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
 #include "registry/reg_int.h"
 
+#define REDO_RETRY_MS 1000
+
+/* Moves the operations of batches b (n of them) to the end of redo (the batches keep their
+ * callbacks, now without operations). */
+static void keep_for_redo(struct reg_batch *redo, struct reg_batch *const *b, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (!b[k]->nops)
+            continue;
+        if (redo->nops + b[k]->nops > redo->cap) {
+            redo->cap = redo->nops + b[k]->nops + 64;
+            redo->ops = xgrow(redo->ops, redo->cap);
+        }
+        memcpy(redo->ops + redo->nops, b[k]->ops, b[k]->nops * sizeof *b[k]->ops);
+        redo->nops += b[k]->nops;
+        free(b[k]->ops);
+        b[k]->ops = NULL;
+        b[k]->nops = b[k]->cap = 0;
+    }
+}
+
 static void *writer_main(void *arg)
 {
     struct reg *r = arg;
+    /* Changes of failed transactions. The loop has applied them in memory already, so they
+     * are written again, first, with the next transaction (every operation is idempotent and
+     * they keep their order), retried every REDO_RETRY_MS while nothing else comes. */
+    struct reg_batch redo = {0};
     pthread_mutex_lock(&r->wlock);
     for (;;) {
-        while (!r->wq_first && !r->wstop)
-            pthread_cond_wait(&r->wwake, &r->wlock);
-        if (!r->wq_first && r->wstop)
+        while (!r->wq_first && !r->wstop) {
+            if (!redo.nops) {
+                pthread_cond_wait(&r->wwake, &r->wlock);
+                continue;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += REDO_RETRY_MS / 1000;
+            if (pthread_cond_timedwait(&r->wwake, &r->wlock, &ts) != 0)
+                break; /* time to retry the redo alone */
+        }
+        if (!r->wq_first && r->wstop && !redo.nops)
             break;
         struct reg_batch *take = r->wq_first;
         r->wq_first = r->wq_last = NULL;
+        bool stopping = r->wstop;
         pthread_mutex_unlock(&r->wlock);
 
-        size_t n = 0, ops = 0;
+        size_t n = 1, ops = 0;
         for (struct reg_batch *b = take; b; b = b->next)
             n++;
         struct reg_batch **arr = xnew(struct reg_batch *, n);
-        n = 0;
+        arr[0] = &redo;
+        n = 1;
         for (struct reg_batch *b = take; b; b = b->next) {
             arr[n++] = b;
             ops += b->nops;
         }
         int rc = regstore_apply(r->db, arr, n);
+        if (rc < 0) {
+            keep_for_redo(&redo, arr + 1, n - 1);
+            log_error("registry", "%zu changes are not in registry.db yet (kept in memory, written "
+                      "again in %d ms or with the next change)", redo.nops, REDO_RETRY_MS);
+        } else {
+            for (size_t i = 0; i < redo.nops; i++) {
+                free(redo.ops[i].key);
+                free(redo.ops[i].doc);
+                free(redo.ops[i].a);
+                free(redo.ops[i].b);
+            }
+            redo.nops = 0;
+        }
         free(arr);
         struct reg_batch *tail = take;
         for (struct reg_batch *b = take; b; b = b->next) {
@@ -48,14 +103,29 @@ static void *writer_main(void *arg)
         r->wq_ops -= ops;
         r->st.batches_committed += rc == 0;
         r->st.write_errors += rc != 0;
-        if (r->wdone_last)
-            r->wdone_last->next = take;
-        else
-            r->wdone_first = take;
-        r->wdone_last = tail;
-        uv_async_send(&r->wdone_async);
+        if (take) {
+            if (r->wdone_last)
+                r->wdone_last->next = take;
+            else
+                r->wdone_first = take;
+            r->wdone_last = tail;
+            uv_async_send(&r->wdone_async);
+        }
+        if (stopping && rc < 0 && !r->wq_first) {
+            log_error("registry", "%zu changes could not be written to registry.db before the stop: "
+                      "they are lost (the handles they touch may be back as they were at the "
+                      "next start)", redo.nops);
+            break;
+        }
     }
     pthread_mutex_unlock(&r->wlock);
+    for (size_t i = 0; i < redo.nops; i++) {
+        free(redo.ops[i].key);
+        free(redo.ops[i].doc);
+        free(redo.ops[i].a);
+        free(redo.ops[i].b);
+    }
+    free(redo.ops);
     return NULL;
 }
 

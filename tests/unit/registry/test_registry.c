@@ -423,6 +423,62 @@ static void test_register_codes_and_reopen(void **state)
     rm_tmp();
 }
 
+/* A failed transaction: the answer says so, memory keeps the change, and the writer writes it
+ * again once the store works (here: another connection holds the file's write lock longer
+ * than the busy timeout, then lets go). */
+static void test_write_failure_redo(void **state)
+{
+    (void)state;
+    mk_tmp();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct reg_config cfg = test_cfg();
+    struct reg *r;
+    assert_int_equal(reg_open(&r, &cfg, tmpdir, &loop), 0);
+    struct buf failed;
+    buf_init(&failed, 1 << 20);
+    int http;
+    /* "gone" is durable first; its removal fails to be written below: only the redo can take
+     * it out of the file (the sync writes nothing for a removed handle) */
+    assert_int_equal(reg_post(r, &loop, "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"createdCmHandles\":[{\"cmHandle\":\"gone\"}]}",
+                              &failed, &http), 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/registry/registry.db", tmpdir);
+    sqlite3 *other;
+    assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+    char err[256];
+    const char body[] = "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"removedCmHandles\":[\"gone\"],"
+                        "\"createdCmHandles\":[{\"cmHandle\":\"kept\"}]}";
+    done_status = 1;
+    assert_int_equal(reg_register(r, body, strlen(body), &failed, &http, err, sizeof err, on_done, NULL), 0);
+    for (int i = 0; i < 10000 && done_status == 1; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    assert_true(done_status < 0);       /* the answer: not durable */
+    assert_non_null(regm_find(r, "kept")); /* memory has it */
+    assert_int_equal(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(other);
+    /* the writer retries on its own within REDO_RETRY_MS (plus the sync's own writes) */
+    for (int i = 0; i < 3000; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    reg_stop(r);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    reg_free(r);
+    assert_int_equal(reg_open(&r, &cfg, tmpdir, &loop), 0);
+    assert_non_null(regm_find(r, "kept"));
+    assert_null(regm_find(r, "gone"));
+    reg_stop(r);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    reg_free(r);
+    buf_release(&failed);
+    close_loop(&loop);
+    rm_tmp();
+}
+
 static void test_config(void **state)
 {
     (void)state;
@@ -452,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_dmi_parsers),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_register_codes_and_reopen),
+        cmocka_unit_test(test_write_failure_redo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
