@@ -63,6 +63,19 @@ const publish = (topic, payload) => new Promise((resolve, reject) =>
 
 const point = async (name) => (await http(d, 'GET', `/api/v1/points/${name}`)).json;
 const health = async () => (await http(d, 'GET', '/api/v1/drivers/site')).json;
+// Publishes until the point shows it: right after CONNACK opsd's SUBSCRIBE may still be on
+// its way, and a message published before it is processed is not delivered.
+async function publishUntil(topic, payload, name, pred, ms = 5000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    await publish(topic, payload);
+    const p = await point(name);
+    if (p && pred(p)) return p;
+    if (Date.now() > end) throw new Error(`point ${name}: not within ${ms} ms (last: ${JSON.stringify(p)})`);
+    await sleep(200);
+  }
+}
+
 async function waitPoint(name, pred, ms = 5000) {
   const end = Date.now() + ms;
   let p;
@@ -85,8 +98,7 @@ await test('mqtt: connected and subscribed', async () => {
 });
 
 await test('mqtt: a numeric payload', async () => {
-  await publish('plant/num', '12.5');
-  const p = await waitPoint('mq-num', (x) => x.quality === 'good');
+  const p = await publishUntil('plant/num', '12.5', 'mq-num', (x) => x.quality === 'good');
   assertEq(p.value, 12.5, 'value');
   assertEq(p.unit, 'bar', 'unit');
   assert(Math.abs(p.ts - Date.now()) < 5000, `ts is the arrival time: ${p.ts}`);
@@ -181,8 +193,8 @@ await test('mqtt: broker down -> every point bad with the reason; back -> resubs
     await sleep(100);
   }
   if (!pub.connected) await new Promise((r) => pub.once('connect', r));
-  await publish('plant/room2/env', JSON.stringify({ temp: 22, hum: 44 }));
-  await waitPoint('mq-room-2-temp', (x) => x.quality === 'good' && x.value === 22, 5000);
+  await publishUntil('plant/room2/env', JSON.stringify({ temp: 22, hum: 44 }), 'mq-room-2-temp',
+    (x) => x.quality === 'good' && x.value === 22);
   await publish('tanks/a/level', JSON.stringify({ v: [9, 8] }));
   await waitPoint('mq-tank-a-level', (x) => x.quality === 'good' && x.value === 8, 5000);
 });
