@@ -6,9 +6,14 @@
  *   kind 1, samples (a batch):  [u8 1][u32 n] then n entries, each
  *       [u8 tag 0 = sample][u32 idx][i64 ts][u8 quality][value]
  *       [u8 tag 1 = series][u32 idx][u8 type][u16 name length][name bytes]
+ *       [u8 tag 2 = packed sample, quality in the high 4 bits][varint zigzag idx delta]
+ *           [varint zigzag ts delta][value]
  *     value: double or int64: 8 bytes; bool: 1 byte; string: [u16 length][bytes]
  *     A series entry precedes the first sample of an idx (idx = the point's index in the
- *     point table of the process that wrote it).
+ *     point table of the process that wrote it). Packed samples carry idx and ts as the
+ *     difference to the previous packed sample of the record (0 and 0 before the first one;
+ *     LEB128 varints of the zigzag of the 64-bit wrapping difference): a scan of the
+ *     simulator, consecutive points at one time, takes 11 bytes per double instead of 22.
  *   kind 2, open chunks (written at a checkpoint, first in the new segment):
  *       [u8 2][u8 flags: 1 = a new process starts here][u32 n] then n entries, each
  *       [u8 type][u16 name length][name][u8 which: 0 open, 1 late][u32 count][u32 length][chunk]
@@ -36,6 +41,7 @@
 #define HREC_CHUNKS  2
 #define HTAG_SAMPLE  0
 #define HTAG_SERIES  1
+#define HTAG_PACKED  2
 #define HBATCH_MAX_BYTES (4u << 20)   /* a batch is sealed at this size */
 #define HCHUNK_SAMPLES   120          /* an open chunk is closed at this many samples */
 
@@ -51,6 +57,8 @@ struct hbatch {
     struct buf rec;              /* the WAL record */
     uint32_t n;                  /* entries */
     uint64_t samples;
+    uint32_t last_idx;           /* of the last packed sample */
+    int64_t last_ts;
     struct hticket *tickets;
     uint32_t ntickets, ticketcap;
     int status;                  /* set by the writer */
@@ -166,6 +174,20 @@ static inline void hput_u64(struct buf *b, uint64_t v)
     hput_u32(b, (uint32_t)(v >> 32));
 }
 
+/* Appends the LEB128 varint of the zigzag of d. */
+static inline void hput_zz(struct buf *b, uint64_t d)
+{
+    uint64_t z = (d << 1) ^ (uint64_t)((int64_t)d >> 63);
+    uint8_t x[10];
+    size_t n = 0;
+    while (z >= 0x80) {
+        x[n++] = (uint8_t)(z | 0x80);
+        z >>= 7;
+    }
+    x[n++] = (uint8_t)z;
+    buf_append(b, x, n);
+}
+
 /* A bounded reader over a record: every get fails (and stays failed) past the end. */
 struct hreader {
     const uint8_t *p;
@@ -202,6 +224,21 @@ static inline uint64_t hget_u64(struct hreader *r)
 {
     uint64_t lo = hget_u32(r);
     return lo | (uint64_t)hget_u32(r) << 32;
+}
+/* Reads what hput_zz wrote (the wrapping difference); at most 10 bytes. */
+static inline uint64_t hget_zz(struct hreader *r)
+{
+    uint64_t z = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        const uint8_t *p = hget(r, 1);
+        if (!p)
+            return 0;
+        z |= (uint64_t)(*p & 0x7f) << shift;
+        if (!(*p & 0x80))
+            return (z >> 1) ^ (0 - (z & 1));
+    }
+    r->bad = true;
+    return 0;
 }
 
 /* writer.c */

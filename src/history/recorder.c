@@ -258,10 +258,11 @@ static void put_sample(struct hist *h, uint32_t idx, int64_t ts, const struct pt
         b->n++;
         p->announced = 1;
     }
-    hput_u8(&b->rec, HTAG_SAMPLE);
-    hput_u32(&b->rec, idx);
-    hput_u64(&b->rec, (uint64_t)ts);
-    hput_u8(&b->rec, (uint8_t)q);
+    hput_u8(&b->rec, (uint8_t)(HTAG_PACKED | (unsigned)q << 4));
+    hput_zz(&b->rec, (uint64_t)idx - b->last_idx);
+    hput_zz(&b->rec, (uint64_t)ts - (uint64_t)b->last_ts);
+    b->last_idx = idx;
+    b->last_ts = ts;
     switch (v->type) {
     case PT_DOUBLE: {
         uint64_t bits;

@@ -196,8 +196,23 @@ static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
     uint32_t n = hget_u32(&r);
     int64_t applied = 0;
     static char sbuf[LIVE_STRING_MAX + 1]; /* writer thread only */
+    uint64_t last_idx = 0, last_ts = 0;   /* of packed samples */
     for (uint32_t i = 0; i < n && !r.bad; i++) {
         uint8_t tag = hget_u8(&r);
+        if ((tag & 0x0f) == HTAG_PACKED) {
+            uint64_t idx = last_idx + hget_zz(&r);
+            int64_t ts = (int64_t)(last_ts + hget_zz(&r));
+            uint8_t q = tag >> 4;
+            last_idx = idx;
+            last_ts = (uint64_t)ts;
+            struct hseries *s = idx < h->by_idx_cap ? h->by_idx[idx] : NULL;
+            struct pt_value v;
+            if (!s || q > Q_BAD || read_value(&r, s->type, &v, sbuf) < 0)
+                return -1;
+            series_add(h, s, ts, &v, (enum pt_quality)q);
+            applied++;
+            continue;
+        }
         uint32_t idx = hget_u32(&r);
         if (tag == HTAG_SERIES) {
             uint8_t type = hget_u8(&r);

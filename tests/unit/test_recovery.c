@@ -1,7 +1,8 @@
 /* test_recovery.c - history recovery from WAL segments written by hand in the layout of
  * history/hist_int.h: replay of segments from before a checkpoint's carry (the store had not
  * finished committing when the process died) must not count a sample twice, and the samples
- * after the carry must come back too.
+ * after the carry must come back too; packed samples (idx and time as varint differences)
+ * mixed with full-width ones.
  *
  * Each test gets a fresh data directory under $TMPDIR (or /tmp) and opens the real history
  * module on it (hist_open: replay, startup checkpoint, writer and committer threads). */
@@ -213,12 +214,100 @@ static void later_carry_wins(void **state)
     assert_int_equal(count_samples(t->data, "x", ts, 5), 5);
 }
 
+/* Packed samples (tag 2): idx and ts as differences, forwards and backwards, quality in the
+ * tag; mixed with the older full-width samples (tag 0) in one record. */
+static void packed_samples_replay(void **state)
+{
+    struct tdir *t = *state;
+    int64_t now = now_ms() - 60000;
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    buf_reset(&b);
+    hput_u8(&b, HREC_SAMPLES);
+    hput_u32(&b, 6);
+    const char *names[2] = {"p", "q"};
+    uint32_t idxs[2] = {7, 3};
+    for (int k = 0; k < 2; k++) {
+        hput_u8(&b, HTAG_SERIES);
+        hput_u32(&b, idxs[k]);
+        hput_u8(&b, PT_DOUBLE);
+        hput_u16(&b, 1);
+        buf_append(&b, names[k], 1);
+    }
+    /* p at now (good), q at now - 5000 (bad: idx and ts go backwards), p at now + 1000. */
+    struct {
+        uint32_t idx;
+        int64_t ts;
+        uint8_t q;
+        double v;
+    } smp[3] = {{7, now, Q_GOOD, 1.25}, {3, now - 5000, Q_BAD, -2}, {7, now + 1000, Q_UNCERTAIN, 3}};
+    uint64_t last_idx = 0, last_ts = 0;
+    for (int k = 0; k < 3; k++) {
+        uint64_t bits;
+        memcpy(&bits, &smp[k].v, 8);
+        hput_u8(&b, (uint8_t)(HTAG_PACKED | smp[k].q << 4));
+        hput_zz(&b, smp[k].idx - last_idx);
+        hput_zz(&b, (uint64_t)smp[k].ts - last_ts);
+        hput_u64(&b, bits);
+        last_idx = smp[k].idx;
+        last_ts = (uint64_t)smp[k].ts;
+    }
+    /* And a full-width one for q after them. */
+    double v4 = 4;
+    uint64_t bits4;
+    memcpy(&bits4, &v4, 8);
+    hput_u8(&b, HTAG_SAMPLE);
+    hput_u32(&b, 3);
+    hput_u64(&b, (uint64_t)(now - 4000));
+    hput_u8(&b, Q_GOOD);
+    hput_u64(&b, bits4);
+    struct wal *w;
+    assert_int_equal(wal_open(t->wal, &w), 0);
+    append(w, &b);
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+    buf_release(&b);
+
+    int64_t want_p[2] = {now, now + 1000}, want_q[2] = {now - 5000, now - 4000};
+    assert_int_equal(count_samples(t->data, "p", want_p, 2), 2);
+    assert_int_equal(count_samples(t->data, "q", want_q, 2), 2);
+}
+
+/* Varints at the edges: every difference comes back, and a varint longer than 10 bytes or
+ * cut short makes the reader fail. */
+static void zigzag_varints(void **state)
+{
+    (void)state;
+    const uint64_t ds[] = {0, 1, UINT64_MAX, 63, 64, (uint64_t)INT64_MAX, (uint64_t)INT64_MIN,
+                           (uint64_t)-1764460800000LL, 1764460800000ULL};
+    struct buf b;
+    buf_init(&b, 4096);
+    for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
+        hput_zz(&b, ds[i]);
+    struct hreader r = {(const uint8_t *)b.data, b.len, 0, false};
+    for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
+        assert_true(hget_zz(&r) == ds[i]);
+    assert_false(r.bad);
+    assert_int_equal(r.pos, b.len);
+    const uint8_t too_long[11] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
+    struct hreader r2 = {too_long, sizeof too_long, 0, false};
+    hget_zz(&r2);
+    assert_true(r2.bad);
+    const uint8_t cut[2] = {0x80, 0x80};
+    struct hreader r3 = {cut, sizeof cut, 0, false};
+    hget_zz(&r3);
+    assert_true(r3.bad);
+    buf_release(&b);
+}
+
 int main(void)
 {
     log_set_level(LOG_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(carry_replaces_what_older_segments_built, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(later_carry_wins, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(packed_samples_replay, dir_setup, dir_teardown),
+        cmocka_unit_test(zigzag_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
