@@ -340,7 +340,7 @@ static void unknown_keys(void **state)
                   "@:1: unknown key 'serer' (known: server, drivers, points, history, alarms, deployment, "
                   "journal, registry)");
     EXPECT_ERRORS("server:\n  listen: 127.0.0.1:1\n  lisen: 127.0.0.1:2\n",
-                  "@:3: server: unknown key 'lisen' (known: listen, data_dir, log_level, tls, auth, limits)");
+                  "@:3: server: unknown key 'lisen' (known: listen, data_dir, log_level, tls, auth, limits, ui_dir)");
     EXPECT_ERRORS("server:\n  limits:\n    max_client: 5\n",
                   "@:3: server.limits: unknown key 'max_client' (known: max_clients, max_subscriptions, "
                   "slow_client_timeout)");
