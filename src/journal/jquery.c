@@ -295,7 +295,7 @@ int jnl_q_search(struct jnl *j, const struct jnl_query *q, struct buf *out, char
         }
         sqlite3_finalize(st);
         buf_release(&sql);
-        sqlite3_close(db);
+        jstore_close_ro(db);
     }
     if (rc == 0) {
         if (nh)
@@ -353,7 +353,7 @@ static int find_msg(struct jnl *j, const char *id, const char *endpoint, const c
             }
         }
         sqlite3_finalize(st);
-        sqlite3_close(db);
+        jstore_close_ro(db);
     }
     free(parts);
     return rc;
@@ -381,7 +381,7 @@ int jnl_q_message(struct jnl *j, const char *id, const char *endpoint, struct bu
         jw_raw(out, "null");
     jw_raw(out, "}\n");
     sqlite3_finalize(st);
-    sqlite3_close(db);
+    jstore_close_ro(db);
     return 0;
 }
 
@@ -427,7 +427,7 @@ int jnl_q_body(struct jnl *j, const char *id, const char *endpoint, struct jnl_b
         }
     }
     sqlite3_finalize(st);
-    sqlite3_close(db);
+    jstore_close_ro(db);
     return rc;
 }
 
@@ -475,7 +475,7 @@ int jnl_q_conversation(struct jnl *j, const char *id, struct buf *out)
             }
         }
         sqlite3_finalize(st);
-        sqlite3_close(db);
+        jstore_close_ro(db);
     }
     free(parts);
     if (!nh)
@@ -560,7 +560,7 @@ int jnl_q_endpoints(struct jnl *j, int64_t from, int64_t to, struct buf *out)
             }
         }
         sqlite3_finalize(st);
-        sqlite3_close(db);
+        jstore_close_ro(db);
     }
     free(parts);
     jw_raw(out, "{\"endpoints\":[");
@@ -622,7 +622,7 @@ int jnl_q_partitions(struct jnl *j, struct buf *out)
             sqlite3_step(st) == SQLITE_ROW)
             n = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
-        sqlite3_close(db);
+        jstore_close_ro(db);
         buf_printf(out, "%s{\"start\":%" PRId64 ",\"end\":%" PRId64 ",\"messages\":%" PRId64 "}", k++ ? "," : "",
                    parts[pi], parts[pi] + j->cfg.partition_ms, n);
     }
@@ -661,7 +661,7 @@ int jnl_q_failed(struct jnl *j, size_t limit, struct buf *out)
             sqlite3_step(st) == SQLITE_ROW)
             total = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
-        sqlite3_close(db);
+        jstore_close_ro(db);
     }
     buf_printf(out, "],\"total\":%lld}\n", (long long)total);
     return 0;
@@ -717,6 +717,6 @@ int jnl_q_failed_load(struct jnl *j, int64_t id, struct jnl_batch **out, char *e
         }
     }
     sqlite3_finalize(st);
-    sqlite3_close(db);
+    jstore_close_ro(db);
     return rc;
 }

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -535,13 +536,74 @@ size_t jstore_list(const char *dir, int64_t **starts)
     return n;
 }
 
+/* ---- the reader pool: idle read-only connections, by file ---- */
+
+#define POOL_MAX 256
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pooled {
+    char *path;
+    sqlite3 *db;
+} pool[POOL_MAX];
+static size_t pool_n;
+
+/* Takes the pooled connections of path (all, when `all`; else one) out; returns one or NULL
+ * and closes the others. Retention calls it before unlinking, so no pooled connection keeps a
+ * dropped file's space. */
+static sqlite3 *pool_take(const char *path, bool all, bool prefix)
+{
+    sqlite3 *found = NULL;
+    pthread_mutex_lock(&pool_lock);
+    for (size_t i = pool_n; i-- > 0;) {
+        bool match = prefix ? strncmp(pool[i].path, path, strlen(path)) == 0 : strcmp(pool[i].path, path) == 0;
+        if (!match)
+            continue;
+        sqlite3 *db = pool[i].db;
+        free(pool[i].path);
+        pool[i] = pool[--pool_n];
+        if (!all) {
+            found = db;
+            break;
+        }
+        sqlite3_close(db);
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return found;
+}
+
+void jstore_close_ro(sqlite3 *db)
+{
+    if (!db)
+        return;
+    const char *p = sqlite3_db_filename(db, "main");
+    if (!p || !*p || access(p, F_OK) < 0) {
+        sqlite3_close(db);
+        return;
+    }
+    char *path = xstrdup(p);
+    pthread_mutex_lock(&pool_lock);
+    if (pool_n == POOL_MAX) {
+        sqlite3_close(pool[0].db);
+        free(pool[0].path);
+        pool[0] = pool[--pool_n];
+    }
+    pool[pool_n].path = path;
+    pool[pool_n].db = db;
+    pool_n++;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+void jstore_pool_clear(const char *dir) { pool_take(dir, true, true); }
+
 sqlite3 *jstore_open_ro(const char *dir, int64_t start)
 {
     char path[4096];
     part_path(dir, start, path, sizeof path);
     if (access(path, F_OK) < 0)
         return NULL;
-    sqlite3 *db = NULL;
+    sqlite3 *db = pool_take(path, false, false);
+    if (db)
+        return db;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         sqlite3_close(db);
         return NULL;
@@ -567,6 +629,7 @@ int jstore_drop_before(struct jstore *s, int64_t cutoff)
         }
         char path[4096], side[4200];
         part_path(s->dir, st[i], path, sizeof path);
+        pool_take(path, true, false);
         if (unlink(path) == 0) {
             dropped++;
             snprintf(side, sizeof side, "%s-wal", path);

@@ -49,7 +49,13 @@ void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint6
 
 /* Start times of the partition files in dir, ascending (caller frees). */
 size_t jstore_list(const char *dir, int64_t **starts);
-/* Opens partition `start` (or failed.db when start < 0) read-only; NULL when it is gone. */
+/* Opens partition `start` (or failed.db when start < 0) read-only; NULL when it is gone.
+ * Connections come from a small process-wide pool (opening a file and reading its schema is
+ * most of the cost of a short query); give them back with jstore_close_ro. */
 sqlite3 *jstore_open_ro(const char *dir, int64_t start);
+/* Returns a connection to the pool (closed instead when its file is gone or the pool full). */
+void jstore_close_ro(sqlite3 *db);
+/* Closes the pooled connections of files under dir (at shutdown). */
+void jstore_pool_clear(const char *dir);
 
 #endif

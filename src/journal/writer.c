@@ -319,6 +319,7 @@ void jnl_free(struct jnl *j)
     if (!j)
         return;
     jstore_close(j->store);
+    jstore_pool_clear(j->dir);
     uv_mutex_destroy(&j->lock);
     uv_cond_destroy(&j->wake);
     free(j->consumers);

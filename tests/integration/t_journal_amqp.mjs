@@ -71,7 +71,7 @@ try {
   await finish();
 }
 
-const N = 1000;
+const N = 500;
 await test('journal amqp: every published message is stored, then the queue is empty', async () => {
   const body = (i) => JSON.stringify({ orderId: i, item: `widget-${i}` });
   await publish(Array.from({ length: N }, (_, i) => ({ headers: nsbHeaders(i), body: body(i) })));
@@ -92,7 +92,7 @@ await test('journal amqp: every published message is stored, then the queue is e
 });
 
 await test('journal amqp: kill -9 during ingestion, restart: nothing lost, nothing stored twice', async () => {
-  const M = 2000;
+  const M = 1500;
   const items = Array.from({ length: M }, (_, i) => ({ headers: nsbHeaders(100000 + i, { conv: 'kill' }), body: `k${i}` }));
   await publish(items);
   await waitFor(async () => (await total(d, '&conversation=kill')) > 100 || 'waiting', 20000, 'ingestion started');
