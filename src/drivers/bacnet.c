@@ -859,6 +859,13 @@ static void send_subscribe(struct bn_state *st, uint32_t di, uint32_t oi)
     txn_send(st, t);
 }
 
+/* What a COV notification of an object carries (clause 13.1: present-value and
+ * status-flags for the standard objects); its other properties stay polled. */
+static bool cov_carries(const struct bn_point *pt)
+{
+    return pt->index == BAC_ARRAY_ALL && (pt->prop == BAC_PROP_PRESENT_VALUE || pt->prop == BAC_PROP_STATUS_FLAGS);
+}
+
 static void start_cycle(struct bn_state *st, struct bn_dev *dev)
 {
     dev->npoll = 0;
@@ -866,7 +873,7 @@ static void start_cycle(struct bn_state *st, struct bn_dev *dev)
     dev->single_end = 0;
     for (size_t k = 0; k < dev->npts; k++) {
         const struct bn_point *pt = &st->pts[dev->pts[k]];
-        if (dev->objs[pt->obj].state != OBJ_COV)
+        if (dev->objs[pt->obj].state != OBJ_COV || !cov_carries(pt))
             dev->poll[dev->npoll++] = dev->pts[k];
     }
     dev->cycle = true;
@@ -1595,6 +1602,14 @@ static int bn_start(struct driver *d)
                 dev->objs[dev->nobjs++] = (struct bn_obj){pt->oid, OBJ_POLL, 0, (uint32_t)k, 0};
             dev->objs[dev->nobjs - 1].n++;
             pt->obj = (uint32_t)dev->nobjs - 1;
+        }
+        /* an object none of whose points a notification would carry is not subscribed */
+        for (size_t o = 0; o < dev->nobjs; o++) {
+            bool any = false;
+            for (uint32_t k = dev->objs[o].first; k < dev->objs[o].first + dev->objs[o].n; k++)
+                any |= cov_carries(&st->pts[dev->pts[k]]);
+            if (!any)
+                dev->objs[o].state = OBJ_COV_REFUSED;
         }
         if (!dev->resolved)
             driver_device_points_bad(d, dev->health, "waiting for I-Am (Who-Is sent)");

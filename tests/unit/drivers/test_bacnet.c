@@ -37,6 +37,7 @@ struct peer {
     bool sub[NOBJ];          /* objects subscribed */
     unsigned nsub;
     unsigned rpm, rp, max_refs_seen, acks, whois;
+    unsigned name_reads, pv0_reads; /* properties asked for in RPMs: object-name, AI 0's value */
     struct sockaddr_in client;
     uint8_t next_invoke;
 };
@@ -197,6 +198,10 @@ static void peer_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const str
         assert_int_equal(bac_dec_rpm(a.body, a.body_len, peer_ref, &q), 0);
         if (q.n > p->max_refs_seen)
             p->max_refs_seen = (unsigned)q.n;
+        for (size_t i = 0; i < q.n; i++) {
+            p->name_reads += q.refs[i].prop == BAC_PROP_OBJECT_NAME;
+            p->pv0_reads += q.refs[i].prop == BAC_PROP_PRESENT_VALUE && q.refs[i].oid == bac_oid(0, 0);
+        }
         if (p->no_rpm) {
             bac_enc_reject(&w, a.invoke_id, BAC_REJECT_UNRECOGNIZED_SERVICE);
         } else if (p->max_refs && q.n > p->max_refs) {
@@ -734,6 +739,30 @@ static void port_in_use(void **state)
     assert_non_null(strstr(r, "address already in use"));
 }
 
+/* COV carries present-value and status-flags: other properties of a subscribed object are
+ * still polled, and an object with no such point is not subscribed at all. */
+static void cov_other_properties(void **state)
+{
+    struct fx *f = *state;
+    start(f, BASE "  devices: [{instance: 1001, address: 127.0.0.1:PORT, cov: true}]\n"
+                  "  points:\n"
+                  "    - {name: 'ai0', device: 1001, object: 'analog-input:0'}\n"
+                  "    - {name: 'name0', device: 1001, object: 'analog-input:0', property: object-name, type: string}\n"
+                  "    - {name: 'name1', device: 1001, object: 'analog-input:1', property: object-name, type: string}\n");
+    unsigned one = 1;
+    assert_true(run_until(f, cov_subscribed, &one, 2000));
+    int64_t end = now_ms() + 150;
+    while (now_ms() < end)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    unsigned names = f->peer.name_reads, pv0 = f->peer.pv0_reads;
+    end = now_ms() + 400;
+    while (now_ms() < end)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_true(f->peer.name_reads >= names + 2 * 2); /* both names, each poll (100 ms) */
+    assert_int_equal(f->peer.pv0_reads, pv0);         /* the value comes by COV only */
+    assert_int_equal(f->peer.nsub, 1);                /* AI 1 has no point COV would carry */
+}
+
 static bool device_good(struct fx *f, void *arg)
 {
     (void)arg;
@@ -801,7 +830,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(config_ok),        T(config_errors),          T(poll_rpm),         T(shrink_on_reject),
         T(shrink_on_abort),  T(fallback_read_property), T(silence_and_back), T(cov_and_limit),
-        T(discovery),        T(malformed_counted),      T(rpm_error_isolates), T(strings_and_bits), T(routed_device),      T(max_apdu_read),       T(port_in_use),
+        T(discovery),        T(malformed_counted),      T(rpm_error_isolates), T(strings_and_bits), T(routed_device),      T(max_apdu_read),       T(port_in_use),         T(cov_other_properties),
     };
     return cmocka_run_group_tests_name("bacnet", tests, NULL, NULL);
 }
