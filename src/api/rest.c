@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
+#include "journal/journal.h"
 
 #define LIST_DEFAULT 1000
 #define LIST_MAX     10000
@@ -42,6 +43,15 @@ static json_t *parse_body(struct http_req *r)
 
 static void get_health(struct http_req *r)
 {
+    /* The journal's pause (disk floor, circuit breaker) is said here too: the process lives,
+     * but it does not take messages. */
+    struct jnl_stats js;
+    if (r->api->jnl && (jnl_stats(r->api->jnl, &js), js.disk_low || js.breaker_open)) {
+        buf_printf(&r->resp, "{\"status\":\"degraded\",\"journal\":\"%s\"}\n",
+                   js.disk_low ? "paused: disk below the floor" : "paused: circuit breaker open");
+        rest_json(r, 200);
+        return;
+    }
     jw_raw(&r->resp, "{\"status\":\"ok\"}\n");
     rest_json(r, 200);
 }
