@@ -211,6 +211,8 @@ await test('journal: below the disk floor ingestion stops with 507, and resumes'
   const st = await http(d, 'GET', '/api/v1/status');
   assertEq(st.json.journal.state, 'paused: disk below the floor', 'status');
   assertEq((await metrics(d)).get('opsd_journal_paused{reason="disk_floor"}'), 1, 'metric');
+  const h = await http(d, 'GET', '/healthz');
+  assertEq(h.json, { status: 'degraded', journal: 'paused: disk below the floor' }, 'health');
   writeFileSync(d.configPath, config()(d.port));
   for (let k = 0; k < 40; k++) {
     await sleep(250);
