@@ -17,17 +17,27 @@
  * subscription covers; batches are cut from the front of that list, each as many points as
  * fit the device's max APDU (request and estimated answer) and its current batch limit. A
  * Reject or Abort of an RPM halves the limit and puts the batch's points back; at one point
- * (or a Reject "unrecognized service") the device falls back to ReadProperty for good. A
- * point whose property is present-value also reads its object's status-flags once per batch:
- * fault -> bad, out-of-service and overridden -> uncertain. A cycle still running at the next
- * period is not restarted: the skip is counted.
+ * (or a Reject "unrecognized service") the device falls back to ReadProperty for good. An RPM
+ * answered with one Error is asked again one point per request, to find the unreadable one.
+ * A point whose property is present-value also reads its object's status-flags once per
+ * batch: fault -> bad, out-of-service and overridden -> uncertain. A cycle still running at
+ * the next period is not restarted: the skip is counted. A static device without a
+ * configured max APDU first gets its max-apdu-length-accepted read (480 until then).
  *
  * COV. With `cov: true` a device's objects (up to cov_limit) are subscribed with SubscribeCOV
- * for cov_lifetime, renewed at half of it; their points leave the poll list once the device
- * acknowledged. An error answer (e.g. no resources left) stops new subscriptions on that
+ * for cov_lifetime, renewed at half of it; their present-value and status-flags points leave
+ * the poll list once the device acknowledged (other properties stay polled). An error
+ * answer (e.g. no resources left) stops new subscriptions on that
  * device: what is left is polled. Confirmed notifications are acknowledged with a SimpleACK.
  * A device with nothing left to poll still gets one small ReadProperty per period (its
  * system-status), so silence is noticed at the poll rate, not at the lifetime.
+ *
+ * Discovery. Devices without an address are asked for with Who-Is (one global Who-Is when
+ * more than 8 are missing) every `discover` until their I-Am comes; a discovered device that
+ * stops answering is asked for again, so one that moved is found at its new address.
+ *
+ * Values. Converted to the point's type; text becomes valid UTF-8 (stream frames are
+ * WebSocket text), bit strings numbers.
  *
  * Invariants: everything runs on the loop thread; nothing here blocks (uv_udp_try_send: a
  * datagram the kernel refuses counts as lost and is retried like one); every length taken
