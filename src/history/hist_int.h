@@ -20,7 +20,13 @@
  *     A record with flag 1 resets the idx -> series map: indices of earlier records belong to
  *     an earlier process. Flag 2 marks the first record of a checkpoint's carry: from there
  *     on, a series listed replaces its in-memory chunks by the listed ones (the WAL may hold
- *     older segments whose samples those chunks already contain).
+ *     older segments whose samples those chunks already contain); when the carry ends (at
+ *     the next record of another kind), a series it did not list closes what it holds: it
+ *     had nothing open when the carry was written.
+ *   kind 3, chunks closed by a checkpoint because their partition ended (quiet series):
+ *       [u8 3][u32 n] then n entries [u8 which: 0 open, 1 late][u16 name length][name]
+ *     so that replay closes them at the same point of the stream: replay then rebuilds every
+ *     chunk with the same samples, and the store recognises the ones it already holds.
  */
 #ifndef OPSD_HISTORY_HIST_INT_H
 #define OPSD_HISTORY_HIST_INT_H
@@ -39,6 +45,7 @@
 
 #define HREC_SAMPLES 1
 #define HREC_CHUNKS  2
+#define HREC_CLOSED  3
 #define HTAG_SAMPLE  0
 #define HTAG_SERIES  1
 #define HTAG_PACKED  2
@@ -142,6 +149,13 @@ struct hist {
     int64_t partition_ms;
     int64_t commit_interval_ms;
     uint32_t carry_gen;                  /* replay: carries seen */
+    bool carry_open;                     /* replay: the records of a carry are being read */
+    uint64_t carry_seg;                  /* segment the last carry began */
+    uint64_t carry_bytes;                /* its size */
+    uint64_t wal_after_carry;            /* wal_bytes() right after it */
+    int64_t carry_ms;                    /* when it was written */
+    struct buf closed_rec;               /* kind 3 record being built by close_ended */
+    uint32_t nclosed;
 
     /* committer thread: puts the chunks of a checkpoint in the store while the writer goes on
      * logging. It owns `store` while it runs; the fields below are under lock. */

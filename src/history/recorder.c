@@ -462,6 +462,7 @@ int hist_open(struct hist **out, const struct hist_config *cfg, const char *data
     snprintf(h->store_dir, dl + 16, "%s/history/partitions", data_dir);
     pthread_mutex_init(&h->lock, NULL);
     pthread_cond_init(&h->wake, NULL);
+    buf_init(&h->closed_rec, 64u << 20);
     pthread_cond_init(&h->commit_wake, NULL);
     pthread_cond_init(&h->commit_idle, NULL);
     pthread_mutex_init(&h->series_lock, NULL);
@@ -511,6 +512,7 @@ void hist_free(struct hist *h)
     free(h->store_dir);
     pthread_mutex_destroy(&h->lock);
     pthread_cond_destroy(&h->wake);
+    buf_release(&h->closed_rec);
     pthread_cond_destroy(&h->commit_wake);
     pthread_cond_destroy(&h->commit_idle);
     pthread_mutex_destroy(&h->series_lock);

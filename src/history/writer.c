@@ -247,8 +247,10 @@ static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
         if (h->by_idx)
             memset(h->by_idx, 0, h->by_idx_cap * sizeof *h->by_idx);
     }
-    if (flags & 2)
+    if (flags & 2) {
         h->carry_gen++; /* a checkpoint's carry starts: it replaces what older segments built */
+        h->carry_open = true;
+    }
     uint32_t n = hget_u32(&r);
     for (uint32_t i = 0; i < n && !r.bad; i++) {
         uint8_t type = hget_u8(&r);
@@ -284,13 +286,49 @@ static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
     return r.bad ? -1 : 0;
 }
 
+/* Applies a kind 3 record (chunks closed because their partition ended). */
+static int apply_closed(struct hist *h, const uint8_t *rec, size_t len)
+{
+    struct hreader r = {rec, len, 1, false};
+    uint32_t n = hget_u32(&r);
+    for (uint32_t i = 0; i < n && !r.bad; i++) {
+        uint8_t which = hget_u8(&r);
+        uint16_t nl = hget_u16(&r);
+        const uint8_t *name = hget(&r, nl);
+        if (!name || which > 1)
+            return -1;
+        struct hseries *s = series_find(h, (const char *)name, nl, hash_bytes(name, nl));
+        if (s)
+            pending_add(s, which ? &s->late : &s->open);
+    }
+    return r.bad ? -1 : 0;
+}
+
+/* The end of a carry: a series it did not list had nothing open when it was written. */
+static void finish_carry(struct hist *h)
+{
+    h->carry_open = false;
+    for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
+        struct hseries *s = h->series[i];
+        if (s && s->carry_gen != h->carry_gen) {
+            pending_add(s, &s->open);
+            pending_add(s, &s->late);
+        }
+    }
+}
+
 static int replay_one(void *ud, const void *rec, size_t len)
 {
     struct hist *h = ud;
     const uint8_t *p = rec;
     int rc = -1;
+    bool carry_part = len >= 2 && p[0] == HREC_CHUNKS && !(p[1] & 2);
+    if (h->carry_open && !carry_part)
+        finish_carry(h);
     if (len >= 1 && p[0] == HREC_SAMPLES)
         rc = apply_samples(h, p, len) < 0 ? -1 : 0;
+    else if (len >= 1 && p[0] == HREC_CLOSED)
+        rc = apply_closed(h, p, len);
     else if (len >= 1 && p[0] == HREC_CHUNKS)
         rc = apply_chunks(h, p, len);
     if (rc < 0)
@@ -514,20 +552,52 @@ static void *committer_main(void *arg)
 
 /* Chunks of a partition that has ended are closed even when their series went quiet, so they
  * reach the store (and retention) instead of being carried from checkpoint to checkpoint. */
-static void close_ended(struct hist *h)
+static void closed_note(struct hist *h, const struct hseries *s, uint8_t which)
+{
+    if (h->nclosed == 0) {
+        buf_reset(&h->closed_rec);
+        hput_u8(&h->closed_rec, HREC_CLOSED);
+        hput_u32(&h->closed_rec, 0);
+    }
+    size_t nl = strlen(s->name);
+    hput_u8(&h->closed_rec, which);
+    hput_u16(&h->closed_rec, (uint16_t)nl);
+    buf_append(&h->closed_rec, s->name, nl);
+    h->nclosed++;
+}
+
+/* Closes them and appends a kind 3 record naming them, so that replay closes them at the same
+ * point. Returns 0 or the WAL's error. */
+static int close_ended(struct hist *h)
 {
     int64_t current = partition_of(h, now_ms());
+    int rc = 0;
+    h->nclosed = 0;
     pthread_mutex_lock(&h->series_lock);
-    for (uint32_t i = 0; h->series && i <= h->series_mask; i++) {
+    for (uint32_t i = 0; h->series && i <= h->series_mask && rc == 0; i++) {
         struct hseries *s = h->series[i];
         if (!s)
             continue;
-        if (chunk_enc_count(&s->open) && partition_of(h, chunk_enc_first(&s->open)) < current)
-            pending_add(s, &s->open);
-        if (chunk_enc_count(&s->late) && partition_of(h, chunk_enc_first(&s->late)) < current)
-            pending_add(s, &s->late);
+        for (uint8_t which = 0; which < 2; which++) {
+            struct chunk_enc *e = which ? &s->late : &s->open;
+            if (chunk_enc_count(e) && partition_of(h, chunk_enc_first(e)) < current) {
+                pending_add(s, e);
+                closed_note(h, s, which);
+            }
+        }
+        if (h->nclosed && h->closed_rec.len > (1u << 20)) {
+            patch_u32(h->closed_rec.data + 1, h->nclosed);
+            rc = wal_append(h->wal, h->closed_rec.data, h->closed_rec.len);
+            h->nclosed = 0;
+        }
     }
     pthread_mutex_unlock(&h->series_lock);
+    if (rc == 0 && h->nclosed) {
+        patch_u32(h->closed_rec.data + 1, h->nclosed);
+        rc = wal_append(h->wal, h->closed_rec.data, h->closed_rec.len);
+    }
+    h->nclosed = 0;
+    return rc;
 }
 
 /* Segments before `seg` hold nothing that is not in the store or in a later carry. */
@@ -580,19 +650,37 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
     if (drop)
         drop_segments(h, drop);
 
+    /* The carry costs about the size of every open chunk: write one when the WAL since the
+     * last has grown to 8 times that (so it costs an eighth of the logging at most), at least
+     * every 10 minutes, at start and at the end. Between carries the WAL keeps its segments;
+     * replay rebuilds the chunks committed meanwhile byte for byte and the store skips them. */
+    uint64_t since = wal_bytes(h->wal) - h->wal_after_carry;
+    bool carry = new_process || wait || since >= 8 * h->carry_bytes + (1u << 20) ||
+                 now_ms() - h->carry_ms >= 600000;
     uint64_t t0 = mono_ns(), seg = 0;
-    close_ended(h);
+    int rc = close_ended(h);
     collect_pending(h);
-    int rc = wal_rotate(h->wal, &seg);
-    if (rc == 0)
-        rc = write_open_chunks(h, new_process);
-    if (rc == 0)
-        rc = write_index_map(h);
+    if (rc == 0 && carry) {
+        uint64_t b0 = wal_bytes(h->wal);
+        rc = wal_rotate(h->wal, &seg);
+        if (rc == 0)
+            rc = write_open_chunks(h, new_process);
+        if (rc == 0)
+            rc = write_index_map(h);
+        if (rc == 0) {
+            h->carry_bytes = wal_bytes(h->wal) - b0;
+            h->carry_seg = seg;
+        }
+    }
     if (rc == 0)
         rc = wal_sync(h->wal);
+    if (rc == 0 && carry) {
+        h->wal_after_carry = wal_bytes(h->wal);
+        h->carry_ms = now_ms();
+    }
     double took = (double)(mono_ns() - t0) / 1e9;
-    log_debug("history", "checkpoint: %zu chunks handed to the store, carry written in %.3f s",
-              h->ncitems, took);
+    log_debug("history", "checkpoint: %zu chunks handed to the store%s in %.3f s", h->ncitems,
+              carry ? ", carry written" : "", took);
     pthread_mutex_lock(&h->lock);
     if (rc < 0) {
         h->st.write_errors++;
@@ -601,7 +689,8 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
                   strerror(-rc));
         return rc;
     }
-    h->commit_seg = seg;
+    /* Once committed, every chunk closed before the last carry is in the store. */
+    h->commit_seg = h->carry_seg;
     h->commit_busy = true;
     pthread_cond_signal(&h->commit_wake);
     h->st.checkpoints++;
@@ -750,6 +839,8 @@ int hist__writer_start(struct hist *h)
         hstore_close(h->store);
         return rc;
     }
+    if (h->carry_open)
+        finish_carry(h);
     /* Indices in the replayed records were the previous process's: forget them. */
     if (h->by_idx)
         memset(h->by_idx, 0, h->by_idx_cap * sizeof *h->by_idx);

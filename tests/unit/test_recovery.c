@@ -5,7 +5,8 @@
  * mixed with full-width ones.
  *
  * Each test gets a fresh data directory under $TMPDIR (or /tmp) and opens the real history
- * module on it (hist_open: replay, startup checkpoint, writer and committer threads). */
+ * module on it (hist_open: replay, startup checkpoint, writer and committer threads) and reads
+ * a series back from memory (open, late and pending chunks) and from the partition store. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "history/chunk.h"
 #include "history/hist_int.h"
 #include "history/history.h"
+#include "history/store.h"
 #include "history/wal.h"
 #include "live/live.h"
 
@@ -109,8 +111,45 @@ static void append(struct wal *w, const struct buf *b)
     assert_int_equal(wal_append(w, b->data, b->len), 0);
 }
 
-/* Opens the history module on the directory and returns the samples of `name` it holds in
- * memory (open, late and pending chunks), checking they are distinct and in `want`. */
+/* Opens the history module on the directory and returns the samples of `name` it holds (in
+ * memory and in the store), checking they are distinct and in `want`. */
+static size_t g_chunks; /* chunks of the series (store and memory) at the last count_samples */
+
+struct seen {
+    int64_t ts[64];
+    int n;
+    const int64_t *want;
+    int nwant;
+};
+
+/* Decodes one chunk, checking that every sample is wanted and none is seen twice. */
+static void seen_chunk(struct seen *z, enum pt_type type, const void *data, size_t len, uint32_t count)
+{
+    struct chunk_dec d;
+    assert_int_equal(chunk_dec_init(&d, type, data, len, count), 0);
+    int64_t ts;
+    struct pt_value v;
+    enum pt_quality q;
+    while (chunk_dec_next(&d, &ts, &v, &q) == 1) {
+        for (int k = 0; k < z->n; k++)
+            assert_true(z->ts[k] != ts); /* a sample counted twice */
+        bool known = false;
+        for (int k = 0; k < z->nwant; k++)
+            known = known || z->want[k] == ts;
+        assert_true(known);
+        assert_true(z->n < 64);
+        z->ts[z->n++] = ts;
+    }
+    g_chunks++;
+}
+
+static int on_stored(void *ud, enum pt_type type, int64_t t_first, int64_t t_last, uint32_t count,
+                     const void *data, size_t len)
+{
+    seen_chunk(ud, type, data, len, count);
+    return 0;
+}
+
 static int count_samples(const char *data, const char *name, const int64_t *want, int nwant)
 {
     uv_loop_t loop;
@@ -126,26 +165,20 @@ static int count_samples(const char *data, const char *name, const int64_t *want
     struct hmem_chunk *c;
     size_t n;
     assert_int_equal(hist__series_snapshot(h, name, &c, &n), 0);
-    int total = 0;
-    int64_t seen[64];
+    struct seen z = {.want = want, .nwant = nwant};
+    g_chunks = 0;
     for (size_t i = 0; i < n; i++) {
-        struct chunk_dec d;
-        assert_int_equal(chunk_dec_init(&d, c[i].type, c[i].data, c[i].len, c[i].count), 0);
-        int64_t ts;
-        struct pt_value v;
-        enum pt_quality q;
-        while (chunk_dec_next(&d, &ts, &v, &q) == 1) {
-            for (int k = 0; k < total; k++)
-                assert_true(seen[k] != ts); /* a sample counted twice */
-            bool known = false;
-            for (int k = 0; k < nwant; k++)
-                known = known || want[k] == ts;
-            assert_true(known);
-            assert_true(total < 64);
-            seen[total++] = ts;
-        }
+        seen_chunk(&z, c[i].type, c[i].data, c[i].len, c[i].count);
         free(c[i].data);
     }
+    int total = 0;
+    char pdir[400];
+    snprintf(pdir, sizeof pdir, "%s/history/partitions", data);
+    struct hstore_reader *r;
+    assert_int_equal(hstore_reader_open(pdir, &r), 0);
+    assert_int_equal(hstore_read(r, name, 0, INT64_MAX, on_stored, &z), 0);
+    hstore_reader_close(r);
+    total = z.n;
     free(c);
     hist_stop(h);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -273,6 +306,47 @@ static void packed_samples_replay(void **state)
     assert_int_equal(count_samples(t->data, "q", want_q, 2), 2);
 }
 
+/* A kind 3 record closes y's open chunk; a carry that does not list z closes z's chunk when
+ * it ends. Replay keeps those chunk boundaries (the store recognises chunks it already has
+ * only when they are rebuilt with the same samples). */
+static void closes_replayed_where_they_happened(void **state)
+{
+    struct tdir *t = *state;
+    int64_t now = now_ms() - 60000;
+    int64_t ts[3] = {now, now + 1000, now + 2000};
+    double v[3] = {1, 2, 3};
+    struct wal *w;
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(wal_open(t->wal, &w), 0);
+    rec_samples(&b, "y", ts, v, 2);
+    append(w, &b);
+    buf_reset(&b);
+    hput_u8(&b, HREC_CLOSED);
+    hput_u32(&b, 1);
+    hput_u8(&b, 0);
+    hput_u16(&b, 1);
+    buf_append(&b, "y", 1);
+    append(w, &b);
+    rec_samples(&b, "y", ts + 2, v + 2, 1);
+    append(w, &b);
+    rec_samples(&b, "z", ts, v, 2);
+    append(w, &b);
+    rec_carry(&b, 2, "x", ts, v, 1); /* lists x only */
+    append(w, &b);
+    rec_samples(&b, "z", ts + 2, v + 2, 1);
+    append(w, &b);
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+    buf_release(&b);
+
+    assert_int_equal(count_samples(t->data, "y", ts, 3), 3);
+    assert_int_equal(g_chunks, 2); /* [1, 2] closed, [3] open */
+    assert_int_equal(count_samples(t->data, "z", ts, 3), 3);
+    assert_int_equal(g_chunks, 2); /* [1, 2] closed by the carry's end, [3] open */
+    assert_int_equal(count_samples(t->data, "x", ts, 1), 1);
+}
+
 /* Varints at the edges: every difference comes back, and a varint longer than 10 bytes or
  * cut short makes the reader fail. */
 static void zigzag_varints(void **state)
@@ -307,6 +381,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(carry_replaces_what_older_segments_built, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(later_carry_wins, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(packed_samples_replay, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(closes_replayed_where_they_happened, dir_setup, dir_teardown),
         cmocka_unit_test(zigzag_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
