@@ -1,12 +1,15 @@
 /* driver.h - the driver interface: where point values come from.
  *
  * A driver type is a table of functions (no #ifdef forest): parse its configuration entry,
- * declare its points into the point table, start, stop. The daemon parses every entry of
- * `drivers:` at load and at reload; a reload stops the running drivers and starts the new
- * ones after the point table has been reconciled.
+ * declare its points into the point table, start, stop, and optionally write a value to a
+ * device. The daemon parses every entry of `drivers:` at load and at reload; a reload stops
+ * the running drivers and starts the new ones after the point table has been reconciled.
+ * Every driver reports the health of its devices (struct driver_device, below), which also
+ * turns the points of a failing device bad.
  *
  * Threads: all calls on the loop thread. A driver whose library blocks runs its I/O on its
- * own thread and hands samples to the loop; it never calls live_* from that thread. */
+ * own thread and hands samples to the loop in batches through a driver_queue (below); it
+ * never calls live_* or the health functions from that thread. */
 #ifndef OPSD_DRIVERS_DRIVER_H
 #define OPSD_DRIVERS_DRIVER_H
 
