@@ -1,0 +1,216 @@
+// bench/journal: J1-J4 of ../shared/SEEDS.md against a real opsd and a private RabbitMQ.
+//
+//   node bench/journal/run.mjs BUILD_DIR [--soak MINUTES] [--amqp N] [--http N]
+//
+// Prints msg/s ingested durably (AMQP: from a pre-filled queue until every delivery is
+// acknowledged; HTTP: batches answered 200), bytes on disk per message, opsd CPU and RSS,
+// search latencies, the expiry cost per message (retention dropping partitions while
+// ingestion runs) and an RSS soak. Run it with a Release build (-DCMAKE_BUILD_TYPE=Release).
+// Needs tests/integration/node_modules (amqplib) and Debian's rabbitmq-server.
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { workDir, startOpsd, http, metrics } from '../../tests/integration/lib/opsd.mjs';
+import { startRabbit, amqp, nsbHeaders } from '../../tests/integration/lib/journal_rabbit.mjs';
+import { finish, sleep } from '../../tests/integration/lib/harness.mjs';
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? Number(args[i + 1]) : dflt; };
+process.env.OPSD = resolve(args[0] || 'build-rel', 'opsd');
+const SOAK_MIN = opt('--soak', 2);
+const AMQP_N = opt('--amqp', 100000);
+const HTTP_N = opt('--http', 200000);
+const ONLY_J3 = args.includes('--only-j3');
+
+const work = workDir('bench_journal');
+const rabbit = await startRabbit(work, { timeoutMs: 120000 });
+process.on('uncaughtException', async (e) => { console.error(e); await finish(); });
+process.on('unhandledRejection', async (e) => { console.error(e); await finish(); });
+const config = (port, dataDir) => `
+server: {listen: 127.0.0.1:${port}, data_dir: ${dataDir}}
+journal:
+  retention: 1h
+  partition: 5s
+  inline_max: 85000
+  body_max: 102400
+  disk_floor: 0
+  queue_max: 2000000
+  breaker: {failures: 1000000}
+  amqp: {host: 127.0.0.1, port: ${rabbit.port}, queue: audit, prefetch: 5000}
+`;
+
+function cpuSeconds(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+const fmt = (x, d = 0) => x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+const rows = [];
+const row = (...c) => { rows.push(c); console.log(c.join(' | ')); };
+
+// Fill the queue before opsd consumes, so the figure is opsd's, not the publisher's.
+const conn = await amqp.connect(rabbit.url);
+const ch = await conn.createConfirmChannel();
+await ch.assertQueue('audit', { durable: true });
+const BASE = Date.now() - 60000;
+for (let i = 0; i < (ONLY_J3 ? 0 : AMQP_N); i++) {
+  ch.sendToQueue('audit', Buffer.from(`{"orderId":${i},"item":"widget"}`), { persistent: true, headers: nsbHeaders(i, { base: BASE }) });
+  if (i % 5000 === 4999) await ch.waitForConfirms();
+}
+await ch.waitForConfirms();
+
+const d = await startOpsd(work, { config });
+row('test', 'messages', 'msg/s', 'bytes on disk/msg', 'opsd CPU s', 'RSS MiB');
+
+// J1 AMQP
+if (!ONLY_J3) {
+  const c0 = cpuSeconds(d.pid);
+  const t0 = Date.now();
+  let acked = 0;
+  let rss = 0;
+  while (acked < AMQP_N) {
+    await sleep(100);
+    acked = (await metrics(d)).get('opsd_journal_amqp_acked_total') || 0;
+    rss = Math.max(rss, d.rssKiB());
+  }
+  const s = (Date.now() - t0) / 1000;
+  const m = await metrics(d);
+  row('J1 AMQP small (≈60 B body, 14 headers)', fmt(AMQP_N), fmt(AMQP_N / s), fmt(m.get('opsd_journal_store_bytes') / m.get('opsd_journal_stored_total')),
+    fmt(cpuSeconds(d.pid) - c0, 1), fmt(rss / 1024));
+}
+
+async function httpLoad(n, batch, conc, mk) {
+  let next = 0;
+  let rss = 0;
+  const c0 = cpuSeconds(d.pid);
+  const t0 = Date.now();
+  const worker = async () => {
+    for (;;) {
+      const first = next;
+      if (first >= n) return;
+      next += batch;
+      const msgs = [];
+      for (let i = first; i < Math.min(first + batch, n); i++) msgs.push(mk(i));
+      const payload = JSON.stringify({ messages: msgs });
+      for (let attempt = 0; ; attempt++) {
+        try { // a kept-alive connection the server closed meanwhile: send again (copies are recognised)
+          const r = await fetch(`${d.url}/api/v1/messages`, { method: 'POST', body: payload });
+          if (r.status !== 200) throw new Error(`POST ${r.status}: ${(await r.text()).slice(0, 200)}`);
+          await r.arrayBuffer();
+          break;
+        } catch (e) {
+          if (attempt >= 3 || !/fetch failed/.test(e.message)) throw e;
+        }
+      }
+      rss = Math.max(rss, d.rssKiB());
+    }
+  };
+  await Promise.all(Array.from({ length: conc }, worker));
+  return { s: (Date.now() - t0) / 1000, cpu: cpuSeconds(d.pid) - c0, rss };
+}
+
+// J1 HTTP
+if (!ONLY_J3) {
+  const before = await metrics(d);
+  const r = await httpLoad(HTTP_N, 1000, 8, (i) => ({ headers: nsbHeaders(1000000 + i, { base: BASE }), body: `{"orderId":${i},"item":"widget"}` }));
+  const m = await metrics(d);
+  row('J1 HTTP small (batches of 1000, 8 clients)', fmt(HTTP_N), fmt(HTTP_N / r.s),
+    fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / HTTP_N), fmt(r.cpu, 1), fmt(r.rss / 1024));
+}
+
+// J2 body sizes: JSON-like text (compresses about as well as real payloads, 3-5x)
+const words = ['order', 'customer', 'widget', 'quantity', 'price', 'shipping', 'address', 'street', 'city', 'total'];
+function body(kb, seed) {
+  let s = '{"items":[';
+  let x = seed * 2654435761 >>> 0;
+  while (s.length < kb * 1000 - 40) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    s += `{"${words[x % 10]}":"${words[(x >> 8) % 10]}-${x % 100000}","n":${x % 997}},`;
+  }
+  return s.slice(0, kb * 1000 - 2) + ']}';
+}
+for (const kb of ONLY_J3 ? [] : [13, 20, 40, 66, 93, 133]) {
+  const n = Math.max(1000, Math.floor(150000 / kb));
+  const before = await metrics(d);
+  const bodies = Array.from({ length: 16 }, (_, k) => body(kb, k));
+  const r = await httpLoad(n, 20, 8, (i) => ({ headers: nsbHeaders(2000000 + kb * 100000 + i, { base: BASE }), body: bodies[i % 16] }));
+  const m = await metrics(d);
+  row(`J2 HTTP ${kb} KB bodies`, fmt(n), fmt(n / r.s), fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / n),
+    fmt(r.cpu, 1), fmt(r.rss / 1024));
+}
+
+// Search latencies (median of 15) over everything stored so far
+if (!ONLY_J3) {
+const total = (await http(d, 'GET', '/api/v1/messages?limit=1')).json.total;
+console.log(`\nsearch over ${fmt(total)} messages in ${(await http(d, 'GET', '/api/v1/journal/partitions')).json.partitions.length} partitions: median ms`);
+async function lat(what, path) {
+  const t = [];
+  for (let k = 0; k < 15; k++) {
+    const t0 = performance.now();
+    const r = await fetch(`${d.url}${path}`);
+    await r.arrayBuffer();
+    if (r.status !== 200) throw new Error(`${what}: ${r.status}`);
+    t.push(performance.now() - t0);
+  }
+  t.sort((a, b) => a - b);
+  row(`search: ${what}`, '', '', '', '', fmt(t[7], 1) + ' ms');
+}
+await lat('newest 50, with total', '/api/v1/messages?limit=50');
+await lat('full text (one word in a body)', '/api/v1/messages?q=widget-12345&limit=50');
+await lat('endpoint + type filter', '/api/v1/messages?endpoint=Sales&type=Shop.Messages.PlaceOrder&limit=50');
+await lat('sort by critical time', '/api/v1/messages?sort=critical_time&limit=50');
+await lat('conversation view (≈1/10 of J1 messages)', '/api/v1/conversations/conv-3?x=1');
+await lat('one message with headers', '/api/v1/messages/msg-000042');
+await lat('a 66 KB body', `/api/v1/messages/msg-${String(2000000 + 66 * 100000 + 5).padStart(6, '0')}/body`);
+}
+
+// J3 (scaled down in time): messages processed just inside the 1 h retention land in
+// partitions that expire while ingestion goes on; cost per expired message.
+{
+  const EXP = 50000;
+  const before = await metrics(d);
+  // processed 1 h - 20 s before it is sent: inside the retention when it arrives, expired
+  // about 20 s later (partition 5 s)
+  await httpLoad(EXP, 1000, 4, (i) => ({ headers: nsbHeaders(9000000 + i, { base: Date.now() - 3600000 + 20000 - 25 - (9000000 + i) }), body: 'x' }));
+  const t0 = Date.now();
+  let m;
+  let k = 0;
+  const live = (async () => { // ingestion goes on meanwhile
+    while (Date.now() - t0 < 30000) {
+      await httpLoad(1000, 500, 2, (i) => ({ headers: nsbHeaders(9500000 + k * 1000 + i, { base: BASE }), body: 'y' }));
+      k++;
+    }
+  })();
+  for (;;) {
+    await sleep(500);
+    m = await metrics(d);
+    const gone = (await http(d, 'GET', `/api/v1/messages/msg-${9000000 + EXP - 1}`)).status === 404;
+    if (gone || Date.now() - t0 > 60000) break;
+  }
+  await live;
+  const secs = m.get('opsd_journal_retention_seconds_total') - before.get('opsd_journal_retention_seconds_total');
+  const parts = m.get('opsd_journal_partitions_dropped_total') - before.get('opsd_journal_partitions_dropped_total');
+  row(`J3 expiry: ${fmt(EXP)} messages in ${parts} partitions dropped`, '', '', '', '', `${fmt(secs * 1e6 / EXP, 2)} µs/msg`);
+}
+
+// J4 soak: steady HTTP load, RSS sampled every 10 s
+if (!ONLY_J3) {
+  console.log(`\nsoak ${SOAK_MIN} min`);
+  const end = Date.now() + SOAK_MIN * 60000;
+  const samples = [];
+  let n = 0;
+  let nextSample = Date.now();
+  while (Date.now() < end) {
+    await httpLoad(2000, 500, 4, (i) => ({ headers: nsbHeaders(20000000 + n + i, { base: BASE }), body: body(5, i % 16) }));
+    n += 2000;
+    if (Date.now() >= nextSample) {
+      samples.push(Math.round(d.rssKiB() / 1024));
+      nextSample += 10000;
+    }
+  }
+  row(`J4 soak ${SOAK_MIN} min, 5 KB bodies`, fmt(n), fmt(n / (SOAK_MIN * 60)), '', '', `RSS MiB every 10 s: ${samples.join(' ')}`);
+}
+
+console.log('\n| test | messages | msg/s | bytes on disk/msg | opsd CPU s | RSS MiB / latency |\n| --- | --- | --- | --- | --- | --- |');
+for (const r of rows.slice(1)) console.log(`| ${r.join(' | ')} |`);
+await ch.close();
+await conn.close();
+await finish();
