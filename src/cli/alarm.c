@@ -85,6 +85,18 @@ static char *cell(const json_t *o, const char *key)
     return s;
 }
 
+/* A value cell: a sum of readings is printed to 10 significant digits (252.14, not
+ * 252.14000000000001). */
+static char *value_cell(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_real(v))
+        return cell(o, key);
+    char t[64];
+    snprintf(t, sizeof t, "%.10g", json_real_value(v));
+    return xstrdup(t);
+}
+
 static char *time_cell(const json_t *o, const char *key)
 {
     char t[64] = "-";
@@ -129,7 +141,7 @@ int cmd_alarms_summary(struct ctl *c, const struct opts *o)
             buf_release(&s);
             row[2] = cell(a, "id");
             row[3] = cell(a, "group");
-            row[4] = cell(a, "value");
+            row[4] = value_cell(a, "value");
             row[5] = time_cell(a, "since");
             row[6] = cell(a, "message");
             cli_table_add(&t, row);
@@ -197,7 +209,7 @@ int cmd_alarms_events(struct ctl *c, const struct opts *o)
             row[2] = xstrdup(id.len ? cli_bstr(&id) : "-");
             buf_release(&id);
             row[3] = cell(e, "state");
-            row[4] = cell(e, "value");
+            row[4] = value_cell(e, "value");
             row[5] = cell(e, "user");
             const json_t *cm = json_object_get(e, "comment");
             row[6] = json_is_string(cm) ? cell(e, "comment") : cell(e, "message");
