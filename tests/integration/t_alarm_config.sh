@@ -63,6 +63,14 @@ t_bad_config() {
 }
 run_test "alarm: bad alarm configuration refused with FILE:LINE, position and reason" t_bad_config
 
+t_example() {
+  local out
+  out=$("$OPSD" --check-config "$IT_DIR/../../etc/examples/alarm-a1.yaml" 2>&1)
+  expect "exit status" "$?" 0 || return 1
+  expect_match "ok" "$out" "alarm-a1.yaml: ok \(12000 points, 1 drivers\)"
+}
+run_test "alarm: the shipped example etc/examples/alarm-a1.yaml is valid" t_example
+
 t_bad_reload() {
   sleep 1
   local before
