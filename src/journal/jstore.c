@@ -62,6 +62,7 @@ struct jstore {
 static const char part_schema[] =
     "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=FULL;"
+    "PRAGMA cache_size=-16384;" /* 16 MiB: a group's pages are not spilled to the WAL early */
     "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v);"
     "CREATE TABLE IF NOT EXISTS messages(rowid INTEGER PRIMARY KEY, message_id TEXT NOT NULL,"
     " receiving_endpoint TEXT NOT NULL, id_derived INT, type TEXT, intent TEXT, conversation_id TEXT,"
