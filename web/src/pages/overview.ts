@@ -95,14 +95,17 @@ export function overviewPage(): Page {
         try {
           const t = performance.now();
           const [okHealth, st, mtext] = await Promise.all([
-            fetch('/healthz').then((r) => r.ok).catch(() => false),
+            fetch('/healthz').then((r) => (r.ok ? r.json() : { status: `HTTP ${r.status}` })).catch(() => ({ status: 'unreachable' })) as Promise<Record<string, string>>,
             getJSON<Status>('/api/v1/status'),
             getText('/metrics'),
           ]);
           const m = parseMetrics(mtext);
           err.textContent = '';
-          health.textContent = okHealth ? 'healthy' : 'unhealthy';
-          health.dataset.state = okHealth ? 'good' : 'bad';
+          /* {"status":"ok"}, or "degraded" with the reason by module (e.g. the journal paused) */
+          const hs = okHealth.status;
+          const why = Object.entries(okHealth).filter(([k]) => k !== 'status').map(([k, v]) => `${k}: ${v}`).join('; ');
+          health.textContent = hs === 'ok' ? 'healthy' : `${hs}${why ? ' (' + why + ')' : ''}`;
+          health.dataset.state = hs === 'ok' ? 'good' : hs === 'degraded' ? 'warn' : 'bad';
 
           facts.replaceChildren(
             ...([
