@@ -11,9 +11,10 @@
  * adds the changed conditions that match the filter now or were in view (so a condition that
  * leaves the filter is sent as removed). A frame is encoded when the socket is writeable, from
  * the current state, so a burst between two writes costs one row per condition, not one per
- * event. When more than SNAPSHOT_AFTER changes wait (a reader that is far behind, or a storm),
- * the pending list is dropped and the next frame is a fresh snapshot: memory per subscription
- * stays bounded by the number of conditions. After a reload (a new generation of the
+ * event. When more than SNAPSHOT_AFTER changes wait (a reader that is far behind, or a storm)
+ * and they are at least as many as the rows the client has in view (so a snapshot is no
+ * larger than the changes), the pending list is dropped and the next frame is a fresh
+ * snapshot. Memory per subscription stays bounded by the number of conditions either way. After a reload (a new generation of the
  * engine's configuration, whose condition indices may differ) the next frame is a snapshot. */
 #include <jansson.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ struct ws_alarm_sub {
     struct alarm_filter f;
     uint8_t *flags;              /* per condition: 1 in view, 2 pending */
     size_t nconds;
+    size_t nview;                /* conditions with the in-view bit */
     uint64_t generation;         /* the engine's configuration the flags belong to */
     uint32_t *pending;
     size_t npending, cap;
@@ -54,6 +56,7 @@ static void sub_reset(struct ws_alarm_sub *s, const struct alarm_engine *e)
     size_t nconds = alarm_engine_cond_count(e);
     free(s->flags);
     s->nconds = nconds;
+    s->nview = 0;
     s->generation = alarm_engine_generation(e);
     s->flags = xnew(uint8_t, nconds ? nconds : 1);
     s->npending = 0;
@@ -81,7 +84,7 @@ static void on_changes(void *ud, const uint32_t *conds, size_t n)
                     continue;
                 if (!(s->flags[ci] & 1) && !alarm_filter_match(e, &s->f, ci))
                     continue;
-                if (s->npending == SNAPSHOT_AFTER) {
+                if (s->npending >= SNAPSHOT_AFTER && s->npending >= s->nview) {
                     /* far behind: a fresh snapshot instead of a backlog */
                     for (size_t p = 0; p < s->npending; p++)
                         s->flags[s->pending[p]] &= (uint8_t)~2;
@@ -254,6 +257,7 @@ static void encode_snapshot(struct api *api, struct ws_alarm_sub *s, struct buf 
         alarm_cond_json(e, i, tx);
     }
     buf_printf(tx, "],\"total\":%zu}", n);
+    s->nview = n;
     s->npending = 0;
     s->snapshot = false;
 }
@@ -271,9 +275,11 @@ static void encode_changes(struct api *api, struct ws_alarm_sub *s, struct buf *
             buf_putc(tx, ',');
         s->flags[ci] &= (uint8_t)~2;
         if (alarm_filter_match(e, &s->f, ci)) {
+            s->nview += !(s->flags[ci] & 1);
             s->flags[ci] |= 1;
             alarm_cond_json(e, ci, tx);
         } else {
+            s->nview -= (s->flags[ci] & 1) != 0;
             s->flags[ci] &= (uint8_t)~1;
             jw_raw(tx, "{\"id\":");
             jw_str(tx, alarm_cond_id(e, ci));
