@@ -58,7 +58,8 @@ int buf_append(struct buf *b, const void *p, size_t n)
 {
     if (buf_reserve(b, n) < 0)
         return -1;
-    memcpy(b->data + b->len, p, n);
+    if (n) /* p may be NULL then (an empty body) */
+        memcpy(b->data + b->len, p, n);
     b->len += n;
     b->data[b->len] = '\0';
     return 0;

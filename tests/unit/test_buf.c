@@ -6,6 +6,19 @@
 
 #include "core/buf.h"
 
+/* Appending nothing from NULL (an empty request body) is fine and leaves "" behind. */
+static void append_nothing_from_null(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 100);
+    assert_int_equal(buf_append(&b, NULL, 0), 0);
+    assert_int_equal(b.len, 0);
+    assert_non_null(b.data);
+    assert_string_equal(b.data, "");
+    buf_release(&b);
+}
+
 static void starts_empty(void **state)
 {
     (void)state;
@@ -215,6 +228,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(starts_empty),
+        cmocka_unit_test(append_nothing_from_null),
         cmocka_unit_test(append_nul_terminated),
         cmocka_unit_test(cap_exact_fit),
         cmocka_unit_test(overflow_sticky_content_unchanged),
