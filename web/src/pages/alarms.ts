@@ -175,7 +175,7 @@ export function alarmsPage(): Page {
         box.checked = selected.has(a.id);
         box.addEventListener('change', () => { if (box.checked) selected.add(a.id); else selected.delete(a.id); });
         const flags = [a.shelved ? `shelved until ${fmtTime(a.shelved_until)}` : '', a.suppressed ? 'suppressed' : '', a.out_of_service ? 'out of service' : ''].filter(Boolean).join(', ');
-        return h('tr', { 'data-id': a.id, 'data-p': String(Math.min(Math.max(a.priority, 1), 4)), 'data-acked': String(a.acked), 'data-active': String(a.active) },
+        return h('tr', { 'data-id': a.id, 'data-since': a.since, 'data-p': String(Math.min(Math.max(a.priority, 1), 4)), 'data-acked': String(a.acked), 'data-active': String(a.active) },
           h('td', {}, box),
           h('td', { class: 'num prio' }, String(a.priority)),
           h('td', {}, a.id),
