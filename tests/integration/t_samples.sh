@@ -71,9 +71,11 @@ t_invalid_json() {
   baseline || return 1
   req POST /api/v1/samples '{"samples":[{"point":"ext-005","value":50},'
   expect_error "malformed JSON" 400 invalid_json || return 1
+  req POST /api/v1/samples ''
+  expect_error "empty body" 400 invalid_json || return 1
   unchanged
 }
-run_test "POST malformed JSON: 400 invalid_json, nothing changed" t_invalid_json
+run_test "POST malformed JSON or an empty body: 400 invalid_json, nothing changed" t_invalid_json
 
 t_unknown_in_batch() {
   baseline || return 1
