@@ -610,6 +610,17 @@ sqlite3 *jstore_open_ro(const char *dir, int64_t start)
         return NULL;
     }
     sqlite3_busy_timeout(db, 5000);
+    /* A file the writer has just created may not have its tables yet: not there yet. The
+     * schema's statements run one after another, so its last table means all of them. */
+    sqlite3_stmt *st = NULL;
+    bool ready = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE name = ?", -1, &st, NULL) == SQLITE_OK &&
+                 sqlite3_bind_text(st, 1, start < 0 ? "failed" : "endpoints", -1, SQLITE_STATIC) == SQLITE_OK &&
+                 sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (!ready) {
+        sqlite3_close(db);
+        return NULL;
+    }
     return db;
 }
 
