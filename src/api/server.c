@@ -268,8 +268,6 @@ static int on_http(struct api *api, struct lws *wsi, struct pss *pss, const char
         r->role = ROLE_ADMIN;
     } else if (static_public(r->path)) {
         r->role = ROLE_VIEWER; /* the web UI's files: no data, the page asks for the token */
-    } else if (static_public(r->path)) {
-        r->role = ROLE_VIEWER; /* the web UI's files: no data, the page asks for the token */
     } else {
         r->role = api_auth(api, wsi, false);
         if (r->role == ROLE_NONE) {
