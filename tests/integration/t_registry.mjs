@@ -97,6 +97,8 @@ await test('registry: bad bodies are 400/413 and change nothing', async () => {
 });
 
 await test('registry: 200 handles, 2 tags: all READY, each tag fetched once, shared modules once', async () => {
+  // the first batch's syncs store the shared modules: let them finish before counting fetches
+  await waitState(['ok-1', 'dup'], 'READY');
   dmi.reset();
   const r = await reg({
     dmiPlugin: dmi.url,
