@@ -78,8 +78,7 @@ int parse_duration_ms(const char *s, int64_t *out_ms)
     return 0;
 }
 
-/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar. */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
 {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;
@@ -89,7 +88,7 @@ static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
     return era * 146097 + (int64_t)doe - 719468;
 }
 
-static int digits(const char **p, int n, int *out)
+int parse_digits(const char **p, int n, int *out)
 {
     int v = 0;
     for (int i = 0; i < n; i++) {
@@ -110,12 +109,12 @@ int parse_time_ms(const char *s, int64_t *out_ms)
         return parse_int64(s, out_ms);
     const char *p = s;
     int Y, M, D, h, m, sec;
-    if (digits(&p, 4, &Y) || *p++ != '-' || digits(&p, 2, &M) || *p++ != '-' ||
-        digits(&p, 2, &D) || (*p != 'T' && *p != 't' && *p != ' '))
+    if (parse_digits(&p, 4, &Y) || *p++ != '-' || parse_digits(&p, 2, &M) || *p++ != '-' ||
+        parse_digits(&p, 2, &D) || (*p != 'T' && *p != 't' && *p != ' '))
         return -1;
     p++;
-    if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &m) || *p++ != ':' ||
-        digits(&p, 2, &sec))
+    if (parse_digits(&p, 2, &h) || *p++ != ':' || parse_digits(&p, 2, &m) || *p++ != ':' ||
+        parse_digits(&p, 2, &sec))
         return -1;
     static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     bool leap = (Y % 4 == 0 && Y % 100 != 0) || Y % 400 == 0;
@@ -142,7 +141,7 @@ int parse_time_ms(const char *s, int64_t *out_ms)
         p++;
     } else if (*p == '+' || *p == '-') {
         int sign = *p++ == '-' ? -1 : 1, oh, om;
-        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om) || oh > 23 || om > 59)
+        if (parse_digits(&p, 2, &oh) || *p++ != ':' || parse_digits(&p, 2, &om) || oh > 23 || om > 59)
             return -1;
         off = sign * (oh * 60 + om) * 60000LL;
     } else {

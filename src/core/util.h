@@ -24,6 +24,10 @@ int parse_double(const char *s, double *out);
 /* Parses RFC 3339 ("2026-11-30T12:00:00Z", fractions and offsets allowed) or integer
  * milliseconds. Returns 0 or -1. */
 int parse_time_ms(const char *s, int64_t *out_ms);
+/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar. */
+int64_t days_from_civil(int64_t y, unsigned m, unsigned d);
+/* Exactly n decimal digits at *p into *out, advancing *p; -1 (nothing moved) otherwise. */
+int parse_digits(const char **p, int n, int *out);
 
 /* FNV-1a 64-bit hash. */
 uint64_t hash_bytes(const void *p, size_t n);

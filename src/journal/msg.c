@@ -220,37 +220,14 @@ bool jnl_utf8_valid(const char *s, size_t n)
 
 /* ---- times ---- */
 
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    unsigned yoe = (unsigned)(y - era * 400);
-    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + (int64_t)doe - 719468;
-}
-
-static int digits(const char **s, int n, int *out)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isdigit((unsigned char)(*s)[i]))
-            return -1;
-        v = v * 10 + ((*s)[i] - '0');
-    }
-    *s += n;
-    *out = v;
-    return 0;
-}
-
 int jnl_parse_wire_time(const char *s, int64_t *out_ms)
 {
     /* NServiceBus: "yyyy-MM-dd HH:mm:ss:ffffff Z" (fraction 1..7 digits). */
     const char *p = s;
     int y, mo, d, h, mi, se;
-    if (digits(&p, 4, &y) == 0 && *p++ == '-' && digits(&p, 2, &mo) == 0 && *p++ == '-' &&
-        digits(&p, 2, &d) == 0 && *p++ == ' ' && digits(&p, 2, &h) == 0 && *p++ == ':' &&
-        digits(&p, 2, &mi) == 0 && *p++ == ':' && digits(&p, 2, &se) == 0) {
+    if (parse_digits(&p, 4, &y) == 0 && *p++ == '-' && parse_digits(&p, 2, &mo) == 0 && *p++ == '-' &&
+        parse_digits(&p, 2, &d) == 0 && *p++ == ' ' && parse_digits(&p, 2, &h) == 0 && *p++ == ':' &&
+        parse_digits(&p, 2, &mi) == 0 && *p++ == ':' && parse_digits(&p, 2, &se) == 0) {
         int ms = 0, nd = 0;
         if (*p == ':' || *p == '.') {
             p++;
