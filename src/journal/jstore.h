@@ -31,9 +31,14 @@ int jstore_open(const char *dir, int64_t partition_ms, struct jstore **out);
 void jstore_close(struct jstore *s);
 /* Stores m in the partition that holds `at` (ms). *dup set when a message with the same id
  * and receiving endpoint is already there (nothing stored). Returns 0 or negative (the
- * reason in err); on error the message is not stored but the transaction stays usable. */
+ * reason in err). On error in careful mode the message is not stored and the transaction
+ * stays usable; otherwise part of the message may be in it: roll back (jstore_rollback). */
 int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const struct jstore_limits *lim,
                bool *dup, int *body_state, size_t *stored_bytes, char *err, size_t errlen);
+/* Careful mode: a savepoint around each message, so that one the store refuses undoes only
+ * itself. It costs a flush of the full-text index's pending terms per message (FTS5 writes
+ * them out at every savepoint), so the writer uses it only to redo a group that failed. */
+void jstore_careful(struct jstore *s, bool on);
 /* Records m in the failed-import store with its reason and source. */
 int jstore_fail_put(struct jstore *s, const struct jnl_msg *m, const char *reason, const char *source);
 /* Removes failed import id (after a successful re-import). */

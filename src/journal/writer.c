@@ -14,6 +14,7 @@
  * A message's partition is chosen by its processed_at; one outside [now - retention,
  * now + 1 h] (a wrong clock) goes by the time the journal received it instead. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +56,20 @@ static void note_failure(struct jnl *j, int64_t now)
     uv_mutex_unlock(&j->lock);
 }
 
-/* Puts every message of the group; returns the number of store errors (not failures). */
-static void put_group(struct jnl *j, struct jnl_batch *g, const struct jstore_limits *lim, int64_t retention)
+/* Body figures of a group, added to the journal's counters once the group is durable. */
+struct tally {
+    uint64_t raw, stored, inline_n, compressed, skipped, failed;
+};
+
+/* Puts every message of the group. Fast (not careful): the first message the store refuses
+ * stops the pass with -EAGAIN, the caller rolls back and redoes the group carefully, where a
+ * refused message goes to the failed imports with the store's reason. Returns 0 or -EAGAIN. */
+static int put_group(struct jnl *j, struct jnl_batch *g, const struct jstore_limits *lim, int64_t retention,
+                     bool careful, struct tally *t)
 {
     int64_t now = now_ms();
+    *t = (struct tally){0};
+    jstore_careful(j->store, careful);
     for (struct jnl_batch *b = g; b; b = b->next) {
         b->stored = b->duplicates = b->failed = 0;
         for (size_t i = 0; i < b->n; i++) {
@@ -77,28 +88,28 @@ static void put_group(struct jnl *j, struct jnl_batch *g, const struct jstore_li
                         b->duplicates++;
                     } else {
                         b->stored++;
-                        atomic_fetch_add(&j->body_bytes_raw, m->body_len);
-                        atomic_fetch_add(&j->body_bytes_stored, sb);
-                        if (bs == JBODY_INLINE)
-                            atomic_fetch_add(&j->bodies_inline, 1);
-                        else if (bs == JBODY_COMPRESSED)
-                            atomic_fetch_add(&j->bodies_compressed, 1);
-                        else if (bs == JBODY_NOT_STORED)
-                            atomic_fetch_add(&j->bodies_skipped, 1);
+                        t->raw += m->body_len;
+                        t->stored += sb;
+                        t->inline_n += bs == JBODY_INLINE;
+                        t->compressed += bs == JBODY_COMPRESSED;
+                        t->skipped += bs == JBODY_NOT_STORED;
                     }
                     if (m->reimport_id > 0)
                         jstore_fail_delete(j->store, m->reimport_id);
                     continue;
                 }
+                if (!careful)
+                    return -EAGAIN;
                 reason = err;
             }
             if (m->reimport_id > 0)
                 jstore_fail_delete(j->store, m->reimport_id); /* stored again below, new reason */
             jstore_fail_put(j->store, m, reason, b->source ? b->source : "?");
             b->failed++;
-            note_failure(j, now);
+            t->failed++;
         }
     }
+    return 0;
 }
 
 static void complete(struct jnl *j, struct jnl_batch *g, int status)
@@ -135,8 +146,15 @@ static void process(struct jnl *j, struct jnl_batch *g)
     limits_of(j, &lim, &retention);
     uint64_t t0 = mono_ns();
     int rc = -EIO;
+    struct tally t = {0};
+    bool careful = false;
     for (int attempt = 0; attempt < COMMIT_TRIES; attempt++) {
-        put_group(j, g, &lim, retention);
+        if (put_group(j, g, &lim, retention, careful, &t) < 0) {
+            jstore_rollback(j->store);
+            careful = true; /* a message the store refused: find it, keep the others */
+            attempt--;
+            continue;
+        }
         rc = jstore_commit(j->store);
         if (rc == 0)
             break;
@@ -145,8 +163,18 @@ static void process(struct jnl *j, struct jnl_batch *g)
         log_error("journal", "commit failed (%s), attempt %d of %d", strerror(-rc), attempt + 1, COMMIT_TRIES);
         usleep(100000u << attempt);
     }
-    if (rc < 0)
-        note_failure(j, now_ms());
+    int64_t now = now_ms();
+    for (uint64_t i = 0; i < t.failed; i++)
+        note_failure(j, now);
+    if (rc < 0) {
+        note_failure(j, now);
+    } else {
+        atomic_fetch_add(&j->body_bytes_raw, t.raw);
+        atomic_fetch_add(&j->body_bytes_stored, t.stored);
+        atomic_fetch_add(&j->bodies_inline, t.inline_n);
+        atomic_fetch_add(&j->bodies_compressed, t.compressed);
+        atomic_fetch_add(&j->bodies_skipped, t.skipped);
+    }
     atomic_fetch_add(&j->commits, 1);
     atomic_store(&j->last_commit_s, (double)(mono_ns() - t0) / 1e9);
     complete(j, g, rc);
@@ -196,6 +224,7 @@ static void writer_main(void *arg)
 {
     struct jnl *j = arg;
     uint64_t last_house = 0;
+    pthread_setname_np(pthread_self(), "jnl-writer");
     housekeeping(j);
     for (;;) {
         uv_mutex_lock(&j->lock);
