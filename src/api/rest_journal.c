@@ -14,18 +14,17 @@
  * Refusals: 507 below the disk floor, 503 + Retry-After when the breaker is open or the
  * writer's queue is full. */
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/api_int.h"
+#include "api/messages_parse.h"
 #include "core/jsonw.h"
 #include "core/mem.h"
 #include "core/util.h"
 #include "journal/journal.h"
 
-#define POST_MESSAGES_MAX 10000
 #define SEARCH_LIMIT_DEFAULT 50
 #define SEARCH_LIMIT_MAX 1000
 #define ANSWER_MAX (128u << 20)
@@ -74,61 +73,6 @@ static bool refuse(struct http_req *r, int rc)
     return true;
 }
 
-/* Fills m from one JSON item. Returns NULL or the reason. */
-static const char *item_to_msg(json_t *it, struct jnl_msg *m, char *err, size_t errlen)
-{
-    if (!json_is_object(it))
-        return "must be an object {headers, body, body_encoding}";
-    const char *k;
-    json_t *v;
-    json_object_foreach(it, k, v) {
-        if (strcmp(k, "headers") && strcmp(k, "body") && strcmp(k, "body_encoding"))
-            return "has an unknown key (headers, body, body_encoding)";
-    }
-    json_t *h = json_object_get(it, "headers");
-    if (h && !json_is_object(h))
-        return "'headers' must be an object of strings";
-    if (json_object_size(h) > JNL_HEADERS_MAX) {
-        snprintf(err, errlen, "has %zu headers: at most %d are accepted", json_object_size(h), JNL_HEADERS_MAX);
-        return err;
-    }
-    json_object_foreach(h, k, v) {
-        if (!json_is_string(v)) {
-            snprintf(err, errlen, "header '%.100s' must be a string", k);
-            return err;
-        }
-        jnl_msg_add_header(m, k, json_string_value(v), json_string_length(v));
-    }
-    json_t *enc = json_object_get(it, "body_encoding");
-    const char *e = "utf8";
-    if (enc) {
-        if (!json_is_string(enc) || (strcmp(json_string_value(enc), "utf8") && strcmp(json_string_value(enc), "base64")))
-            return "'body_encoding' must be \"utf8\" or \"base64\"";
-        e = json_string_value(enc);
-    }
-    json_t *body = json_object_get(it, "body");
-    if (body && !json_is_null(body)) {
-        if (!json_is_string(body))
-            return "'body' must be a string (or null)";
-        const char *s = json_string_value(body);
-        size_t n = json_string_length(body);
-        if (strcmp(e, "base64") == 0) {
-            m->body = xmalloc(n / 4 * 3 + 4);
-            long dl = jnl_base64_decode(s, n, m->body);
-            if (dl < 0)
-                return "'body' is not valid base64 (standard alphabet, no line breaks)";
-            m->body_len = (size_t)dl;
-        } else if (n) {
-            m->body = xmalloc(n);
-            memcpy(m->body, s, n);
-            m->body_len = n;
-        }
-    }
-    if (jnl_msg_check(m, err, errlen) < 0)
-        return err;
-    return NULL;
-}
-
 static void post_messages(struct http_req *r)
 {
     struct jnl *j = the_jnl(r->api);
@@ -136,43 +80,24 @@ static void post_messages(struct http_req *r)
         rest_error(r, 403, "forbidden", "this needs the operator role; the token has %s", api_role_name(r->role));
         return;
     }
-    json_error_t je;
-    json_t *root = json_loadb(r->body.data ? r->body.data : "", r->body.len, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        rest_error(r, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text,
-                   je.line, je.column);
-        return;
-    }
-    json_t *arr = json_object_get(root, "messages");
-    if (!json_is_object(root) || !json_is_array(arr)) {
-        rest_error(r, 400, "bad_request", "the body must be {\"messages\":[{\"headers\":{...},\"body\":\"...\"}]}");
-        json_decref(root);
-        return;
-    }
-    size_t n = json_array_size(arr);
-    if (n == 0 || n > POST_MESSAGES_MAX) {
-        rest_error(r, 400, "bad_request", "'messages' must hold 1 to %d messages", POST_MESSAGES_MAX);
-        json_decref(root);
-        return;
-    }
-    if (refuse(r, jnl_accepting(j, n))) {
-        json_decref(root);
-        return;
-    }
-    struct jnl_batch *b = jnl_batch_new(n);
-    int64_t now = now_ms();
-    for (size_t i = 0; i < n; i++) {
-        char err[512];
-        const char *why = item_to_msg(json_array_get(arr, i), &b->msgs[i], err, sizeof err);
-        if (why) {
-            rest_error(r, 400, "bad_message", "messages[%zu]: %s: nothing was stored", i, why);
-            jnl_batch_free(b);
-            json_decref(root);
+    /* The fast reader takes the usual shape; the general one answers everything else. */
+    struct jnl_batch *b = messages_parse_fast(r->body.data, r->body.len);
+    if (!b) {
+        const char *code;
+        char err[1024];
+        b = messages_parse_json(r->body.data, r->body.len, &code, err, sizeof err);
+        if (!b) {
+            rest_error(r, 400, code, "%s", err);
             return;
         }
-        jnl_msg_derive(&b->msgs[i], now);
     }
-    json_decref(root);
+    if (refuse(r, jnl_accepting(j, b->n))) {
+        jnl_batch_free(b);
+        return;
+    }
+    int64_t now = now_ms();
+    for (size_t i = 0; i < b->n; i++)
+        jnl_msg_derive(&b->msgs[i], now);
     b->on_loop = true;
     b->source = "http";
     b->done = post_done;

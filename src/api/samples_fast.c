@@ -12,29 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/json_scan.h"
 #include "api/samples_fast.h"
 #include "core/mem.h"
 #include "core/util.h"
-
-struct scan {
-    const char *p, *end;
-};
-
-static inline void skip_ws(struct scan *s)
-{
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
-        s->p++;
-}
-
-static inline bool take(struct scan *s, char c)
-{
-    skip_ws(s);
-    if (s->p < s->end && *s->p == c) {
-        s->p++;
-        return true;
-    }
-    return false;
-}
 
 /* A string of printable ASCII without escapes; its bytes are not copied. */
 static bool plain_string(struct scan *s, const char **v, size_t *len)

@@ -121,13 +121,12 @@ static void to_msg(const amqp_envelope_t *env, struct jnl_msg *m, int64_t now)
     jnl_msg_derive(m, now);
     if (m->id_derived && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len &&
         jnl_utf8_valid(p->message_id.bytes, p->message_id.len)) {
-        free(m->id);
-        m->id = xstrndup(p->message_id.bytes, p->message_id.len);
+        m->id = jnl_msg_strndup(m, p->message_id.bytes, p->message_id.len);
         m->id_derived = false;
     }
     if (!m->content_type && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG) && p->content_type.len &&
         jnl_utf8_valid(p->content_type.bytes, p->content_type.len))
-        m->content_type = xstrndup(p->content_type.bytes, p->content_type.len);
+        m->content_type = jnl_msg_strndup(m, p->content_type.bytes, p->content_type.len);
 }
 
 static const char *reply_text(amqp_rpc_reply_t r, char *buf, size_t n)

@@ -72,8 +72,12 @@ struct jnl_hdr {
 };
 
 /* A message. Headers and body are owned by it; derived strings are NULL when unknown and
- * times are -1 when unknown (ms since the epoch; durations in ms). */
+ * times are -1 when unknown (ms since the epoch; durations in ms). Header names and values
+ * and the derived strings live in the message's string blocks (one allocation for most
+ * messages), freed together by jnl_msg_release. */
+struct jnl_strblk;
 struct jnl_msg {
+    struct jnl_strblk *strs;
     struct jnl_hdr *h;
     size_t nh;
     unsigned char *body;
@@ -99,6 +103,8 @@ struct jnl_msg {
 /* Appends a header (copies name and value, value_len bytes, may hold any byte: checked by
  * jnl_msg_check). */
 void jnl_msg_add_header(struct jnl_msg *m, const char *name, const char *value, size_t value_len);
+/* A copy of s[0..n) + NUL in m's string blocks (freed with m). */
+char *jnl_msg_strndup(struct jnl_msg *m, const char *s, size_t n);
 /* The value of header `name` (exact, then case-insensitive), or NULL. */
 const char *jnl_msg_header(const struct jnl_msg *m, const char *name);
 /* Checks limits and encodings: header count, names (1..JNL_HEADER_NAME_MAX bytes, no

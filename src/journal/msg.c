@@ -266,6 +266,38 @@ int jnl_parse_wire_time(const char *s, int64_t *out_ms)
 
 /* ---- headers ---- */
 
+struct jnl_strblk {
+    struct jnl_strblk *next;
+    size_t cap, used;
+    char data[];
+};
+
+static char *msg_alloc(struct jnl_msg *m, size_t n)
+{
+    struct jnl_strblk *b = m->strs;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = b ? (b->cap < 65536 ? b->cap * 2 : b->cap) : 2048;
+        if (cap < n)
+            cap = n;
+        struct jnl_strblk *nb = xmalloc(sizeof *nb + cap);
+        nb->next = b;
+        nb->cap = cap;
+        nb->used = 0;
+        m->strs = b = nb;
+    }
+    char *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+char *jnl_msg_strndup(struct jnl_msg *m, const char *s, size_t n)
+{
+    char *p = msg_alloc(m, n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
 void jnl_msg_add_header(struct jnl_msg *m, const char *name, const char *value, size_t value_len)
 {
     if (m->nh == 0 || (m->nh >= 8 && (m->nh & (m->nh - 1)) == 0))
@@ -275,10 +307,8 @@ void jnl_msg_add_header(struct jnl_msg *m, const char *name, const char *value, 
         snprintf(r, sizeof r, "header '%.100s': the value holds a NUL byte", name);
         m->fail_reason = xstrdup(r);
     }
-    m->h[m->nh].name = xstrdup(name);
-    m->h[m->nh].value = xmalloc(value_len + 1);
-    memcpy(m->h[m->nh].value, value, value_len);
-    m->h[m->nh].value[value_len] = '\0';
+    m->h[m->nh].name = jnl_msg_strndup(m, name, strlen(name));
+    m->h[m->nh].value = jnl_msg_strndup(m, value, value_len);
     m->nh++;
 }
 
@@ -356,16 +386,23 @@ int jnl_msg_check(const struct jnl_msg *m, char *err, size_t errlen)
     return 0;
 }
 
-static char *dup_nonempty(const char *s)
+static char *dup_nonempty(struct jnl_msg *m, const char *s, size_t n)
 {
     if (!s)
         return NULL;
-    while (*s == ' ' || *s == '\t')
+    while (n && (*s == ' ' || *s == '\t')) {
         s++;
-    size_t n = strlen(s);
+        n--;
+    }
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
         n--;
-    return n ? xstrndup(s, n) : NULL;
+    return n ? jnl_msg_strndup(m, s, n) : NULL;
+}
+
+static char *hdr_dup(struct jnl_msg *m, const char *name)
+{
+    const char *v = jnl_msg_header(m, name);
+    return v ? dup_nonempty(m, v, strlen(v)) : NULL;
 }
 
 static int64_t hdr_time(const struct jnl_msg *m, const char *name)
@@ -401,7 +438,7 @@ static void derive_id(struct jnl_msg *m)
     hex(d, 16, x);
     char id[40];
     snprintf(id, sizeof id, "%.8s-%.4s-%.4s-%.4s-%.12s", x, x + 8, x + 12, x + 16, x + 20);
-    m->id = xstrdup(id);
+    m->id = jnl_msg_strndup(m, id, strlen(id));
     m->id_derived = true;
 }
 
@@ -410,45 +447,38 @@ static void clear_derived(struct jnl_msg *m)
     char **s[] = {&m->id, &m->type, &m->intent, &m->conversation_id, &m->related_to,
                   &m->sending_endpoint, &m->receiving_endpoint, &m->sending_host,
                   &m->receiving_host, &m->content_type};
-    for (size_t i = 0; i < ARRAY_LEN(s); i++) {
-        free(*s[i]);
-        *s[i] = NULL;
-    }
+    for (size_t i = 0; i < ARRAY_LEN(s); i++)
+        *s[i] = NULL; /* the strings stay in the blocks until the message is released */
 }
 
 void jnl_msg_derive(struct jnl_msg *m, int64_t received_ms)
 {
     clear_derived(m);
     m->id_derived = false;
-    m->id = dup_nonempty(jnl_msg_header(m, "NServiceBus.MessageId"));
+    m->id = hdr_dup(m, "NServiceBus.MessageId");
     if (!m->id)
         derive_id(m);
     const char *types = jnl_msg_header(m, "NServiceBus.EnclosedMessageTypes");
     if (types) {
         size_t n = strcspn(types, ";");
         size_t k = strcspn(types, ",");
-        char *t = xstrndup(types, k < n ? k : n);
-        m->type = dup_nonempty(t);
-        free(t);
+        m->type = dup_nonempty(m, types, k < n ? k : n);
     }
-    m->intent = dup_nonempty(jnl_msg_header(m, "NServiceBus.MessageIntent"));
-    m->conversation_id = dup_nonempty(jnl_msg_header(m, "NServiceBus.ConversationId"));
-    m->related_to = dup_nonempty(jnl_msg_header(m, "NServiceBus.RelatedTo"));
-    m->sending_endpoint = dup_nonempty(jnl_msg_header(m, "NServiceBus.OriginatingEndpoint"));
+    m->intent = hdr_dup(m, "NServiceBus.MessageIntent");
+    m->conversation_id = hdr_dup(m, "NServiceBus.ConversationId");
+    m->related_to = hdr_dup(m, "NServiceBus.RelatedTo");
+    m->sending_endpoint = hdr_dup(m, "NServiceBus.OriginatingEndpoint");
     if (!m->sending_endpoint) {
         const char *r = jnl_msg_header(m, "NServiceBus.ReplyToAddress");
-        if (r) {
-            char *q = xstrndup(r, strcspn(r, "@"));
-            m->sending_endpoint = dup_nonempty(q);
-            free(q);
-        }
+        if (r)
+            m->sending_endpoint = dup_nonempty(m, r, strcspn(r, "@"));
     }
-    m->sending_host = dup_nonempty(jnl_msg_header(m, "NServiceBus.OriginatingMachine"));
-    m->receiving_endpoint = dup_nonempty(jnl_msg_header(m, "NServiceBus.ProcessingEndpoint"));
-    m->receiving_host = dup_nonempty(jnl_msg_header(m, "NServiceBus.ProcessingMachine"));
-    m->content_type = dup_nonempty(jnl_msg_header(m, "NServiceBus.ContentType"));
+    m->sending_host = hdr_dup(m, "NServiceBus.OriginatingMachine");
+    m->receiving_endpoint = hdr_dup(m, "NServiceBus.ProcessingEndpoint");
+    m->receiving_host = hdr_dup(m, "NServiceBus.ProcessingMachine");
+    m->content_type = hdr_dup(m, "NServiceBus.ContentType");
     if (!m->content_type)
-        m->content_type = dup_nonempty(jnl_msg_header(m, "Content-Type"));
+        m->content_type = hdr_dup(m, "Content-Type");
     m->time_sent = hdr_time(m, "NServiceBus.TimeSent");
     m->processing_started = hdr_time(m, "NServiceBus.ProcessingStarted");
     m->received_at = received_ms;
@@ -476,9 +506,10 @@ void jnl_msg_derive(struct jnl_msg *m, int64_t received_ms)
 
 void jnl_msg_release(struct jnl_msg *m)
 {
-    for (size_t i = 0; i < m->nh; i++) {
-        free(m->h[i].name);
-        free(m->h[i].value);
+    while (m->strs) {
+        struct jnl_strblk *b = m->strs;
+        m->strs = b->next;
+        free(b);
     }
     free(m->h);
     free(m->body);

@@ -1,0 +1,354 @@
+/* messages_parse.c - the body of POST /api/v1/messages read into a journal batch: a fast
+ * one-pass reader for the documented shape and the general reader (jansson) that answers
+ * everything else with a precise error (see messages_parse.h).
+ *
+ * The fast reader decodes strings (escapes, \u surrogate pairs, UTF-8 checked as jansson
+ * checks it) into a scratch buffer and copies header names and values into the message's
+ * string blocks; a utf8 body is decoded straight into the buffer that becomes m->body. */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/json_scan.h"
+#include "api/messages_parse.h"
+#include "core/buf.h"
+#include "core/mem.h"
+
+/* ---- fast reader ---- */
+
+static int hex4(const char *p)
+{
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+static void put_utf8(struct buf *o, unsigned cp)
+{
+    char u[4];
+    size_t n;
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xC0 | cp >> 6);
+        u[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | cp >> 12);
+        u[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (char)(0xF0 | cp >> 18);
+        u[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+        u[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+        u[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    buf_append(o, u, n);
+}
+
+/* Decodes the JSON string at s into o (reset first; NUL-terminated, len without the NUL).
+ * False on anything the fast reader does not take: the caller gives up. */
+static bool str(struct scan *s, struct buf *o)
+{
+    buf_reset(o);
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != '"')
+        return false;
+    const char *p = s->p + 1, *end = s->end;
+    for (;;) {
+        const char *q = p;
+        while (q < end && (unsigned char)*q >= 0x20 && (unsigned char)*q < 0x80 && *q != '"' && *q != '\\')
+            q++;
+        if (q > p)
+            buf_append(o, p, (size_t)(q - p));
+        if (q >= end)
+            return false;
+        unsigned char c = (unsigned char)*q;
+        if (c == '"') {
+            s->p = q + 1;
+            if (buf_putc(o, '\0') < 0 || o->overflow)
+                return false;
+            o->len--;
+            return true;
+        }
+        if (c < 0x20)
+            return false;
+        if (c >= 0x80) {
+            size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            if ((size_t)(end - q) < n || !jnl_utf8_valid(q, n))
+                return false;
+            buf_append(o, q, n);
+            p = q + n;
+            continue;
+        }
+        /* an escape */
+        if (end - q < 2)
+            return false;
+        char e = q[1];
+        p = q + 2;
+        switch (e) {
+        case '"': buf_putc(o, '"'); break;
+        case '\\': buf_putc(o, '\\'); break;
+        case '/': buf_putc(o, '/'); break;
+        case 'b': buf_putc(o, '\b'); break;
+        case 'f': buf_putc(o, '\f'); break;
+        case 'n': buf_putc(o, '\n'); break;
+        case 'r': buf_putc(o, '\r'); break;
+        case 't': buf_putc(o, '\t'); break;
+        case 'u': {
+            if (end - p < 4)
+                return false;
+            int cp = hex4(p);
+            p += 4;
+            if (cp <= 0 || (cp >= 0xDC00 && cp <= 0xDFFF))
+                return false; /* \u0000 or a lone low surrogate: jansson says why */
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u')
+                    return false;
+                int lo = hex4(p + 2);
+                if (lo < 0xDC00 || lo > 0xDFFF)
+                    return false;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            put_utf8(o, (unsigned)cp);
+            break;
+        }
+        default:
+            return false;
+        }
+    }
+}
+
+static bool literal(struct scan *s, const char *lit, size_t n)
+{
+    skip_ws(s);
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n) != 0)
+        return false;
+    s->p += n;
+    return true;
+}
+
+struct scratch {
+    struct buf key, name, val;
+};
+
+static bool headers(struct scan *s, struct scratch *x, struct jnl_msg *m)
+{
+    if (!take(s, '{'))
+        return false;
+    if (take(s, '}'))
+        return true;
+    do {
+        if (m->nh >= JNL_HEADERS_MAX || !str(s, &x->name) || !take(s, ':') || !str(s, &x->val))
+            return false;
+        if (memchr(x->name.data, 0, x->name.len) || memchr(x->val.data, 0, x->val.len))
+            return false;
+        jnl_msg_add_header(m, x->name.data, x->val.data, x->val.len);
+    } while (take(s, ','));
+    return take(s, '}');
+}
+
+static bool message(struct scan *s, struct scratch *x, struct jnl_msg *m)
+{
+    if (!take(s, '{'))
+        return false;
+    bool seen_h = false, seen_b = false, seen_e = false, base64 = false;
+    struct buf body;
+    buf_init(&body, JNL_BODY_HARD_MAX);
+    if (!take(s, '}')) {
+        do {
+            if (!str(s, &x->key) || !take(s, ':'))
+                goto fail;
+            const char *k = x->key.data;
+            if (strcmp(k, "headers") == 0 && !seen_h) {
+                seen_h = true;
+                if (!headers(s, x, m))
+                    goto fail;
+            } else if (strcmp(k, "body") == 0 && !seen_b) {
+                seen_b = true;
+                if (!literal(s, "null", 4) && !str(s, &body))
+                    goto fail;
+            } else if (strcmp(k, "body_encoding") == 0 && !seen_e) {
+                seen_e = true;
+                if (!str(s, &x->val))
+                    goto fail;
+                if (strcmp(x->val.data, "base64") == 0)
+                    base64 = true;
+                else if (strcmp(x->val.data, "utf8") != 0)
+                    goto fail;
+            } else {
+                goto fail;
+            }
+        } while (take(s, ','));
+        if (!take(s, '}'))
+            goto fail;
+    }
+    if (body.len && base64) {
+        m->body = xmalloc(body.len / 4 * 3 + 4);
+        long dl = jnl_base64_decode(body.data, body.len, m->body);
+        buf_release(&body);
+        if (dl < 0)
+            return false;
+        m->body_len = (size_t)dl;
+    } else if (body.len) {
+        m->body = (unsigned char *)body.data; /* a buf without head room: data is the allocation */
+        m->body_len = body.len;
+    } else {
+        buf_release(&body);
+    }
+    char err[8];
+    return jnl_msg_check(m, err, sizeof err) == 0;
+fail:
+    buf_release(&body);
+    return false;
+}
+
+struct jnl_batch *messages_parse_fast(const char *body, size_t len)
+{
+    if (!body)
+        return NULL;
+    struct scan s = {body, body + len};
+    struct scratch x;
+    buf_init(&x.key, 256);
+    buf_init(&x.name, JNL_HEADER_NAME_MAX + 1);
+    buf_init(&x.val, JNL_HEADER_VALUE_MAX + 1);
+    struct jnl_batch *b = NULL;
+    if (!take(&s, '{') || !str(&s, &x.key) || strcmp(x.key.data, "messages") != 0 || !take(&s, ':') ||
+        !take(&s, '['))
+        goto give_up;
+    /* A message takes at least 3 bytes ({},), so this bounds the count. */
+    size_t cap = len / 3 + 1;
+    if (cap > POST_MESSAGES_MAX)
+        cap = POST_MESSAGES_MAX;
+    b = jnl_batch_new(cap);
+    b->n = 0;
+    do {
+        if (b->n == cap)
+            goto give_up;
+        b->n++;
+        if (!message(&s, &x, &b->msgs[b->n - 1]))
+            goto give_up;
+    } while (take(&s, ','));
+    if (!take(&s, ']') || !take(&s, '}'))
+        goto give_up;
+    skip_ws(&s);
+    if (s.p != s.end)
+        goto give_up;
+    buf_release(&x.key);
+    buf_release(&x.name);
+    buf_release(&x.val);
+    return b;
+give_up:
+    jnl_batch_free(b);
+    buf_release(&x.key);
+    buf_release(&x.name);
+    buf_release(&x.val);
+    return NULL;
+}
+
+/* ---- general reader ---- */
+
+/* Fills m from one JSON item. Returns NULL or the reason. */
+static const char *item_to_msg(json_t *it, struct jnl_msg *m, char *err, size_t errlen)
+{
+    if (!json_is_object(it))
+        return "must be an object {headers, body, body_encoding}";
+    const char *k;
+    json_t *v;
+    json_object_foreach(it, k, v) {
+        if (strcmp(k, "headers") && strcmp(k, "body") && strcmp(k, "body_encoding"))
+            return "has an unknown key (headers, body, body_encoding)";
+    }
+    json_t *h = json_object_get(it, "headers");
+    if (h && !json_is_object(h))
+        return "'headers' must be an object of strings";
+    if (json_object_size(h) > JNL_HEADERS_MAX) {
+        snprintf(err, errlen, "has %zu headers: at most %d are accepted", json_object_size(h), JNL_HEADERS_MAX);
+        return err;
+    }
+    json_object_foreach(h, k, v) {
+        if (!json_is_string(v)) {
+            snprintf(err, errlen, "header '%.100s' must be a string", k);
+            return err;
+        }
+        jnl_msg_add_header(m, k, json_string_value(v), json_string_length(v));
+    }
+    json_t *enc = json_object_get(it, "body_encoding");
+    const char *e = "utf8";
+    if (enc) {
+        if (!json_is_string(enc) || (strcmp(json_string_value(enc), "utf8") && strcmp(json_string_value(enc), "base64")))
+            return "'body_encoding' must be \"utf8\" or \"base64\"";
+        e = json_string_value(enc);
+    }
+    json_t *body = json_object_get(it, "body");
+    if (body && !json_is_null(body)) {
+        if (!json_is_string(body))
+            return "'body' must be a string (or null)";
+        const char *s = json_string_value(body);
+        size_t n = json_string_length(body);
+        if (strcmp(e, "base64") == 0) {
+            m->body = xmalloc(n / 4 * 3 + 4);
+            long dl = jnl_base64_decode(s, n, m->body);
+            if (dl < 0)
+                return "'body' is not valid base64 (standard alphabet, no line breaks)";
+            m->body_len = (size_t)dl;
+        } else if (n) {
+            m->body = xmalloc(n);
+            memcpy(m->body, s, n);
+            m->body_len = n;
+        }
+    }
+    if (jnl_msg_check(m, err, errlen) < 0)
+        return err;
+    return NULL;
+}
+
+struct jnl_batch *messages_parse_json(const char *body, size_t len, const char **code, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        *code = "invalid_json";
+        snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        return NULL;
+    }
+    json_t *arr = json_object_get(root, "messages");
+    size_t n = json_array_size(arr);
+    *code = "bad_request";
+    if (!json_is_object(root) || !json_is_array(arr)) {
+        snprintf(err, errlen, "the body must be {\"messages\":[{\"headers\":{...},\"body\":\"...\"}]}");
+        json_decref(root);
+        return NULL;
+    }
+    if (n == 0 || n > POST_MESSAGES_MAX) {
+        snprintf(err, errlen, "'messages' must hold 1 to %d messages", POST_MESSAGES_MAX);
+        json_decref(root);
+        return NULL;
+    }
+    struct jnl_batch *b = jnl_batch_new(n);
+    for (size_t i = 0; i < n; i++) {
+        char why_buf[512];
+        const char *why = item_to_msg(json_array_get(arr, i), &b->msgs[i], why_buf, sizeof why_buf);
+        if (why) {
+            *code = "bad_message";
+            snprintf(err, errlen, "messages[%zu]: %s: nothing was stored", i, why);
+            jnl_batch_free(b);
+            json_decref(root);
+            return NULL;
+        }
+    }
+    json_decref(root);
+    return b;
+}
