@@ -368,8 +368,12 @@ int jnl_q_message(struct jnl *j, const char *id, const char *endpoint, struct bu
         return rc;
     summary_json(out, st);
     jw_raw(out, ",\"headers\":");
-    const unsigned char *h = sqlite3_column_text(st, NSUMMARY);
-    jw_raw(out, h ? (const char *)h : "{}");
+    if (sqlite3_column_type(st, NSUMMARY) == SQLITE_BLOB) {
+        jstore_headers_json(db, sqlite3_column_blob(st, NSUMMARY), (size_t)sqlite3_column_bytes(st, NSUMMARY), out);
+    } else { /* format 1: JSON text */
+        const unsigned char *h = sqlite3_column_text(st, NSUMMARY);
+        jw_raw(out, h ? (const char *)h : "{}");
+    }
     /* A small inline text body comes with the detail; any body is at .../body. */
     int bs = sqlite3_column_int(st, 20);
     const void *b = sqlite3_column_blob(st, NSUMMARY + 1);

@@ -32,6 +32,7 @@
 #include <zstd.h>
 
 #include "core/buf.h"
+#include "core/jsonw.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
@@ -46,10 +47,21 @@ struct ep_acc {
 };
 #define EP_ACC_MAX 256  /* distinct endpoints gathered before they are written early */
 
+/* Header names of a partition, interned: a message's headers are stored as (name id, value)
+ * pairs. Ids 1..n are rows of hnames; names past HNAMES_MAX are written out in full. */
+#define HNAMES_MAX  4096
+#define HNAMES_SLOTS 8192   /* open addressing, a power of two above 2 * HNAMES_MAX */
+struct hnames {
+    char **name;            /* [id - 1] */
+    uint32_t n, committed;  /* names now; names in committed rows (rollback forgets the rest) */
+    uint32_t *slot;         /* id or 0 */
+};
+
 struct jpart {
     int64_t start;
     sqlite3 *db;
-    sqlite3_stmt *ins, *body, *fts, *ep, *sp, *rel, *rollto;
+    sqlite3_stmt *ins, *body, *fts, *ep, *sp, *rel, *rollto, *hn;
+    struct hnames hn_map;
     bool txn;
     uint64_t used;      /* for closing the least recently used */
     struct ep_acc *eps;
@@ -88,7 +100,8 @@ static const char part_schema[] =
     "CREATE INDEX IF NOT EXISTS m_sent ON messages(time_sent);"
     "CREATE INDEX IF NOT EXISTS m_proc ON messages(processed_at);"
     "CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, data BLOB);"
-    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(t, content='');"
+    "CREATE TABLE IF NOT EXISTS hnames(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
+    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(t, content='', columnsize=0);" /* no ranking: no sizes */
     "CREATE TABLE IF NOT EXISTS endpoints(name TEXT, role INT, host TEXT, messages INT, proc_sum INT,"
     " proc_n INT, proc_max INT, crit_sum INT, crit_n INT, crit_max INT, first_seen INT, last_seen INT,"
     " PRIMARY KEY(name, role)) WITHOUT ROWID;";
@@ -138,10 +151,170 @@ static void eps_clear(struct jpart *p)
     p->neps = 0;
 }
 
+static uint32_t name_hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of name (holding its id, or 0 where it would go). */
+static uint32_t *hn_slot(struct hnames *m, const char *name, size_t n)
+{
+    for (uint32_t i = name_hash(name, n) & (HNAMES_SLOTS - 1);; i = (i + 1) & (HNAMES_SLOTS - 1)) {
+        uint32_t id = m->slot[i];
+        if (!id || (strncmp(m->name[id - 1], name, n) == 0 && m->name[id - 1][n] == '\0'))
+            return &m->slot[i];
+    }
+}
+
+static void hn_add(struct hnames *m, const char *name)
+{
+    if (!m->slot) {
+        m->slot = xzalloc(HNAMES_SLOTS * sizeof *m->slot);
+        m->name = xzalloc(HNAMES_MAX * sizeof *m->name);
+    }
+    m->name[m->n] = xstrdup(name);
+    *hn_slot(m, name, strlen(name)) = ++m->n;
+}
+
+/* Forgets the names after the first `keep` (a rolled-back transaction added them). */
+static void hn_truncate(struct hnames *m, uint32_t keep)
+{
+    if (m->n == keep)
+        return;
+    while (m->n > keep)
+        free(m->name[--m->n]);
+    memset(m->slot, 0, HNAMES_SLOTS * sizeof *m->slot);
+    for (uint32_t id = 1; id <= m->n; id++)
+        *hn_slot(m, m->name[id - 1], strlen(m->name[id - 1])) = id;
+}
+
+static void hn_free(struct hnames *m)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        free(m->name[i]);
+    free(m->name);
+    free(m->slot);
+    memset(m, 0, sizeof *m);
+}
+
+static void put_varint(struct buf *o, uint64_t v)
+{
+    unsigned char b[10];
+    size_t n = 0;
+    do {
+        b[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    buf_append(o, b, n);
+}
+
+static bool get_varint(const unsigned char **p, const unsigned char *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        unsigned char c = *(*p)++;
+        *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* m's headers as (varint name id, or 0 + varint length + the name; varint length + the
+ * value) pairs. New names go into hnames within the open transaction. */
+static int encode_headers(struct jpart *p, const struct jnl_msg *m, struct buf *o)
+{
+    struct hnames *hm = &p->hn_map;
+    for (size_t i = 0; i < m->nh; i++) {
+        const char *name = m->h[i].name;
+        size_t nl = strlen(name);
+        uint32_t id = hm->slot ? *hn_slot(hm, name, nl) : 0;
+        if (!id && hm->n < HNAMES_MAX) {
+            sqlite3_reset(p->hn);
+            sqlite3_bind_int64(p->hn, 1, (int64_t)hm->n + 1);
+            sqlite3_bind_text(p->hn, 2, name, (int)nl, SQLITE_STATIC);
+            int rc = sqlite3_step(p->hn);
+            if (rc != SQLITE_DONE)
+                return rc;
+            hn_add(hm, name);
+            id = hm->n;
+        }
+        put_varint(o, id);
+        if (!id) {
+            put_varint(o, nl);
+            buf_append(o, name, nl);
+        }
+        size_t vl = strlen(m->h[i].value);
+        put_varint(o, vl);
+        buf_append(o, m->h[i].value, vl);
+    }
+    return o->overflow ? SQLITE_TOOBIG : SQLITE_DONE;
+}
+
+int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out)
+{
+    char **names = NULL;
+    size_t nn = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT id, name FROM hnames ORDER BY id", -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            if (sqlite3_column_int64(st, 0) != (int64_t)nn + 1)
+                break;
+            names = xgrow(names, nn + 1);
+            names[nn++] = xstrdup((const char *)sqlite3_column_text(st, 1));
+        }
+    }
+    sqlite3_finalize(st);
+    const unsigned char *p = blob, *end = p + n;
+    int rc = 0;
+    buf_putc(out, '{');
+    for (bool first = true; p < end; first = false) {
+        uint64_t id, l;
+        const char *name;
+        size_t name_len;
+        if (!get_varint(&p, end, &id) || id > nn) {
+            rc = -EBADMSG;
+            break;
+        }
+        if (id) {
+            name = names[id - 1];
+            name_len = strlen(name);
+        } else {
+            if (!get_varint(&p, end, &l) || l > (uint64_t)(end - p)) {
+                rc = -EBADMSG;
+                break;
+            }
+            name = (const char *)p;
+            name_len = (size_t)l;
+            p += l;
+        }
+        if (!get_varint(&p, end, &l) || l > (uint64_t)(end - p)) {
+            rc = -EBADMSG;
+            break;
+        }
+        if (!first)
+            buf_putc(out, ',');
+        jw_strn(out, name, name_len);
+        buf_putc(out, ':');
+        jw_strn(out, (const char *)p, (size_t)l);
+        p += l;
+    }
+    buf_putc(out, '}');
+    for (size_t i = 0; i < nn; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
 static void part_close(struct jpart *p)
 {
     eps_clear(p);
     free(p->eps);
+    hn_free(&p->hn_map);
+    sqlite3_finalize(p->hn);
     sqlite3_finalize(p->ins);
     sqlite3_finalize(p->body);
     sqlite3_finalize(p->fts);
@@ -210,6 +383,17 @@ static struct jpart *part_get(struct jstore *s, int64_t start, char *err, size_t
         rc = sqlite3_prepare_v2(p->db, "RELEASE m", -1, &p->rel, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(p->db, "ROLLBACK TO m", -1, &p->rollto, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(p->db, "INSERT INTO hnames(id, name) VALUES(?,?)", -1, &p->hn, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(p->db, "SELECT id, name FROM hnames ORDER BY id", -1, &st, NULL);
+        while (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW && p->hn_map.n < HNAMES_MAX &&
+               sqlite3_column_int64(st, 0) == (int64_t)p->hn_map.n + 1)
+            hn_add(&p->hn_map, (const char *)sqlite3_column_text(st, 1));
+        sqlite3_finalize(st);
+        p->hn_map.committed = p->hn_map.n;
+    }
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "partition %s: %s", path, p->db ? sqlite3_errmsg(p->db) : "cannot open");
         log_error("journal", "%s", err);
@@ -294,6 +478,13 @@ static void bind_text(sqlite3_stmt *st, int i, const char *v)
         sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, i);
+}
+
+/* A header value that is a time (NServiceBus' wire format or RFC 3339). */
+static bool is_time(const char *v)
+{
+    int64_t t;
+    return v[0] >= '0' && v[0] <= '9' && strlen(v) >= 19 && v[4] == '-' && jnl_parse_wire_time(v, &t) == 0;
 }
 
 static bool text_type(const char *ct)
@@ -399,6 +590,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         }
         p->txn = true;
     }
+    uint32_t names_before = p->hn_map.n;
     if (s->careful && (rc = step_once(p->sp)) != SQLITE_DONE) {
         snprintf(err, errlen, "savepoint: %s", sqlite3_errmsg(p->db));
         return sq_err(rc);
@@ -425,7 +617,10 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     }
     struct buf *hj = &s->hj;
     buf_reset(hj);
-    jnl_msg_headers_json(m, hj);
+    if ((rc = encode_headers(p, m, hj)) != SQLITE_DONE) {
+        snprintf(err, errlen, "header names: %s", sqlite3_errmsg(p->db));
+        goto fail;
+    }
     sqlite3_stmt *st = p->ins;
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -455,7 +650,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         sqlite3_bind_blob(st, 23, m->body, (int)m->body_len, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 23);
-    sqlite3_bind_text(st, 24, hj->data ? hj->data : "{}", (int)hj->len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 24, hj->data ? hj->data : "", (int)hj->len, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
         snprintf(err, errlen, "insert: %s", sqlite3_errmsg(p->db));
@@ -483,7 +678,10 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     }
     buf_reset(&s->text);
     for (size_t i = 0; i < m->nh; i++) {
-        buf_append(&s->text, m->h[i].value, strlen(m->h[i].value));
+        const char *v = m->h[i].value;
+        if (is_time(v))
+            continue; /* found by the time filters; as words they only grow the index */
+        buf_append(&s->text, v, strlen(v));
         buf_putc(&s->text, '\n');
     }
     if (m->body_len && m->body_len <= lim->search_body_max && text_type(m->content_type) &&
@@ -511,6 +709,7 @@ fail:
     if (s->careful) {
         step_once(p->rollto);
         step_once(p->rel);
+        hn_truncate(&p->hn_map, names_before);
     }
     return sq_err(rc);
 }
@@ -570,6 +769,7 @@ int jstore_commit(struct jstore *s)
             return sq_err(r);
         }
         p->txn = false;
+        p->hn_map.committed = p->hn_map.n;
     }
     if (s->ftxn) {
         int r = sqlite3_exec(s->fdb, "COMMIT", NULL, NULL, NULL);
@@ -590,8 +790,10 @@ void jstore_rollback(struct jstore *s)
             sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
             p->txn = false;
         }
-        if (p->db)
+        if (p->db) {
             eps_clear(p);
+            hn_truncate(&p->hn_map, p->hn_map.committed);
+        }
     }
     if (s->ftxn) {
         sqlite3_exec(s->fdb, "ROLLBACK", NULL, NULL, NULL);

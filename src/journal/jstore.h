@@ -16,7 +16,7 @@
 #include "journal/journal.h"
 
 #define JSTORE_OPEN_MAX 8
-#define JSTORE_FORMAT   1
+#define JSTORE_FORMAT   2   /* 2: headers as (interned name, value) pairs; 1: JSON text */
 
 enum { JBODY_NONE = 0, JBODY_INLINE = 1, JBODY_COMPRESSED = 2, JBODY_NOT_STORED = 3 };
 
@@ -51,6 +51,10 @@ void jstore_rollback(struct jstore *s);
 int jstore_drop_before(struct jstore *s, int64_t cutoff);
 /* Partitions and their bytes now; rows in failed.db. */
 void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint64_t *failed_rows);
+
+/* Appends the headers column of a message of db as a JSON object: the pairs of format 2
+ * (names from db's hnames). Returns 0, or -EBADMSG when the column is damaged. */
+int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out);
 
 /* Start times of the partition files in dir, ascending (caller frees). */
 size_t jstore_list(const char *dir, int64_t **starts);

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
-#include "journal/journal.h"
+#include "journal/jnl_int.h"
 
 static char dir[256];
 static atomic_int done_count;
@@ -462,6 +462,75 @@ static void test_store_refusal(void **state)
     uv_loop_close(&loop);
 }
 
+/* Headers are stored as (interned name, value) pairs; names past the partition's limit are
+ * written out in full; a row of format 1 (JSON text) still reads. */
+static void test_header_names(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int64_t hour = 3600000;
+    struct jnl *j = open_journal(&loop, 24 * hour, hour);
+    atomic_store(&done_count, 0);
+    enum { MSGS = 20, NAMES = 250 };
+    struct jnl_batch *b = jnl_batch_new(MSGS);
+    for (int i = 0; i < MSGS; i++) {
+        char id[32], name[64], value[64];
+        snprintf(id, sizeof id, "hn-%d", i);
+        add(&b->msgs[i], "NServiceBus.MessageId", id);
+        for (int k = 0; k < NAMES; k++) {
+            snprintf(name, sizeof name, "X-%d-%d", i, k);
+            snprintf(value, sizeof value, "v\"%d\n%d", i, k);
+            add(&b->msgs[i], name, value);
+        }
+        jnl_msg_derive(&b->msgs[i], now_ms());
+    }
+    b->done = on_done;
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(1);
+    assert_int_equal(last_status, 0);
+    struct buf out;
+    buf_init(&out, 8 << 20);
+    for (int i = 0; i < MSGS; i += MSGS - 1) { /* the first (interned) and the last (past the limit) */
+        char id[32], name[64], value[64];
+        snprintf(id, sizeof id, "hn-%d", i);
+        buf_reset(&out);
+        assert_int_equal(jnl_q_message(j, id, NULL, &out), 0);
+        json_t *r = json_loads(out.data, 0, NULL);
+        assert_non_null(r);
+        json_t *h = json_object_get(r, "headers");
+        assert_int_equal(json_object_size(h), NAMES + 1);
+        for (int k = 0; k < NAMES; k++) {
+            snprintf(name, sizeof name, "X-%d-%d", i, k);
+            snprintf(value, sizeof value, "v\"%d\n%d", i, k);
+            assert_string_equal(json_string_value(json_object_get(h, name)), value);
+        }
+        json_decref(r);
+    }
+    /* format 1 */
+    int64_t *parts;
+    size_t np = jstore_list(j->dir, &parts);
+    assert_int_equal(np, 1);
+    char path[512];
+    snprintf(path, sizeof path, "%s/p-%013lld.db", j->dir, (long long)parts[0]);
+    free(parts);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "UPDATE messages SET headers = '{\"a\":\"b\"}' WHERE message_id = 'hn-3'",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    buf_reset(&out);
+    assert_int_equal(jnl_q_message(j, "hn-3", NULL, &out), 0);
+    json_t *r = json_loads(out.data, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(r, "headers"), "a")), "b");
+    json_decref(r);
+    buf_release(&out);
+    jnl_stop(j);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j);
+    uv_loop_close(&loop);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -485,6 +554,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bodies_failed_retention, setup, teardown),
         cmocka_unit_test_setup_teardown(test_breaker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_refusal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_header_names, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
