@@ -31,34 +31,30 @@ static int hex4(const char *p)
     return v;
 }
 
-static void put_utf8(struct buf *o, unsigned cp)
+static char *put_utf8(char *o, unsigned cp)
 {
-    char u[4];
-    size_t n;
     if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
+        *o++ = (char)cp;
     } else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | cp >> 6);
-        u[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
+        *o++ = (char)(0xC0 | cp >> 6);
+        *o++ = (char)(0x80 | (cp & 0x3F));
     } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | cp >> 12);
-        u[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        u[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
+        *o++ = (char)(0xE0 | cp >> 12);
+        *o++ = (char)(0x80 | (cp >> 6 & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
     } else {
-        u[0] = (char)(0xF0 | cp >> 18);
-        u[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-        u[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-        u[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
+        *o++ = (char)(0xF0 | cp >> 18);
+        *o++ = (char)(0x80 | (cp >> 12 & 0x3F));
+        *o++ = (char)(0x80 | (cp >> 6 & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
     }
-    buf_append(o, u, n);
+    return o;
 }
 
 /* Decodes the JSON string at s into o (reset first; NUL-terminated, len without the NUL).
- * False on anything the fast reader does not take: the caller gives up. */
+ * False on anything the fast reader does not take: the caller gives up. Decoding never
+ * lengthens a string, so o is sized once to what is left of the input (or its maximum) and
+ * written without further checks. */
 static bool str(struct scan *s, struct buf *o)
 {
     buf_reset(o);
@@ -66,20 +62,24 @@ static bool str(struct scan *s, struct buf *o)
     if (s->p >= s->end || *s->p != '"')
         return false;
     const char *p = s->p + 1, *end = s->end;
+    if ((size_t)(end - p) > o->max)
+        end = p + o->max; /* a string past the maximum: o overflows, give up */
+    if (buf_reserve(o, (size_t)(end - p)) < 0)
+        return false;
+    char *w = o->data;
     for (;;) {
         const char *q = p;
         while (q < end && (unsigned char)*q >= 0x20 && (unsigned char)*q < 0x80 && *q != '"' && *q != '\\')
             q++;
-        if (q > p)
-            buf_append(o, p, (size_t)(q - p));
+        memcpy(w, p, (size_t)(q - p));
+        w += q - p;
         if (q >= end)
             return false;
         unsigned char c = (unsigned char)*q;
         if (c == '"') {
             s->p = q + 1;
-            if (buf_putc(o, '\0') < 0 || o->overflow)
-                return false;
-            o->len--;
+            *w = '\0';
+            o->len = (size_t)(w - o->data);
             return true;
         }
         if (c < 0x20)
@@ -88,7 +88,8 @@ static bool str(struct scan *s, struct buf *o)
             size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
             if ((size_t)(end - q) < n || !jnl_utf8_valid(q, n))
                 return false;
-            buf_append(o, q, n);
+            memcpy(w, q, n);
+            w += n;
             p = q + n;
             continue;
         }
@@ -98,14 +99,14 @@ static bool str(struct scan *s, struct buf *o)
         char e = q[1];
         p = q + 2;
         switch (e) {
-        case '"': buf_putc(o, '"'); break;
-        case '\\': buf_putc(o, '\\'); break;
-        case '/': buf_putc(o, '/'); break;
-        case 'b': buf_putc(o, '\b'); break;
-        case 'f': buf_putc(o, '\f'); break;
-        case 'n': buf_putc(o, '\n'); break;
-        case 'r': buf_putc(o, '\r'); break;
-        case 't': buf_putc(o, '\t'); break;
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '/': *w++ = '/'; break;
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'n': *w++ = '\n'; break;
+        case 'r': *w++ = '\r'; break;
+        case 't': *w++ = '\t'; break;
         case 'u': {
             if (end - p < 4)
                 return false;
@@ -122,7 +123,7 @@ static bool str(struct scan *s, struct buf *o)
                 p += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
-            put_utf8(o, (unsigned)cp);
+            w = put_utf8(w, (unsigned)cp); /* at most 4 bytes for 6 or 12 read */
             break;
         }
         default:
@@ -141,7 +142,7 @@ static bool literal(struct scan *s, const char *lit, size_t n)
 }
 
 struct scratch {
-    struct buf key, name, val;
+    struct buf key, name, val, body;
 };
 
 static bool headers(struct scan *s, struct scratch *x, struct jnl_msg *m)
@@ -165,54 +166,57 @@ static bool message(struct scan *s, struct scratch *x, struct jnl_msg *m)
     if (!take(s, '{'))
         return false;
     bool seen_h = false, seen_b = false, seen_e = false, base64 = false;
-    struct buf body;
-    buf_init(&body, JNL_BODY_HARD_MAX);
+    struct buf *body = &x->body;
+    buf_reset(body);
     if (!take(s, '}')) {
         do {
             if (!str(s, &x->key) || !take(s, ':'))
-                goto fail;
+                return false;
             const char *k = x->key.data;
             if (strcmp(k, "headers") == 0 && !seen_h) {
                 seen_h = true;
                 if (!headers(s, x, m))
-                    goto fail;
+                    return false;
             } else if (strcmp(k, "body") == 0 && !seen_b) {
                 seen_b = true;
-                if (!literal(s, "null", 4) && !str(s, &body))
-                    goto fail;
+                if (!literal(s, "null", 4) && !str(s, body))
+                    return false;
             } else if (strcmp(k, "body_encoding") == 0 && !seen_e) {
                 seen_e = true;
                 if (!str(s, &x->val))
-                    goto fail;
+                    return false;
                 if (strcmp(x->val.data, "base64") == 0)
                     base64 = true;
                 else if (strcmp(x->val.data, "utf8") != 0)
-                    goto fail;
+                    return false;
             } else {
-                goto fail;
+                return false;
             }
         } while (take(s, ','));
         if (!take(s, '}'))
-            goto fail;
+            return false;
     }
-    if (body.len && base64) {
-        m->body = xmalloc(body.len / 4 * 3 + 4);
-        long dl = jnl_base64_decode(body.data, body.len, m->body);
-        buf_release(&body);
+    if (body->len && base64) {
+        m->body = xmalloc(body->len / 4 * 3 + 4);
+        long dl = jnl_base64_decode(body->data, body->len, m->body);
         if (dl < 0)
             return false;
         m->body_len = (size_t)dl;
-    } else if (body.len) {
-        m->body = (unsigned char *)body.data; /* a buf without head room: data is the allocation */
-        m->body_len = body.len;
-    } else {
-        buf_release(&body);
+    } else if (body->len) {
+        m->body = xmalloc(body->len);
+        memcpy(m->body, body->data, body->len);
+        m->body_len = body->len;
     }
     char err[8];
     return jnl_msg_check(m, err, sizeof err) == 0;
-fail:
-    buf_release(&body);
-    return false;
+}
+
+static void scratch_release(struct scratch *x)
+{
+    buf_release(&x->key);
+    buf_release(&x->name);
+    buf_release(&x->val);
+    buf_release(&x->body);
 }
 
 struct jnl_batch *messages_parse_fast(const char *body, size_t len)
@@ -224,20 +228,20 @@ struct jnl_batch *messages_parse_fast(const char *body, size_t len)
     buf_init(&x.key, 256);
     buf_init(&x.name, JNL_HEADER_NAME_MAX + 1);
     buf_init(&x.val, JNL_HEADER_VALUE_MAX + 1);
-    struct jnl_batch *b = NULL;
+    buf_init(&x.body, JNL_BODY_HARD_MAX);
+    struct jnl_batch *b = jnl_batch_new(0);
+    size_t cap = 0;
     if (!take(&s, '{') || !str(&s, &x.key) || strcmp(x.key.data, "messages") != 0 || !take(&s, ':') ||
         !take(&s, '['))
         goto give_up;
-    /* A message takes at least 3 bytes ({},), so this bounds the count. */
-    size_t cap = len / 3 + 1;
-    if (cap > POST_MESSAGES_MAX)
-        cap = POST_MESSAGES_MAX;
-    b = jnl_batch_new(cap);
-    b->n = 0;
     do {
-        if (b->n == cap)
+        if (b->n == POST_MESSAGES_MAX)
             goto give_up;
-        b->n++;
+        if (b->n == cap) {
+            cap = cap ? 2 * cap : 64;
+            b->msgs = xgrow(b->msgs, cap);
+        }
+        memset(&b->msgs[b->n++], 0, sizeof *b->msgs);
         if (!message(&s, &x, &b->msgs[b->n - 1]))
             goto give_up;
     } while (take(&s, ','));
@@ -246,15 +250,11 @@ struct jnl_batch *messages_parse_fast(const char *body, size_t len)
     skip_ws(&s);
     if (s.p != s.end)
         goto give_up;
-    buf_release(&x.key);
-    buf_release(&x.name);
-    buf_release(&x.val);
+    scratch_release(&x);
     return b;
 give_up:
     jnl_batch_free(b);
-    buf_release(&x.key);
-    buf_release(&x.name);
-    buf_release(&x.val);
+    scratch_release(&x);
     return NULL;
 }
 

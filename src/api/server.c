@@ -289,6 +289,8 @@ static int on_http(struct api *api, struct lws *wsi, struct pss *pss, const char
                 req_respond(r);
                 return 0;
             }
+            if (parse_int64(cl, &n) == 0 && n > 0)
+                buf_reserve(&r->body, (size_t)n); /* one allocation, no copies as it grows */
         }
         return 0; /* wait for the body */
     }

@@ -26,6 +26,8 @@
  *   NServiceBus' own infrastructure (scheduling, subscriptions, transport, ServiceControl).
  * Nothing in the headers can make derivation fail: a malformed time is unknown (-1). */
 #include <ctype.h>
+#include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,89 +38,35 @@
 #include "core/util.h"
 #include "journal/journal.h"
 
-/* ---- SHA-256 (FIPS 180-4) ---- */
+/* ---- SHA-256: OpenSSL's (it uses the CPU's SHA instructions where there are some: about
+ * ten times the speed of portable C on a 66 KB body) ---- */
 
-struct sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char blk[64];
-    size_t nblk;
-};
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
 
-static const uint32_t K256[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-
-static void sha_block(struct sha256 *s, const unsigned char *p)
+static void sha256_fetch(void)
 {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
-        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        h = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
-    }
-    s->h[0] += a; s->h[1] += b; s->h[2] += c; s->h[3] += d;
-    s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); /* once: an implicit fetch per digest is slow */
+    if (!sha256_md)
+        abort();
 }
 
-static void sha_init(struct sha256 *s)
+static EVP_MD_CTX *sha_begin(void)
 {
-    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, iv, sizeof iv);
-    s->len = 0;
-    s->nblk = 0;
+    pthread_once(&sha256_once, sha256_fetch);
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    if (!c || EVP_DigestInit_ex(c, sha256_md, NULL) != 1)
+        abort(); /* out of memory */
+    return c;
 }
 
-static void sha_update(struct sha256 *s, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    s->len += n;
-    while (n) {
-        size_t k = 64 - s->nblk < n ? 64 - s->nblk : n;
-        memcpy(s->blk + s->nblk, p, k);
-        s->nblk += k;
-        p += k;
-        n -= k;
-        if (s->nblk == 64) {
-            sha_block(s, s->blk);
-            s->nblk = 0;
-        }
-    }
-}
+static void sha_update(EVP_MD_CTX *c, const void *p, size_t n) { EVP_DigestUpdate(c, p, n); }
 
-static void sha_final(struct sha256 *s, unsigned char out[32])
+static void sha_end(EVP_MD_CTX *c, unsigned char out[32])
 {
-    uint64_t bits = s->len * 8;
-    unsigned char pad = 0x80, zero = 0, lenb[8];
-    sha_update(s, &pad, 1);
-    while (s->nblk != 56)
-        sha_update(s, &zero, 1);
-    for (int i = 0; i < 8; i++)
-        lenb[i] = (unsigned char)(bits >> (56 - 8 * i));
-    sha_update(s, lenb, 8);
-    for (int i = 0; i < 8; i++) {
-        out[4 * i] = (unsigned char)(s->h[i] >> 24);
-        out[4 * i + 1] = (unsigned char)(s->h[i] >> 16);
-        out[4 * i + 2] = (unsigned char)(s->h[i] >> 8);
-        out[4 * i + 3] = (unsigned char)s->h[i];
-    }
+    unsigned int n = 32;
+    EVP_DigestFinal_ex(c, out, &n);
+    EVP_MD_CTX_free(c);
 }
 
 static void hex(const unsigned char *d, size_t n, char *out)
@@ -133,11 +81,11 @@ static void hex(const unsigned char *d, size_t n, char *out)
 
 void jnl_sha256_hex(const void *p, size_t n, char out[65])
 {
-    struct sha256 s;
+    pthread_once(&sha256_once, sha256_fetch);
     unsigned char d[32];
-    sha_init(&s);
-    sha_update(&s, p, n);
-    sha_final(&s, d);
+    unsigned int dl = 32;
+    if (EVP_Digest(p, n, d, &dl, sha256_md, NULL) != 1)
+        abort(); /* out of memory */
     hex(d, 32, out);
 }
 
@@ -422,18 +370,17 @@ static void derive_id(struct jnl_msg *m)
     for (size_t i = 0; i < m->nh; i++)
         s[i] = &m->h[i];
     qsort(s, m->nh, sizeof *s, cmp_hdr);
-    struct sha256 h;
-    sha_init(&h);
+    EVP_MD_CTX *h = sha_begin();
     for (size_t i = 0; i < m->nh; i++) {
-        sha_update(&h, s[i]->name, strlen(s[i]->name) + 1);
-        sha_update(&h, s[i]->value, strlen(s[i]->value) + 1);
+        sha_update(h, s[i]->name, strlen(s[i]->name) + 1);
+        sha_update(h, s[i]->value, strlen(s[i]->value) + 1);
     }
     free(s);
     uint64_t bl = m->body_len;
-    sha_update(&h, &bl, sizeof bl);
-    sha_update(&h, m->body ? (const void *)m->body : "", m->body_len);
+    sha_update(h, &bl, sizeof bl);
+    sha_update(h, m->body ? (const void *)m->body : "", m->body_len);
     unsigned char d[32];
-    sha_final(&h, d);
+    sha_end(h, d);
     char x[65];
     hex(d, 16, x);
     char id[40];
