@@ -1,12 +1,14 @@
 /* amqp.c - AMQP 0-9-1 consumers (librabbitmq), one thread per configured source.
  *
  * A consumer connects (host, port, vhost, user, password), sets the prefetch (basic.qos) and
- * consumes the queue with manual acknowledgements. It gathers what has arrived (up to the
- * prefetch, or until the socket has been quiet for 2 ms) into one batch, converts each
- * delivery into a journal message (AMQP headers table -> headers verbatim; the message-id
- * and content-type properties stand in when the NServiceBus headers are missing), hands the
- * batch to the writer and waits until it is durable; only then it acknowledges the whole
- * batch with one basic.ack (multiple). A delivery that cannot be a journal message (a
+ * consumes the queue with manual acknowledgements. It gathers what has arrived (up to a
+ * share of the prefetch, or until the socket has been quiet for 2 ms) into one batch,
+ * converts each delivery into a journal message (AMQP headers table -> headers verbatim; the
+ * message-id and content-type properties stand in when the NServiceBus headers are
+ * missing) and hands the batch to the writer. It goes on reading while the writer makes
+ * batches durable, PIPELINE of them at most in flight (the prefetch shared between them, so
+ * the broker always has credit to send the next batch while one commits); a batch is
+ * acknowledged with one basic.ack (multiple) once it and every batch before it are durable. A delivery that cannot be a journal message (a
  * header that is a table or an array, a value that is not UTF-8, too many headers) becomes a
  * failed import with its reason, and is acknowledged like the rest: a poison message never
  * blocks the queue. While the journal refuses input (disk floor, circuit breaker, full
@@ -28,6 +30,17 @@
 #include "core/util.h"
 #include "journal/jnl_int.h"
 
+#define PIPELINE 3   /* batches a consumer has at the writer at once */
+
+/* A batch at the writer, in delivery order. */
+struct inflight {
+    struct jnl_batch *b;
+    uint64_t last_tag;
+    size_t n;
+    bool done;                     /* under the lock */
+    int status;
+};
+
 struct jnl_consumer {
     struct jnl *j;
     struct jnl_source src;         /* copies */
@@ -35,16 +48,21 @@ struct jnl_consumer {
     atomic_bool stop;
     uv_mutex_t lock;
     uv_cond_t cond;
-    bool done;
-    int status;
+    struct inflight fl[PIPELINE];  /* a ring: fl[head], fl[head + 1], ... nfl of them */
+    size_t head, nfl;
 };
 
 static void batch_done(struct jnl_batch *b, int status)
 {
     struct jnl_consumer *c = b->ud;
     uv_mutex_lock(&c->lock);
-    c->done = true;
-    c->status = status;
+    for (size_t i = 0; i < c->nfl; i++) {
+        struct inflight *f = &c->fl[(c->head + i) % PIPELINE];
+        if (f->b == b) {
+            f->done = true;
+            f->status = status;
+        }
+    }
     uv_cond_signal(&c->cond);
     uv_mutex_unlock(&c->lock);
 }
@@ -190,33 +208,94 @@ fail:
     return NULL;
 }
 
-/* Waits until the writer completed the batch; returns its status. */
-static int wait_durable(struct jnl_consumer *c)
+/* Takes the oldest batch off the ring once it is durable (waiting for it when `wait`).
+ * Returns 1 with its figures, 0 when it is not done (or there is none). */
+static int pop_done(struct jnl_consumer *c, bool wait, struct inflight *out)
 {
     uv_mutex_lock(&c->lock);
-    while (!c->done)
+    while (wait && c->nfl && !c->fl[c->head].done)
         uv_cond_wait(&c->cond, &c->lock);
-    int st = c->status;
+    int got = 0;
+    if (c->nfl && c->fl[c->head].done) {
+        *out = c->fl[c->head];
+        c->head = (c->head + 1) % PIPELINE;
+        c->nfl--;
+        got = 1;
+    }
     uv_mutex_unlock(&c->lock);
-    return st;
+    if (got)
+        jnl_batch_free(out->b);
+    return got;
+}
+
+/* Acknowledges the durable batches at the head of the ring, in order (all of them, waiting,
+ * when `wait`). Returns 0, or negative when a batch failed or an ack could not be sent: the
+ * caller drains the ring and reconnects (the broker redelivers what was not acknowledged). */
+static int ack_durable(struct jnl_consumer *c, amqp_connection_state_t conn, bool wait)
+{
+    struct inflight f;
+    while (pop_done(c, wait, &f)) {
+        if (f.status < 0) {
+            log_error("journal", "%s: a batch of %zu could not be made durable (%s): reconnecting, the "
+                      "broker redelivers it", c->src.name, f.n, strerror(-f.status));
+            return f.status;
+        }
+        if (amqp_basic_ack(conn, 1, f.last_tag, 1) != AMQP_STATUS_OK) {
+            log_warn("journal", "%s: ack failed: reconnecting (the broker redelivers; copies are ignored)", c->src.name);
+            return -EIO;
+        }
+        atomic_fetch_add(&c->j->amqp_acked, f.n);
+    }
+    return 0;
+}
+
+/* Waits for every batch still at the writer and frees them, unacknowledged. */
+static void drain(struct jnl_consumer *c)
+{
+    struct inflight f;
+    while (pop_done(c, true, &f))
+        ;
+}
+
+/* Hands b to the writer, waiting while the journal refuses input. Returns 0, or 1 when the
+ * consumer stops meanwhile (b is freed: not acknowledged, the broker keeps it). */
+static int submit(struct jnl_consumer *c, struct jnl_batch *b)
+{
+    int sr;
+    bool warned = false;
+    while ((sr = jnl_submit(c->j, b)) < 0) {
+        if (atomic_load(&c->stop) || sr == -ESHUTDOWN) {
+            jnl_batch_free(b);
+            return 1;
+        }
+        if (!warned)
+            log_info("journal", "%s: paused (%s)", c->src.name,
+                     sr == -ENOSPC ? "disk below the floor" : sr == -EBUSY ? "circuit breaker open" : "writer queue full");
+        warned = true;
+        usleep(100000);
+    }
+    if (warned)
+        log_info("journal", "%s: resumed", c->src.name);
+    return 0;
 }
 
 /* Consumes until the connection fails or the consumer stops. Returns 0 when stopping. */
 static int consume(struct jnl_consumer *c, amqp_connection_state_t conn)
 {
     struct jnl *j = c->j;
-    size_t cap = c->src.prefetch;
-    for (;;) {
-        if (atomic_load(&c->stop))
-            return 0;
+    size_t cap = c->src.prefetch / PIPELINE ? c->src.prefetch / PIPELINE : 1;
+    int rc = 0;
+    while (rc == 0 && !atomic_load(&c->stop)) {
+        if ((rc = ack_durable(c, conn, c->nfl == PIPELINE)) < 0)
+            break;
         struct jnl_batch *b = NULL;
         uint64_t last_tag = 0;
         size_t n = 0;
-        int rc = 0;
         while (n < cap) {
             amqp_envelope_t env;
             amqp_maybe_release_buffers(conn);
-            struct timeval tv = {0, n ? 2000 : 100000};
+            /* Quiet for 2 ms ends a batch; with batches at the writer, come back to ack them. */
+            struct timeval tv = {0, n || c->nfl ? 2000 : 100000};
             amqp_rpc_reply_t r = amqp_consume_message(conn, &env, &tv, 0);
             if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT)
                 break;
@@ -239,45 +318,26 @@ static int consume(struct jnl_consumer *c, amqp_connection_state_t conn)
             if (atomic_load(&c->stop))
                 break;
         }
-        if (!b) {
-            if (rc < 0)
-                return rc;
+        if (!b)
             continue;
-        }
         b->source = c->src.name;
         b->done = batch_done;
         b->ud = c;
-        c->done = false;
-        int sr;
-        bool warned = false;
-        while ((sr = jnl_submit(j, b)) < 0) {
-            if (atomic_load(&c->stop) || sr == -ESHUTDOWN) {
-                jnl_batch_free(b); /* not acknowledged: the broker keeps them */
-                return 0;
-            }
-            if (!warned)
-                log_info("journal", "%s: paused (%s)", c->src.name,
-                         sr == -ENOSPC ? "disk below the floor" : sr == -EBUSY ? "circuit breaker open" : "writer queue full");
-            warned = true;
-            usleep(100000);
+        uv_mutex_lock(&c->lock);
+        c->fl[(c->head + c->nfl) % PIPELINE] = (struct inflight){.b = b, .last_tag = last_tag, .n = n};
+        c->nfl++;
+        uv_mutex_unlock(&c->lock);
+        if (submit(c, b)) {
+            uv_mutex_lock(&c->lock);
+            c->nfl--; /* the newest: freed by submit, never at the writer */
+            uv_mutex_unlock(&c->lock);
+            break;
         }
-        if (warned)
-            log_info("journal", "%s: resumed", c->src.name);
-        int st = wait_durable(c);
-        jnl_batch_free(b);
-        if (st < 0) {
-            log_error("journal", "%s: a batch of %zu could not be made durable (%s): reconnecting, the "
-                      "broker redelivers it", c->src.name, n, strerror(-st));
-            return st;
-        }
-        if (amqp_basic_ack(conn, 1, last_tag, 1) != AMQP_STATUS_OK) {
-            log_warn("journal", "%s: ack failed: reconnecting (the broker redelivers; copies are ignored)", c->src.name);
-            return -EIO;
-        }
-        atomic_fetch_add(&j->amqp_acked, n);
-        if (rc < 0)
-            return rc;
     }
+    if (rc == 0)
+        ack_durable(c, conn, true); /* stopping: acknowledge what the writer makes durable */
+    drain(c);
+    return atomic_load(&c->stop) ? 0 : rc;
 }
 
 static void consumer_main(void *arg)
