@@ -51,6 +51,11 @@ static char *put_utf8(char *o, unsigned cp)
     return o;
 }
 
+/* Bytes copied as they are: printable ASCII but the quote and the backslash. */
+static const bool plain[256] = {
+    [0x20] = 1, [0x21] = 1, [0x23 ... 0x5B] = 1, [0x5D ... 0x7F] = 1,
+};
+
 /* Decodes the JSON string at s into o (reset first; NUL-terminated, len without the NUL).
  * False on anything the fast reader does not take: the caller gives up. Decoding never
  * lengthens a string, so o is sized once to what is left of the input (or its maximum) and
@@ -69,7 +74,7 @@ static bool str(struct scan *s, struct buf *o)
     char *w = o->data;
     for (;;) {
         const char *q = p;
-        while (q < end && (unsigned char)*q >= 0x20 && (unsigned char)*q < 0x80 && *q != '"' && *q != '\\')
+        while (q < end && plain[(unsigned char)*q])
             q++;
         memcpy(w, p, (size_t)(q - p));
         w += q - p;
