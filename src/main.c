@@ -28,6 +28,7 @@
 #include "history/history.h"
 #include "journal/journal.h"
 #include "registry/registry.h"
+#include "live/calc.h"
 #include "live/live.h"
 #include "live/stream.h"
 
@@ -148,14 +149,15 @@ static void apply_points_and_drivers(struct daemon *d, struct opsd_config *cfg)
         driver_declare(drv);
     }
     size_t removed = live_sweep(d->live);
+    size_t calculated = live_calc_apply(d->live, cfg->points, cfg->npoints); /* after the sweep: binds to what is left */
     for (size_t i = 0; i < d->ndrivers; i++) {
         if (d->drivers[i]->type->start(d->drivers[i]) < 0)
             log_error("main", "driver %s did not start", d->drivers[i]->name);
     }
     struct live_stats st;
     live_stats(d->live, &st);
-    log_info("main", "%u points (%zu removed), %zu drivers, applied in %.1f ms", st.points, removed,
-             d->ndrivers, (double)(mono_ns() - t0) / 1e6);
+    log_info("main", "%u points (%zu removed, %zu calculated), %zu drivers, applied in %.1f ms", st.points,
+             removed, calculated, d->ndrivers, (double)(mono_ns() - t0) / 1e6);
 }
 
 /* ---- reload ---- */
