@@ -497,7 +497,9 @@ static void eval_def(struct live *l, struct live_calc *c, struct cdef *d)
     uint8_t q = 0;
     double v = expr_eval(d->e, in, &q);
     char why[300];
-    if (q && worst_at != SIZE_MAX)
+    /* The reason names an input when one is the cause (bad or missing for a NaN, any
+     * non-good quality otherwise); else the result itself is unknown. */
+    if (worst_at != SIZE_MAX && (isnan(v) ? q == Q_BAD : q != Q_GOOD))
         why_input(l, d, worst_at, why, sizeof why, worst);
     else
         snprintf(why, sizeof why, "%s", "the expression has no value (a division by zero, the square root of a "
