@@ -196,5 +196,15 @@ await test('calc: invalid configurations are refused with the error, and nothing
   assertEq((await point('diff-abs')).expression, 'abs(total)', 'diff-abs unchanged');
 }, { timeout: 40000 });
 
+await test('calc: status and metrics count the calculated points and their evaluations', async () => {
+  const st = (await http(d, 'GET', '/api/v1/status')).json.calculated;
+  assertEq([st.points, st.levels], [7, 2], 'status: 7 calculated points after the reload, 2 levels (total2 reads total)');
+  assert(st.evaluations > 10, `evaluations: ${st.evaluations}`);
+  const m = await http(d, 'GET', '/metrics');
+  assert(/^opsd_calc_points 7$/m.test(m.text), 'opsd_calc_points');
+  const ev = +(m.text.match(/^opsd_calc_evaluations_total (\d+)$/m) || [])[1];
+  assert(ev >= st.evaluations, `opsd_calc_evaluations_total ${ev}`);
+});
+
 ws.close();
 await finish();

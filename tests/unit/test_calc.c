@@ -162,6 +162,13 @@ static void test_nan_types_rate(void **state)
     struct pt_view v = view(l, "ratio");
     assert_int_equal(v.quality, Q_BAD); /* division by zero */
     assert_non_null(strstr(v.reason, "division by zero"));
+    /* An uncertain input does not explain a division by zero: the reason stays the result's. */
+    struct pt_value zero = {.type = PT_DOUBLE, .u.d = 0};
+    live_set(l, live_find(l, "b"), &zero, 1500, Q_UNCERTAIN, "stale");
+    live_flush(l);
+    v = view(l, "ratio");
+    assert_int_equal(v.quality, Q_BAD);
+    assert_non_null(strstr(v.reason, "division by zero"));
     v = view(l, "rounded");
     assert_int_equal(v.type, PT_INT);
     assert_int_equal(v.value.u.i, 13);
