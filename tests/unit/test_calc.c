@@ -169,6 +169,8 @@ static void test_nan_types_rate(void **state)
     v = view(l, "ratio");
     assert_int_equal(v.quality, Q_BAD);
     assert_non_null(strstr(v.reason, "division by zero"));
+    setd(l, "b", 0, 1600);
+    live_flush(l);
     v = view(l, "rounded");
     assert_int_equal(v.type, PT_INT);
     assert_int_equal(v.value.u.i, 13);
