@@ -576,8 +576,11 @@ void calc__flush(struct live *l)
     struct live_calc *c = l->calc;
     if (!c || !c->ndent)
         return;
-    if (++c->gen == 0)
+    if (++c->gen == 0) { /* wrapped: forget every old mark */
+        for (uint32_t i = 0; i < c->s.n; i++)
+            c->s.d[i].gen = 0;
         c->gen = 1;
+    }
     for (uint32_t i = 0, n = l->nchanged; i < n; i++) {
         uint32_t idx = l->changed[i];
         if (l->pts[idx].flags & PF_CALC_INPUT)
