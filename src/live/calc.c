@@ -154,12 +154,15 @@ struct expand_ctx {
     struct buf src;
 };
 
-/* $1..$8 in the expression become the name's brace groups. Returns 0, or -1 when the
- * expression names a group the pattern does not have. */
+/* $1..$8 in the expression become the name's brace groups. Returns 0; -1 when the
+ * expression names a group the pattern does not have (*bad: which); -2 when the text grows
+ * past the language's limit (out holds at most EXPR_SRC_MAX + LIVE_NAME_MAX bytes). */
 static int subst(struct buf *out, const char *src, const char *name, const struct name_parts *parts, int *bad)
 {
-    out->len = 0;
+    buf_reset(out);
     for (const char *p = src; *p; p++) {
+        if (out->len > EXPR_SRC_MAX)
+            return -2;
         if (p[0] == '$' && p[1] >= '1' && p[1] <= '9') {
             int g = p[1] - '1';
             if (g >= parts->n) {
@@ -172,8 +175,7 @@ static int subst(struct buf *out, const char *src, const char *name, const struc
         }
         buf_putc(out, *p);
     }
-    buf_putc(out, '\0');
-    return 0;
+    return out->overflow || out->len > EXPR_SRC_MAX ? -2 : 0;
 }
 
 static int expand_one(void *ud, const char *name, uint64_t i, const struct name_parts *parts)
@@ -192,9 +194,14 @@ static int expand_one(void *ud, const char *name, uint64_t i, const struct name_
     d->idx = LIVE_NONE;
     int g = 0;
     char msg[512];
-    if (subst(&x->src, x->decl->expression, name, parts, &g) < 0) {
-        snprintf(msg, sizeof msg, "the expression uses $%d but the name '%s' has %d brace group%s", g,
-                 x->decl->pattern, parts->n, parts->n == 1 ? "" : "s");
+    int rc = subst(&x->src, x->decl->expression, name, parts, &g);
+    if (rc < 0) {
+        if (rc == -1)
+            snprintf(msg, sizeof msg, "the expression uses $%d but the name '%s' has %d brace group%s", g,
+                     x->decl->pattern, parts->n, parts->n == 1 ? "" : "s");
+        else
+            snprintf(msg, sizeof msg, "the expression is longer than %d bytes (after $N are replaced)",
+                     EXPR_SRC_MAX);
         if (!x->told)
             report(x->r, &x->r->compile, x->decl, x->di, "calculated point '%s': %s", name, msg);
         x->told = true;
@@ -289,7 +296,7 @@ static void cset_build(struct cset *s, const struct pt_decl *decls, size_t n, st
 {
     memset(s, 0, sizeof *s);
     struct expand_ctx x = {.s = s, .r = r};
-    buf_init(&x.src, EXPR_SRC_MAX * 4);
+    buf_init(&x.src, EXPR_SRC_MAX + LIVE_NAME_MAX + 1);
     for (size_t i = 0; i < n; i++) {
         if (!decls[i].expression)
             continue;

@@ -399,6 +399,26 @@ static void test_check_errors(void **state)
     assert_int_equal(n, 1);
     assert_non_null(strstr(e, "cannot be writable"));
 
+    /* Too long, before or after $N: a clear error, never a truncated expression. */
+    static char longx[5000];
+    memset(longx, 0, sizeof longx);
+    for (size_t k = 0; k + 4 < 4990; k += 4)
+        memcpy(longx + k, "a + ", 4);
+    memcpy(longx + 4988, "a", 1);
+    struct pt_decl big[] = {calc("x", longx, PT_DOUBLE)};
+    e = check(big, 1, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(e, "the expression is longer than 4096 bytes"));
+    static char grow[2100];
+    memset(grow, 0, sizeof grow);
+    for (size_t k = 0; k + 5 < 2090; k += 5)
+        memcpy(grow + k, "$1 + ", 5);
+    memcpy(grow + 2085, "a", 1);
+    struct pt_decl grows[] = {calc("x-{abcdefghijklmnopqrstuvwxyz0123456789,b}", grow, PT_DOUBLE)};
+    e = check(grows, 1, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(e, "(after $N are replaced)"));
+
     /* A flood of errors is cut: at most 10 of a kind. */
     struct pt_decl many[] = {calc("m-{000..999}", "nosuch$1", PT_DOUBLE)};
     check(many, 1, &n);
