@@ -1,4 +1,4 @@
-/* expr.c - libFuzzer target: the alarm expression compiler and evaluator (alarm/expr.h).
+/* expr.c - libFuzzer target: the alarm expression compiler and evaluator (core/expr.h).
  *
  * The input is an expression text (NUL-terminated copy). When it compiles, it is evaluated
  * with inputs derived from the input bytes. Checks beyond the sanitizers: a compile error
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alarm/expr.h"
+#include "core/expr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

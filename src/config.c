@@ -8,6 +8,7 @@
 #include "core/mem.h"
 #include "core/util.h"
 #include "core/yconf.h"
+#include "live/calc.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_DATA   "./var"
@@ -228,8 +229,13 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
             for (size_t i = 0; i < yn_len(pts); i++) {
                 char p[64];
                 snprintf(p, sizeof p, "points[%zu]", i);
-                if (pt_decl_parse(&y, yn_at(&y, pts, i), p, NULL, &c->points[c->npoints]) == 0)
-                    c->total_points += c->points[c->npoints++].count;
+                static const char *const calc_keys[] = {"expression", NULL};
+                const char *ex = NULL;
+                if (pt_decl_parse(&y, yn_at(&y, pts, i), p, calc_keys, &c->points[c->npoints]) < 0)
+                    continue;
+                if (yn_get_str(&y, yn_at(&y, pts, i), "expression", p, false, &ex) == 0) /* live/calc.h */
+                    c->points[c->npoints].expression = xstrdup(ex);
+                c->total_points += c->points[c->npoints++].count;
             }
         }
         const ynode *drv = yn_get(&y, root, "drivers");
@@ -281,6 +287,7 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
             }
         }
         alarm_config_check_points(&y, &c->alarms, nameset_has, &set); /* names are points or variables */
+        calc_config_check(&y, c->points, c->npoints, nameset_has, &set); /* inputs, types, cycles */
         free(set.h);
     }
     int rc = 0;

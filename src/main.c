@@ -28,6 +28,7 @@
 #include "history/history.h"
 #include "journal/journal.h"
 #include "registry/registry.h"
+#include "live/calc.h"
 #include "live/live.h"
 #include "live/stream.h"
 
@@ -148,14 +149,15 @@ static void apply_points_and_drivers(struct daemon *d, struct opsd_config *cfg)
         driver_declare(drv);
     }
     size_t removed = live_sweep(d->live);
+    size_t calculated = live_calc_apply(d->live, cfg->points, cfg->npoints); /* after the sweep: binds to what is left */
     for (size_t i = 0; i < d->ndrivers; i++) {
         if (d->drivers[i]->type->start(d->drivers[i]) < 0)
             log_error("main", "driver %s did not start", d->drivers[i]->name);
     }
     struct live_stats st;
     live_stats(d->live, &st);
-    log_info("main", "%u points (%zu removed), %zu drivers, applied in %.1f ms", st.points, removed,
-             d->ndrivers, (double)(mono_ns() - t0) / 1e6);
+    log_info("main", "%u points (%zu removed, %zu calculated), %zu drivers, applied in %.1f ms", st.points,
+             removed, calculated, d->ndrivers, (double)(mono_ns() - t0) / 1e6);
 }
 
 /* ---- reload ---- */
@@ -246,6 +248,10 @@ static void status_json(void *ud, struct buf *out)
     jw_str(out, d->cfg.path);
     buf_printf(out, ",\"reloads\":{\"ok\":%llu,\"failed\":%llu}", (unsigned long long)d->reloads_ok,
                (unsigned long long)d->reloads_failed);
+    struct live_calc_stats cs;
+    live_calc_stats(d->live, &cs);
+    buf_printf(out, ",\"calculated\":{\"points\":%llu,\"evaluations\":%llu,\"levels\":%u}",
+               (unsigned long long)cs.points, (unsigned long long)cs.evaluations, cs.levels);
     if (d->alarms)
         alarm_status_json(d->alarms, out);
     if (d->reg)
@@ -281,6 +287,13 @@ static void metrics_text(void *ud, struct buf *out)
         buf_printf(out, "opsd_driver_samples_total{driver=\"%s\",type=\"%s\"} %llu\n", d->drivers[i]->name,
                    d->drivers[i]->type->name, (unsigned long long)d->drivers[i]->samples);
     driver_metrics_text(d->drivers, d->ndrivers, out);
+    struct live_calc_stats cs;
+    live_calc_stats(d->live, &cs);
+    buf_printf(out, "# HELP opsd_calc_points Calculated points (points: with an expression).\n"
+                    "# TYPE opsd_calc_points gauge\nopsd_calc_points %llu\n"
+                    "# HELP opsd_calc_evaluations_total Evaluations of calculated points.\n"
+                    "# TYPE opsd_calc_evaluations_total counter\nopsd_calc_evaluations_total %llu\n",
+               (unsigned long long)cs.points, (unsigned long long)cs.evaluations);
     if (d->alarms)
         alarm_metrics_text(d->alarms, out);
     if (d->reg)

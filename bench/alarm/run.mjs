@@ -11,13 +11,18 @@
 // one group and state active (groups round robin).
 //
 // Samples are posted as InfluxDB line protocol (POST /write) every 100 ms, 4 requests in
-// parallel per tick (the cheapest form for the load tool to build).
+// parallel per tick (the cheapest form for the load tool to build; the bodies are built
+// before the burst). The subscribers run in separate node processes (BENCH_SUB_PROCS, default
+// 5, each holding its share of the subscriptions), so the publisher and the subscribers do not
+// slow each other down inside one event loop; each reports its latencies at the end over IPC.
+// The load average (/proc/loadavg) before and after each scenario is printed with the results:
+// the machine may be shared.
 // Prints per scenario: events generated and stored (counted by the server's metrics and by
 // an alarm-events query), generation and storage rates, the time from the last post until
 // the last event is durable, latency from the event's time ("since") to its arrival at the
 // subscribers (p50, p99, max; filtered and unfiltered), frames and fresh snapshots received,
 // opsd CPU (utime+stime) over the burst and peak RSS (VmHWM). Everything on 127.0.0.1.
-import { spawn } from 'node:child_process';
+import { spawn, fork } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -28,6 +33,7 @@ import { createRequire } from 'node:module';
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(join(here, '../../tests/integration/package.json'));
 const WebSocket = require('ws');
+if (process.argv[2] === '--subscriber') await subscriberProcess(); // never returns
 const opsdBin = process.argv[2];
 if (!opsdBin) {
   console.error('usage: node bench/alarm/run.mjs OPSD_BINARY [a1|scale-N]...');
@@ -157,6 +163,56 @@ function subscriber(wsUrl, id, filter) {
   });
 }
 
+// A child process: connects the subscriptions it is given, reports 'ready' once each has its
+// first snapshot, takes t0, and on 'finish' answers every subscription's figures and exits.
+async function subscriberProcess() {
+  const job = JSON.parse(process.env.BENCH_SUB_JOB);
+  const subs = [];
+  for (const x of job.subs) subs.push({ ...x, s: await subscriber(job.wsUrl, x.id, x.filter) });
+  await Promise.all(subs.map((x) => x.s.ready));
+  process.send({ ready: true });
+  process.on('message', (m) => {
+    if (m.t0) for (const x of subs) x.s.t0 = m.t0;
+    if (m.finish) {
+      const out = subs.map((x) => ({ kind: x.kind, lat: x.s.lat, rows: x.s.rows, frames: x.s.frames,
+        snapshots: x.s.snapshots, removed: x.s.removed }));
+      for (const x of subs) x.s.ws.close();
+      process.send({ results: out }, () => process.exit(0));
+    }
+  });
+  await new Promise(() => {});
+}
+
+// Starts the subscriber processes (the subscriptions dealt round robin) and waits until every
+// subscription has its first snapshot. Returns {start(t0), finish() -> [{kind, s}]}.
+async function subscriberProcesses(wsUrl, list) {
+  const nproc = Math.max(1, Math.min(list.length, Number(process.env.BENCH_SUB_PROCS || 5)));
+  const procs = [];
+  for (let p = 0; p < nproc; p++) {
+    const job = JSON.stringify({ wsUrl, subs: list.filter((_, i) => i % nproc === p) });
+    const child = fork(fileURLToPath(import.meta.url), ['--subscriber'],
+      { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, BENCH_SUB_JOB: job } });
+    const ready = new Promise((resolve, reject) => {
+      child.once('message', (m) => (m.ready ? resolve() : reject(new Error('subscriber: no ready'))));
+      child.once('exit', (c) => reject(new Error(`subscriber process exited ${c}`)));
+    });
+    procs.push({ child, ready });
+  }
+  await Promise.all(procs.map((p) => p.ready));
+  return {
+    start(t0) { for (const p of procs) p.child.send({ t0 }); },
+    async finish() {
+      const all = await Promise.all(procs.map((p) => new Promise((resolve) => {
+        p.child.on('message', (m) => { if (m.results) resolve(m.results); });
+        p.child.send({ finish: true });
+      })));
+      return all.flat().map((r) => ({ kind: r.kind, s: r }));
+    },
+  };
+}
+
+const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+
 async function run(name) {
   const n = name === 'a1' ? 3000 : Number(name.slice(6));
   if (!Number.isInteger(n) || n < 250 || n % 250) throw new Error(`bad scenario ${name}`);
@@ -188,29 +244,22 @@ async function run(name) {
     const ev0 = await metric(url, 'opsd_alarm_events_total');
     const wr0 = await metric(url, 'opsd_alarm_events_written_total');
 
-    const subs = [];
+    const list = [];
     const wsUrl = `ws://127.0.0.1:${port}/api/v1/stream`;
     if (name === 'a1') {
-      subs.push({ kind: 'unfiltered', s: await subscriber(wsUrl, 'u1', undefined) });
-      subs.push({ kind: 'unfiltered', s: await subscriber(wsUrl, 'u2', undefined) });
-      subs.push({ kind: 'filtered', s: await subscriber(wsUrl, 'f1', { group: 'group-03', state: 'active' }) });
-      subs.push({ kind: 'filtered', s: await subscriber(wsUrl, 'f2', { group: 'group-03', state: 'active' }) });
+      list.push({ kind: 'unfiltered', id: 'u1', filter: undefined }, { kind: 'unfiltered', id: 'u2', filter: undefined });
+      list.push({ kind: 'filtered', id: 'f1', filter: { group: 'group-03', state: 'active' } });
+      list.push({ kind: 'filtered', id: 'f2', filter: { group: 'group-03', state: 'active' } });
     } else {
-      for (let i = 0; i < 25; i++) {
-        subs.push({ kind: 'filtered', s: await subscriber(wsUrl, `f${i}`, { group: `group-${String(i % 10).padStart(2, '0')}`, state: 'active' }) });
-      }
+      for (let i = 0; i < 25; i++) list.push({ kind: 'filtered', id: `f${i}`, filter: { group: `group-${String(i % 10).padStart(2, '0')}`, state: 'active' } });
     }
-    await Promise.all(subs.map((x) => x.s.ready));
+    const subp = await subscriberProcesses(wsUrl, list);
 
     // The burst: 50 ticks of 100 ms; ticks 0..24 move n/25 alarms each high (t1 = 160: 400),
-    // ticks 25..49 move them low (t1 = -40: 200).
+    // ticks 25..49 move them low (t1 = -40: 200). Bodies built beforehand.
     const batch = n / 25;
-    const t0 = Date.now();
-    for (const x of subs) x.s.t0 = t0;
-    const cpu0 = cpuSeconds(proc.pid);
+    const bodies = [];
     for (let tick = 0; tick < 50; tick++) {
-      const due = t0 + tick * 100;
-      if (Date.now() < due) await sleep(due - Date.now());
       const first = (tick % 25) * batch;
       const value = tick < 25 ? 160 : -40;
       const parts = [];
@@ -218,9 +267,18 @@ async function run(name) {
         const lo = first + (c * batch) / 4, hi = first + ((c + 1) * batch) / 4;
         let lines = '';
         for (let a = lo; a < hi; a++) lines += `t1-${names[a]} value=${value}\n`;
-        parts.push(req(url, 'POST', '/write?precision=ms', lines));
+        parts.push(lines);
       }
-      await Promise.all(parts);
+      bodies.push(parts);
+    }
+    const load0 = loadavg();
+    const t0 = Date.now();
+    subp.start(t0);
+    const cpu0 = cpuSeconds(proc.pid);
+    for (let tick = 0; tick < 50; tick++) {
+      const due = t0 + tick * 100;
+      if (Date.now() < due) await sleep(due - Date.now());
+      await Promise.all(bodies[tick].map((b) => req(url, 'POST', '/write?precision=ms', b)));
     }
     const tPosted = Date.now();
     const want = 6 * n;
@@ -243,6 +301,7 @@ async function run(name) {
       }
     }
     const dropped = await metric(url, 'opsd_alarm_events_dropped_total');
+    const subs = await subp.finish();
     const row = (kind) => {
       const ss = subs.filter((x) => x.kind === kind).map((x) => x.s);
       if (!ss.length) return null;
@@ -260,10 +319,9 @@ async function run(name) {
       gen_rate: tGen ? Math.round(want / ((tGen - t0) / 1000)) : NaN,
       store_rate: tDur ? Math.round(want / ((tDur - t0) / 1000)) : NaN,
       durable_after_last_post_ms: tDur ? tDur - tPosted : NaN,
-      cpu_s: Math.round(cpu * 100) / 100, hwm_mib: hwmMiB(proc.pid),
+      cpu_s: Math.round(cpu * 100) / 100, hwm_mib: hwmMiB(proc.pid), load_before: load0, load_after: loadavg(),
       unfiltered: row('unfiltered'), filtered: row('filtered'),
     };
-    for (const x of subs) x.s.ws.close();
     return res;
   } catch (e) {
     console.error(`${name}: ${e.message}; opsd ${proc.exitCode === null ? 'running' : `exited ${proc.exitCode}`}; its log ends:\n${log.slice(-1500)}`);
@@ -281,10 +339,10 @@ for (const s of scenarios) {
   results.push(r);
   console.error(JSON.stringify(r));
 }
-console.log('| scenario | alarms x thr | events in burst | stored | dropped | burst s | generated/s | stored/s | durable after last post | opsd CPU s | peak RSS MiB |');
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+console.log('| scenario | alarms x thr | events in burst | stored | dropped | burst s | generated/s | stored/s | durable after last post | opsd CPU s | peak RSS MiB | load avg before / after |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const r of results) {
-  console.log(`| ${r.name} | ${r.alarms} x 4 | ${r.events} | ${r.stored} | ${r.dropped} | ${r.burst_s.toFixed(2)} | ${r.gen_rate} | ${r.store_rate} | ${r.durable_after_last_post_ms} ms | ${r.cpu_s} | ${r.hwm_mib} |`);
+  console.log(`| ${r.name} | ${r.alarms} x 4 | ${r.events} | ${r.stored} | ${r.dropped} | ${r.burst_s.toFixed(2)} | ${r.gen_rate} | ${r.store_rate} | ${r.durable_after_last_post_ms} ms | ${r.cpu_s} | ${r.hwm_mib} | ${r.load_before} / ${r.load_after} |`);
 }
 console.log('');
 console.log('| scenario | subscribers | clients | rows/client | frames/client | fresh snapshots/client | latency p50 ms | p99 ms | max ms |');

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "alarm/alarm.h"
-#include "alarm/expr.h"
+#include "core/expr.h"
 #include "core/mem.h"
 #include "core/util.h"
 

@@ -26,7 +26,7 @@
 #include <strings.h>
 
 #include "alarm/alarm.h"
-#include "alarm/expr.h"
+#include "core/expr.h"
 #include "core/jsonw.h"
 #include "core/mem.h"
 #include "core/util.h"

@@ -17,6 +17,7 @@
 #include "core/mem.h"
 #include "core/util.h"
 #include "journal/journal.h"
+#include "live/calc.h"
 
 #define LIST_DEFAULT 1000
 #define LIST_MAX     10000
@@ -116,6 +117,9 @@ static void get_points(struct http_req *r)
     rest_json(r, 200);
 }
 
+/* Writes to a calculated point (live/calc.h) are refused: its value comes from its inputs. */
+#define CALC_REFUSED "point '%.200s' is calculated from its expression: write to the points it reads instead"
+
 static uint32_t find_point(struct http_req *r, const char *name)
 {
     uint32_t idx = live_find(r->api->live, name);
@@ -202,6 +206,10 @@ static void put_point(struct http_req *r, const char *name)
     struct live *l = r->api->live;
     struct pt_view v;
     live_view(l, idx, &v);
+    if (live_is_calculated(l, idx)) {
+        rest_error(r, 409, "not_writable", CALC_REFUSED, name);
+        return;
+    }
     if (!v.writable) {
         rest_error(r, 409, "not_writable", "point '%s' is not writable", name);
         return;
@@ -346,6 +354,10 @@ static int stage_columns(struct http_req *r, json_t *series, struct staged **out
             rest_error(r, 404, "unknown_point", "series[%zu]: no point named '%.200s'", i, name);
             goto fail;
         }
+        if (live_is_calculated(l, idx)) {
+            rest_error(r, 409, "not_writable", "series[%zu]: " CALC_REFUSED, i, name);
+            goto fail;
+        }
         for (size_t k = 0; k < json_array_size(jv); k++) {
             struct staged *x = &st[n];
             const char *why = json_to_value(json_array_get(jv, k), live_type(l, idx), &x->v);
@@ -429,6 +441,10 @@ static void post_samples(struct http_req *r)
             rest_error(r, 404, "unknown_point", "samples[%zu]: no point named '%.200s'", i, name);
             goto bad_item;
         }
+        if (live_is_calculated(l, st[i].idx)) {
+            rest_error(r, 409, "not_writable", "samples[%zu]: " CALC_REFUSED, i, name);
+            goto bad_item;
+        }
         if ((why = json_to_value(jv, live_type(l, st[i].idx), &st[i].v))) {
             rest_error(r, 400, "wrong_type", "samples[%zu]: point '%.200s' is %s: 'value' must be %s",
                        i, name, pt_type_name(live_type(l, st[i].idx)), why);
@@ -473,6 +489,10 @@ static int lp_one(void *ud, const struct lp_field *f, int line)
     uint32_t idx = live_find(l, f->name);
     if (idx == LIVE_NONE) {
         snprintf(x->err, sizeof x->err, "line %d: no point named '%s' (declare it under points:)", line, f->name);
+        return -1;
+    }
+    if (live_is_calculated(l, idx)) {
+        snprintf(x->err, sizeof x->err, "line %d: " CALC_REFUSED, line, f->name);
         return -1;
     }
     if (x->n == SAMPLES_MAX * 10) {

@@ -16,6 +16,7 @@
 #include "api/samples_fast.h"
 #include "core/mem.h"
 #include "core/util.h"
+#include "live/calc.h"
 
 /* A string of printable ASCII without escapes; its bytes are not copied. */
 static bool plain_string(struct scan *s, const char **v, size_t *len)
@@ -219,7 +220,7 @@ static bool sample(struct scan *s, const struct live *l, int64_t now, struct sta
         return false;
 
     out->idx = live_findn(l, name, nlen);
-    if (out->idx == LIVE_NONE || !convert(&v, live_type(l, out->idx), &out->v))
+    if (out->idx == LIVE_NONE || live_is_calculated(l, out->idx) || !convert(&v, live_type(l, out->idx), &out->v))
         return false;
     out->ts = now;
     if (seen & K_TS) {

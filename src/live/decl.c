@@ -115,8 +115,10 @@ static uint64_t group_size(const struct group *g)
     return g->is_list ? (uint64_t)g->nitems : g->hi - g->lo + 1;
 }
 
-/* Writes the name for digits pos[] into out. Returns its length or -1 when too long. */
-static int pattern_name(const struct pattern *p, const uint64_t *pos, char *out)
+/* Writes the name for digits pos[] into out (and, when parts is not NULL, where each group's
+ * piece is in it). Returns its length or -1 when too long. */
+static int pattern_name(const struct pattern *p, const uint64_t *pos, char *out,
+                        struct name_parts *parts)
 {
     size_t o = 0, from = 0;
     char tmp[32];
@@ -140,9 +142,15 @@ static int pattern_name(const struct pattern *p, const uint64_t *pos, char *out)
         }
         if (o + tl > LIVE_NAME_MAX)
             return -1;
+        if (parts) {
+            parts->at[i] = (uint16_t)o;
+            parts->len[i] = (uint16_t)tl;
+        }
         memcpy(out + o, t, tl);
         o += tl;
     }
+    if (parts)
+        parts->n = p->ng;
     size_t lit = p->skel_len - from;
     if (o + lit > LIVE_NAME_MAX)
         return -1;
@@ -201,7 +209,7 @@ int name_pattern_count(const char *pattern, uint64_t *count, char *err, size_t e
     if (rc == 0 && (longest == 0 || (p.skel_len && !live_valid_name(p.skel, p.skel_len)))) {
         uint64_t pos[PATTERN_MAX_GROUPS] = {0};
         char name[LIVE_NAME_MAX + 1];
-        pattern_name(&p, pos, name);
+        pattern_name(&p, pos, name, NULL);
         snprintf(err, errlen, "'%s' is not a valid point name (letters, digits and - _ . : / only)",
                  name);
         rc = -1;
@@ -212,8 +220,9 @@ int name_pattern_count(const char *pattern, uint64_t *count, char *err, size_t e
     return rc;
 }
 
-int name_pattern_expand(const char *pattern, int (*fn)(void *ud, const char *name, uint64_t i),
-                        void *ud)
+int name_pattern_expand_parts(const char *pattern,
+                              int (*fn)(void *ud, const char *name, uint64_t i, const struct name_parts *parts),
+                              void *ud)
 {
     struct pattern p;
     char err[128];
@@ -223,13 +232,14 @@ int name_pattern_expand(const char *pattern, int (*fn)(void *ud, const char *nam
     }
     uint64_t pos[PATTERN_MAX_GROUPS] = {0};
     char name[LIVE_NAME_MAX + 1];
+    struct name_parts parts;
     int rc = 0;
     for (uint64_t i = 0;; i++) {
-        if (pattern_name(&p, pos, name) < 0) {
+        if (pattern_name(&p, pos, name, &parts) < 0) {
             rc = -1;
             break;
         }
-        if ((rc = fn(ud, name, i)) != 0)
+        if ((rc = fn(ud, name, i, &parts)) != 0)
             break;
         int g = p.ng - 1;
         while (g >= 0 && ++pos[g] == group_size(&p.g[g]))
@@ -239,6 +249,25 @@ int name_pattern_expand(const char *pattern, int (*fn)(void *ud, const char *nam
     }
     pattern_release(&p);
     return rc;
+}
+
+struct plain_ctx {
+    int (*fn)(void *ud, const char *name, uint64_t i);
+    void *ud;
+};
+
+static int plain_one(void *ud, const char *name, uint64_t i, const struct name_parts *parts)
+{
+    const struct plain_ctx *x = ud;
+    (void)parts;
+    return x->fn(x->ud, name, i);
+}
+
+int name_pattern_expand(const char *pattern, int (*fn)(void *ud, const char *name, uint64_t i),
+                        void *ud)
+{
+    struct plain_ctx x = {fn, ud};
+    return name_pattern_expand_parts(pattern, plain_one, &x);
 }
 
 int pt_decl_parse(struct yconf *y, const ynode *n, const char *path, const char *const *extra_keys,
@@ -285,6 +314,7 @@ int pt_decl_parse(struct yconf *y, const ynode *n, const char *path, const char 
 void pt_decl_release(struct pt_decl *d)
 {
     free(d->pattern);
+    free(d->expression);
     free(d->unit);
     free(d->description);
     memset(d, 0, sizeof *d);

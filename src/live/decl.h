@@ -22,12 +22,23 @@ int name_pattern_count(const char *pattern, uint64_t *count, char *err, size_t e
 int name_pattern_expand(const char *pattern, int (*fn)(void *ud, const char *name, uint64_t i),
                         void *ud);
 
+/* Where each brace group's piece is in an expanded name (name + at[g], len[g] bytes). */
+struct name_parts {
+    int n;
+    uint16_t at[PATTERN_MAX_GROUPS], len[PATTERN_MAX_GROUPS];
+};
+/* Like name_pattern_expand, and tells fn where each group's piece is in the name. */
+int name_pattern_expand_parts(const char *pattern,
+                              int (*fn)(void *ud, const char *name, uint64_t i, const struct name_parts *parts),
+                              void *ud);
+
 struct pt_decl {
     char *pattern;
     uint64_t count;
     int line;
     struct pt_meta meta;   /* unit and description point into the two strings below */
     char *unit, *description;
+    char *expression;      /* a calculated point's expression (live/calc.h), or NULL */
 };
 
 /* Parses the common keys of a point entry (name, type, unit, description, writable) from

@@ -1,4 +1,4 @@
-/* live_int.h - internals of the live module, shared by points.c and stream.c only. */
+/* live_int.h - internals of the live module, shared by points.c, stream.c and calc.c only. */
 #ifndef OPSD_LIVE_LIVE_INT_H
 #define OPSD_LIVE_LIVE_INT_H
 
@@ -16,6 +16,8 @@ enum {
     PF_REMOVED = 1 << 2,   /* tombstone: hidden from lookups and listings */
     PF_SEEN = 1 << 3,      /* declared during the current reconciliation */
     PF_WRITABLE = 1 << 4,
+    PF_DERIVED = 1 << 5,   /* a calculated point (calc.c) */
+    PF_CALC_INPUT = 1 << 6, /* read by some calculated point */
 };
 
 struct point {
@@ -63,6 +65,12 @@ struct live {
     int nlisteners;
     uint32_t nlive;
     uint64_t updates, changes;
+    struct live_calc *calc; /* calculated points, NULL until live_calc_apply */
 };
+
+/* calc.c: evaluates the calculated points that read the changed points (start of live_flush);
+ * frees the set (live_free). */
+void calc__flush(struct live *l);
+void calc__free(struct live_calc *c);
 
 #endif

@@ -16,6 +16,7 @@
 #include "core/jsonw.h"
 #include "core/mem.h"
 #include "core/util.h"
+#include "live/calc.h"
 
 static const char *const type_names[] = {"double", "int", "bool", "string"};
 static const char *const quality_names[] = {"good", "uncertain", "bad"};
@@ -79,6 +80,7 @@ void live_free(struct live *l)
     free(l->hash);
     free(l->sorted);
     free(l->changed);
+    calc__free(l->calc);
     free(l);
 }
 
@@ -377,6 +379,8 @@ void live_flush(struct live *l)
 {
     if (l->nchanged == 0)
         return;
+    if (l->calc)
+        calc__flush(l); /* calculated points join the same change list */
     for (int i = 0; i < l->nlisteners; i++)
         l->listeners[i].fn(l->listeners[i].ud, l, l->changed, l->nchanged);
     for (uint32_t i = 0; i < l->nchanged; i++)
@@ -520,6 +524,11 @@ int live_json_point(struct live *l, uint32_t idx, struct buf *out)
     if (v.reason) {
         jw_raw(out, ",\"reason\":");
         jw_str(out, v.reason);
+    }
+    const char *ex = live_calc_expression(l, idx);
+    if (ex) {
+        jw_raw(out, ",\"expression\":");
+        jw_str(out, ex);
     }
     return jw_raw(out, "}");
 }

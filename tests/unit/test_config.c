@@ -348,7 +348,7 @@ static void unknown_keys(void **state)
     EXPECT_ERRORS("server:\n  tls: {cert: a, key: b, ca: c}\n",
                   "@:2: server.tls: unknown key 'ca' (known: cert, key)");
     EXPECT_ERRORS("points:\n  - {name: a, unit: x, colour: red}\n",
-                  "@:2: points[0]: unknown key 'colour' (known: name, type, unit, description, writable)");
+                  "@:2: points[0]: unknown key 'colour' (known: name, type, unit, description, writable, expression)");
     EXPECT_ERRORS("drivers:\n"
                   "  - type: simulator\n"
                   "    name: d\n"
@@ -599,6 +599,24 @@ static void server_values(void **state)
     EXPECT_ERRORS("server:\n  listen: [a, b]\n", "@:2: server: 'listen' must be a single value, not a list");
 }
 
+/* Calculated points (live/calc.h): inputs must be declared, no cycles, not a string. */
+static void calculated_points(void **state)
+{
+    (void)state;
+    EXPECT_ERRORS("points:\n"
+                  "  - {name: a, writable: true}\n"
+                  "  - {name: x, expression: \"a + y\"}\n"
+                  "  - {name: y, expression: \"x * 2\"}\n"
+                  "  - {name: z, expression: \"nosuch + 1\"}\n"
+                  "  - {name: s, type: string, expression: \"a\"}\n",
+                  "@:6: points[4]: calculated point 's' cannot be a string (double, int or bool)",
+                  "@:3: points[1]: calculated points read each other in a cycle: x -> y -> x",
+                  "@:5: points[3]: calculated point 'z': the expression reads 'nosuch', which is not a declared point");
+    EXPECT_ERRORS("points:\n  - {name: a}\n  - {name: x, expression: \"a +\"}\n",
+                  "@:3: points[1]: calculated point 'x': expression error at 4: unexpected end of the expression "
+                  "(in \"a +\")");
+}
+
 static void all_errors_at_once(void **state)
 {
     (void)state;
@@ -689,6 +707,7 @@ int main(void)
         cmocka_unit_test(long_name_in_middle_of_list),
         cmocka_unit_test(server_values),
         cmocka_unit_test(all_errors_at_once),
+        cmocka_unit_test(calculated_points),
         cmocka_unit_test(server_differs),
     };
     return cmocka_run_group_tests_name("config", tests, group_setup, group_teardown);

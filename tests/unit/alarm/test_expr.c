@@ -1,4 +1,4 @@
-/* test_expr.c - the alarm expression language (alarm/expr.h): precedence, functions, NaN
+/* test_expr.c - the expression language (core/expr.h): precedence, functions, NaN
  * and division by zero, quality, and compile errors with their position. */
 #include "unit.h"
 
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alarm/expr.h"
+#include "core/expr.h"
 
 /* Compiles and evaluates with inputs a=1, b=2, c=3, {tank1-0001}=10 (uncertain), bad=NaN
  * (quality bad), unknown names NaN. */

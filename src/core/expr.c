@@ -6,7 +6,7 @@
  * index). It tracks the stack depth of the code it emits, so expr_eval() uses a fixed array
  * of maxstack doubles on its own stack (maxstack is bounded by EXPR_CODE_MAX). Recursion is
  * bounded by EXPR_DEPTH_MAX, so a hostile text cannot exhaust the C stack. */
-#include "alarm/expr.h"
+#include "core/expr.h"
 
 #include <math.h>
 #include <stdarg.h>

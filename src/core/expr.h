@@ -1,5 +1,6 @@
 /* expr.h - a small compiled expression language over named inputs (points and deployment
- * variables), used by alarm expressions and suppression conditions.
+ * variables), used by alarm expressions and suppression conditions and by calculated points
+ * (live/calc.h).
  *
  * Grammar (lowest precedence first):
  *   expr    := or
@@ -23,8 +24,8 @@
  * apart, each distinct name once in a name table). The caller binds names to inputs by their
  * index in the table and passes one expr_input per name to expr_eval(). No allocation during
  * evaluation. Compilation and evaluation are pure: any thread, no global state. */
-#ifndef OPSD_ALARM_EXPR_H
-#define OPSD_ALARM_EXPR_H
+#ifndef OPSD_CORE_EXPR_H
+#define OPSD_CORE_EXPR_H
 
 #include <stddef.h>
 #include <stdint.h>
