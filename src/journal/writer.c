@@ -381,16 +381,17 @@ int jnl_submit(struct jnl *j, struct jnl_batch *b)
         uv_mutex_unlock(&j->lock);
         return rc;
     }
+    size_t n = b->n; /* b belongs to the writer once it is queued: it may be done and freed */
     b->next = NULL;
     if (j->q_tail)
         j->q_tail->next = b;
     else
         j->q_head = b;
     j->q_tail = b;
-    j->q_msgs += b->n;
+    j->q_msgs += n;
     uv_cond_signal(&j->wake);
     uv_mutex_unlock(&j->lock);
-    atomic_fetch_add(&j->received, b->n);
+    atomic_fetch_add(&j->received, n);
     return 0;
 }
 
