@@ -594,7 +594,13 @@ static void fail_batch(struct mb_state *st, bool disconnected, const char *what,
         struct driver_batch *b = driver_batch_new(st->devs[i]);
         b->status = -1;
         b->disconnected = disconnected;
-        snprintf(b->error, sizeof b->error, "%s: %s", what, detail);
+        /* Cut to fit: the reason names the step first, the library's text after it. */
+        int n = snprintf(b->error, sizeof b->error, "%s: ", what);
+        if (n > 0 && (size_t)n < sizeof b->error) {
+            size_t room = sizeof b->error - (size_t)n - 1, dl = strnlen(detail, room);
+            memcpy(b->error + n, detail, dl);
+            b->error[(size_t)n + dl] = '\0';
+        }
         driver_queue_push(&st->q, b);
     }
 }
