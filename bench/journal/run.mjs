@@ -49,13 +49,33 @@ const row = (...c) => { rows.push(c); console.log(c.join(' | ')); };
 // Fill the queue before opsd consumes, so the figure is opsd's, not the publisher's.
 const conn = await amqp.connect(rabbit.url);
 const ch = await conn.createConfirmChannel();
-await ch.assertQueue('audit', { durable: true });
 const BASE = Date.now() - 60000;
-for (let i = 0; i < (ONLY_J3 ? 0 : AMQP_N); i++) {
-  ch.sendToQueue('audit', Buffer.from(`{"orderId":${i},"item":"widget"}`), { persistent: true, headers: nsbHeaders(i, { base: BASE }) });
-  if (i % 5000 === 4999) await ch.waitForConfirms();
+async function fill(queue, n) {
+  await ch.assertQueue(queue, { durable: true });
+  for (let i = 0; i < n; i++) {
+    ch.sendToQueue(queue, Buffer.from(`{"orderId":${i},"item":"widget"}`), { persistent: true, headers: nsbHeaders(i, { base: BASE }) });
+    if (i % 5000 === 4999) await ch.waitForConfirms();
+  }
+  await ch.waitForConfirms();
 }
-await ch.waitForConfirms();
+// The broker's own ceiling, side by side: the same messages drained by a plain amqplib
+// consumer that stores nothing (same prefetch, one ack per 1,000).
+let brokerRate = 0;
+if (!ONLY_J3) {
+  await fill('ceiling', AMQP_N);
+  const c2 = await conn.createChannel();
+  await c2.prefetch(5000);
+  const t0 = Date.now();
+  let got = 0;
+  await new Promise((res) => c2.consume('ceiling', (m) => {
+    got++;
+    if (got % 1000 === 0 || got === AMQP_N) c2.ack(m, true);
+    if (got === AMQP_N) res();
+  }));
+  brokerRate = AMQP_N / ((Date.now() - t0) / 1000);
+  await c2.close();
+}
+await fill('audit', ONLY_J3 ? 0 : AMQP_N);
 
 const d = await startOpsd(work, { config });
 row('test', 'messages', 'msg/s', 'bytes on disk/msg', 'opsd CPU s', 'RSS MiB');
@@ -75,9 +95,19 @@ if (!ONLY_J3) {
   const m = await metrics(d);
   row('J1 AMQP small (≈60 B body, 14 headers)', fmt(AMQP_N), fmt(AMQP_N / s), fmt(m.get('opsd_journal_store_bytes') / m.get('opsd_journal_stored_total')),
     fmt(cpuSeconds(d.pid) - c0, 1), fmt(rss / 1024));
+  row('J1 AMQP: the broker alone (amqplib consumer, stores nothing)', fmt(AMQP_N), fmt(brokerRate), '', '', '');
 }
 
-async function httpLoad(n, batch, conc, mk) {
+// Request bodies are built before the clock starts when `prebuild` (the client's JSON work
+// is then not on the machine while opsd is measured).
+async function httpLoad(n, batch, conc, mk, prebuild = false) {
+  const build = (first) => {
+    const msgs = [];
+    for (let i = first; i < Math.min(first + batch, n); i++) msgs.push(mk(i));
+    return JSON.stringify({ messages: msgs });
+  };
+  const pre = [];
+  if (prebuild) for (let first = 0; first < n; first += batch) pre.push(build(first));
   let next = 0;
   let rss = 0;
   const c0 = cpuSeconds(d.pid);
@@ -87,9 +117,7 @@ async function httpLoad(n, batch, conc, mk) {
       const first = next;
       if (first >= n) return;
       next += batch;
-      const msgs = [];
-      for (let i = first; i < Math.min(first + batch, n); i++) msgs.push(mk(i));
-      const payload = JSON.stringify({ messages: msgs });
+      const payload = prebuild ? pre[first / batch] : build(first);
       for (let attempt = 0; ; attempt++) {
         try { // a kept-alive connection the server closed meanwhile: send again (copies are recognised)
           const r = await fetch(`${d.url}/api/v1/messages`, { method: 'POST', body: payload });
@@ -110,9 +138,9 @@ async function httpLoad(n, batch, conc, mk) {
 // J1 HTTP
 if (!ONLY_J3) {
   const before = await metrics(d);
-  const r = await httpLoad(HTTP_N, 1000, 8, (i) => ({ headers: nsbHeaders(1000000 + i, { base: BASE }), body: `{"orderId":${i},"item":"widget"}` }));
+  const r = await httpLoad(HTTP_N, 1000, 8, (i) => ({ headers: nsbHeaders(1000000 + i, { base: BASE }), body: `{"orderId":${i},"item":"widget"}` }), true);
   const m = await metrics(d);
-  row('J1 HTTP small (batches of 1000, 8 clients)', fmt(HTTP_N), fmt(HTTP_N / r.s),
+  row(`J1 HTTP small (batches of 1000, 8 clients): ${fmt(r.cpu * 1e6 / HTTP_N, 1)} µs of opsd CPU/msg`, fmt(HTTP_N), fmt(HTTP_N / r.s),
     fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / HTTP_N), fmt(r.cpu, 1), fmt(r.rss / 1024));
 }
 
@@ -131,9 +159,9 @@ for (const kb of ONLY_J3 ? [] : [13, 20, 40, 66, 93, 133]) {
   const n = Math.max(1000, Math.floor(150000 / kb));
   const before = await metrics(d);
   const bodies = Array.from({ length: 16 }, (_, k) => body(kb, k));
-  const r = await httpLoad(n, 20, 8, (i) => ({ headers: nsbHeaders(2000000 + kb * 100000 + i, { base: BASE }), body: bodies[i % 16] }));
+  const r = await httpLoad(n, 20, 8, (i) => ({ headers: nsbHeaders(2000000 + kb * 100000 + i, { base: BASE }), body: bodies[i % 16] }), true);
   const m = await metrics(d);
-  row(`J2 HTTP ${kb} KB bodies`, fmt(n), fmt(n / r.s), fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / n),
+  row(`J2 HTTP ${kb} KB bodies: ${fmt(r.cpu * 1e6 / n)} µs of opsd CPU/msg`, fmt(n), fmt(n / r.s), fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / n),
     fmt(r.cpu, 1), fmt(r.rss / 1024));
 }
 
