@@ -7,7 +7,7 @@
 // search latencies, the expiry cost per message (retention dropping partitions while
 // ingestion runs) and an RSS soak. Run it with a Release build (-DCMAKE_BUILD_TYPE=Release).
 // Needs tests/integration/node_modules (amqplib) and Debian's rabbitmq-server.
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { workDir, startOpsd, http, metrics } from '../../tests/integration/lib/opsd.mjs';
 import { startRabbit, amqp, nsbHeaders } from '../../tests/integration/lib/journal_rabbit.mjs';
@@ -41,6 +41,21 @@ journal:
 function cpuSeconds(pid) {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(f[11]) + Number(f[12])) / 100;
+}
+// CPU seconds of opsd's main (loop) thread and of the journal writer thread.
+function threadCpu(pid) {
+  const o = { loop: 0, writer: 0 };
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const raw = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+      const name = raw.slice(raw.indexOf('(') + 1, raw.lastIndexOf(')'));
+      const f = raw.slice(raw.lastIndexOf(')') + 2).split(' ');
+      const v = (Number(f[11]) + Number(f[12])) / 100;
+      if (String(pid) === t) o.loop += v;
+      else if (name === 'jnl-writer') o.writer += v;
+    } catch { /* the thread ended */ }
+  }
+  return o;
 }
 const fmt = (x, d = 0) => x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 const rows = [];
@@ -111,6 +126,7 @@ async function httpLoad(n, batch, conc, mk, prebuild = false) {
   let next = 0;
   let rss = 0;
   const c0 = cpuSeconds(d.pid);
+  const th0 = threadCpu(d.pid);
   const t0 = Date.now();
   const worker = async () => {
     for (;;) {
@@ -132,7 +148,9 @@ async function httpLoad(n, batch, conc, mk, prebuild = false) {
     }
   };
   await Promise.all(Array.from({ length: conc }, worker));
-  return { s: (Date.now() - t0) / 1000, cpu: cpuSeconds(d.pid) - c0, rss };
+  const th1 = threadCpu(d.pid);
+  return { s: (Date.now() - t0) / 1000, cpu: cpuSeconds(d.pid) - c0, rss,
+           loop: th1.loop - th0.loop, writer: th1.writer - th0.writer };
 }
 
 // J1 HTTP
@@ -140,7 +158,7 @@ if (!ONLY_J3) {
   const before = await metrics(d);
   const r = await httpLoad(HTTP_N, 1000, 8, (i) => ({ headers: nsbHeaders(1000000 + i, { base: BASE }), body: `{"orderId":${i},"item":"widget"}` }), true);
   const m = await metrics(d);
-  row(`J1 HTTP small (batches of 1000, 8 clients): ${fmt(r.cpu * 1e6 / HTTP_N, 1)} µs of opsd CPU/msg`, fmt(HTTP_N), fmt(HTTP_N / r.s),
+  row(`J1 HTTP small (batches of 1000, 8 clients): ${fmt(r.cpu * 1e6 / HTTP_N, 1)} µs of opsd CPU/msg (loop ${fmt(r.loop * 1e6 / HTTP_N, 1)}, writer ${fmt(r.writer * 1e6 / HTTP_N, 1)})`, fmt(HTTP_N), fmt(HTTP_N / r.s),
     fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / HTTP_N), fmt(r.cpu, 1), fmt(r.rss / 1024));
 }
 
@@ -161,7 +179,7 @@ for (const kb of ONLY_J3 ? [] : [13, 20, 40, 66, 93, 133]) {
   const bodies = Array.from({ length: 16 }, (_, k) => body(kb, k));
   const r = await httpLoad(n, 20, 8, (i) => ({ headers: nsbHeaders(2000000 + kb * 100000 + i, { base: BASE }), body: bodies[i % 16] }), true);
   const m = await metrics(d);
-  row(`J2 HTTP ${kb} KB bodies: ${fmt(r.cpu * 1e6 / n)} µs of opsd CPU/msg`, fmt(n), fmt(n / r.s), fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / n),
+  row(`J2 HTTP ${kb} KB bodies: ${fmt(r.cpu * 1e6 / n)} µs of opsd CPU/msg (loop ${fmt(r.loop * 1e6 / n)}, writer ${fmt(r.writer * 1e6 / n)})`, fmt(n), fmt(n / r.s), fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / n),
     fmt(r.cpu, 1), fmt(r.rss / 1024));
 }
 
