@@ -93,8 +93,10 @@ void regm_content_hash(const char *a, size_t alen, const char *b, size_t blen, c
 
 struct reg_batch *regb_cur(struct reg *r)
 {
-    if (!r->cur)
+    if (!r->cur) {
         r->cur = xzalloc(sizeof *r->cur);
+        r->cur->seq = ++r->batch_seq;
+    }
     return r->cur;
 }
 
@@ -137,6 +139,7 @@ void regm_init(struct reg *r)
 {
     pthread_mutex_init(&r->mod_lock, NULL);
     r->next_gen = 1;
+    buf_init(&r->scratch, SIZE_MAX);
 }
 
 static void kv_free(struct reg_kv *kv, size_t n)
@@ -229,6 +232,7 @@ void regm_release(struct reg *r)
     rmap_release(&r->flights);
     regb_free(r->cur);
     r->cur = NULL;
+    buf_release(&r->scratch);
     pthread_mutex_destroy(&r->mod_lock);
 }
 
@@ -276,26 +280,35 @@ struct reg_handle *regm_handle_new(struct reg *r, const char *id)
     return h;
 }
 
-static char *bag_key(const char *k, const char *v)
+/* "k\x1fv" into small when it fits, else into a new allocation; free the result when it is
+ * not small. */
+static char *bag_key(const char *k, const char *v, char *small, size_t smalllen)
 {
     size_t kl = strlen(k), vl = strlen(v);
-    char *s = xmalloc(kl + vl + 2);
+    char *s = kl + vl + 2 <= smalllen ? small : xmalloc(kl + vl + 2);
     memcpy(s, k, kl);
     s[kl] = '\x1f';
     memcpy(s + kl + 1, v, vl + 1);
     return s;
 }
 
+static void bag_key_free(char *key, char *small)
+{
+    if (key != small)
+        free(key);
+}
+
 static void bag_add(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
 {
-    char *key = bag_key(kv->k, kv->v);
+    char small[256];
+    char *key = bag_key(kv->k, kv->v, small, sizeof small);
     struct bag *b = rmap_get(&r->bags, key);
     if (!b) {
         b = xzalloc(sizeof *b);
-        b->key = key;
+        b->key = key == small ? xstrdup(key) : key;
         rmap_put(&r->bags, b->key, b);
     } else {
-        free(key);
+        bag_key_free(key, small);
     }
     kv->bag_pos = b->hs.n;
     rvec_push(&b->hs, h);
@@ -303,9 +316,10 @@ static void bag_add(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
 
 static void bag_remove(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
 {
-    char *key = bag_key(kv->k, kv->v);
+    char small[256];
+    char *key = bag_key(kv->k, kv->v, small, sizeof small);
     struct bag *b = rmap_get(&r->bags, key);
-    free(key);
+    bag_key_free(key, small);
     if (!b || kv->bag_pos >= b->hs.n || b->hs.v[kv->bag_pos] != h)
         return;
     struct reg_handle *last = b->hs.v[--b->hs.n];
@@ -329,9 +343,10 @@ static void bag_remove(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
 /* The handles holding public property k=v (NULL when none); n gets the count. */
 struct reg_handle **regm_bag(struct reg *r, const char *k, const char *v, size_t *n)
 {
-    char *key = bag_key(k, v);
+    char small[256];
+    char *key = bag_key(k, v, small, sizeof small);
     struct bag *b = rmap_get(&r->bags, key);
-    free(key);
+    bag_key_free(key, small);
     *n = b ? b->hs.n : 0;
     return b ? (struct reg_handle **)b->hs.v : NULL;
 }
@@ -599,32 +614,65 @@ static void opt_str(struct buf *out, const char *key, const char *v)
     jw_str(out, v ? v : "");
 }
 
-/* The row the store keeps for a handle (see docs/internals/registry.md). */
+/* ,"key":"v" only when v is not empty (the row document leaves empty members out: load reads
+ * a missing member as ""). */
+static void row_str(struct buf *out, const char *key, size_t keylen, const char *v)
+{
+    if (!v || !*v)
+        return;
+    buf_append(out, key, keylen);
+    jw_str(out, v);
+}
+#define ROW_STR(out, key, v) row_str((out), ",\"" key "\":", sizeof(",\"" key "\":") - 1, (v))
+
+/* The row the store keeps for a handle (see docs/internals/registry.md). A handle written
+ * twice in one batch (created, then made READY from its known tag) has one row operation:
+ * the later document replaces the earlier one's. */
 void regm_log_handle(struct reg *r, struct reg_handle *h)
 {
-    struct buf d;
-    buf_init(&d, SIZE_MAX);
-    jw_raw(&d, "{\"state\":");
-    jw_str(&d, reg_state_name(h->state));
-    opt_str(&d, "lock", reg_lock_name(h->lock));
-    opt_str(&d, "details", h->details);
-    buf_printf(&d, ",\"attempts\":%u,\"updated\":%lld", h->attempts, (long long)h->updated_ms);
-    opt_str(&d, "plugin", h->plugin);
-    opt_str(&d, "dataPlugin", h->data_plugin);
-    opt_str(&d, "modelPlugin", h->model_plugin);
-    opt_str(&d, "alt", h->alt_id);
-    opt_str(&d, "producer", h->producer);
-    opt_str(&d, "trust", h->trust);
-    opt_str(&d, "tag", h->tag);
-    opt_str(&d, "upgradeTag", h->upgrade_tag);
-    opt_str(&d, "set", h->set ? h->set->key : "");
-    jw_raw(&d, ",\"props\":");
-    kv_json(&d, h->props, h->nprops);
-    jw_raw(&d, ",\"pub\":");
-    kv_json(&d, h->pub, h->npub);
-    jw_raw(&d, "}");
-    regb_op(r, OP_PUT_HANDLE, h->id, xstrdup(d.data), NULL, NULL);
-    buf_release(&d);
+    struct buf *d = &r->scratch;
+    buf_reset(d);
+    jw_rawn(d, "{\"state\":", 9);
+    jw_str(d, reg_state_name(h->state));
+    if (h->lock != RL_NONE)
+        ROW_STR(d, "lock", reg_lock_name(h->lock));
+    ROW_STR(d, "details", h->details);
+    if (h->attempts) {
+        jw_rawn(d, ",\"attempts\":", 12);
+        jw_int(d, h->attempts);
+    }
+    jw_rawn(d, ",\"updated\":", 11);
+    jw_int(d, h->updated_ms);
+    ROW_STR(d, "plugin", h->plugin);
+    ROW_STR(d, "dataPlugin", h->data_plugin);
+    ROW_STR(d, "modelPlugin", h->model_plugin);
+    ROW_STR(d, "alt", h->alt_id);
+    ROW_STR(d, "producer", h->producer);
+    ROW_STR(d, "trust", h->trust);
+    ROW_STR(d, "tag", h->tag);
+    if (h->upgrade_tag) /* "" is a meaningful upgrade target (no tag): keep it */
+        opt_str(d, "upgradeTag", h->upgrade_tag);
+    ROW_STR(d, "set", h->set ? h->set->key : NULL);
+    if (h->nprops) {
+        jw_rawn(d, ",\"props\":", 9);
+        kv_json(d, h->props, h->nprops);
+    }
+    if (h->npub) {
+        jw_rawn(d, ",\"pub\":", 7);
+        kv_json(d, h->pub, h->npub);
+    }
+    buf_putc(d, '}');
+    char *doc = xstrndup(d->data, d->len);
+    struct reg_batch *b = regb_cur(r);
+    if (h->log_seq == b->seq && h->log_op < b->nops && b->ops[h->log_op].kind == OP_PUT_HANDLE &&
+        strcmp(b->ops[h->log_op].key, h->id) == 0) {
+        free(b->ops[h->log_op].doc);
+        b->ops[h->log_op].doc = doc;
+        return;
+    }
+    h->log_seq = b->seq;
+    h->log_op = b->nops;
+    regb_op(r, OP_PUT_HANDLE, h->id, doc, NULL, NULL);
 }
 
 static void ncmp_time(struct buf *out, int64_t ms)

@@ -29,6 +29,31 @@ struct reg_vec {
 };
 void rvec_push(struct reg_vec *a, void *p);
 
+/* ---- rjson.c: the registration body's JSON reader (see the file's comment) ---- */
+enum rj_type { RJ_NULL, RJ_FALSE, RJ_TRUE, RJ_NUM, RJ_STR, RJ_ARR, RJ_OBJ };
+struct rj {
+    uint32_t type;            /* enum rj_type */
+    uint32_t n;               /* string: bytes; array: values; object: key/value pairs */
+    union {
+        const char *s;        /* string, NUL-terminated */
+        struct rj *items;     /* array: n values; object: key, value, key, value... */
+    };
+};
+struct rj_chunk;
+struct rj_doc {
+    struct rj root;           /* an object or an array */
+    struct rj_chunk *chunks;  /* the arena */
+};
+/* Parses text as jansson's json_loadb(JSON_REJECT_DUPLICATES) would accept it. Returns 0, or
+ * -1 with "the body is not valid JSON: REASON (line L, column C)" in err and d empty. */
+int rj_parse(struct rj_doc *d, const char *text, size_t len, char *err, size_t errlen);
+void rj_free(struct rj_doc *d);
+/* The member key of object o; NULL when o is not an object or has no such member. */
+const struct rj *rj_get(const struct rj *o, const char *key);
+static inline bool rj_is(const struct rj *v, enum rj_type t) { return v && v->type == (uint32_t)t; }
+/* The string's text, or NULL when v is not a string. */
+static inline const char *rj_str(const struct rj *v) { return rj_is(v, RJ_STR) ? v->s : NULL; }
+
 /* ---- the model ---- */
 
 struct reg_module {
@@ -78,6 +103,8 @@ struct reg_handle {
     struct reg_handle *q_prev, *q_next;        /* sync queue */
     bool queued, syncing;
     size_t all_pos;           /* position in reg->all */
+    uint64_t log_seq;         /* the batch (reg_batch.seq) holding its last PUT_HANDLE */
+    size_t log_op;            /* that operation's position in the batch */
 };
 
 /* ---- changes for the writer (one batch = one transaction) ---- */
@@ -91,6 +118,7 @@ struct reg_op {
 
 struct reg_batch {
     struct reg_batch *next;
+    uint64_t seq;             /* r->batch_seq when it was started */
     struct reg_op *ops;
     size_t nops, cap;
     void (*done)(void *ud, int status);
@@ -156,6 +184,8 @@ struct reg {
     struct { reg_listener fn; void *ud; } listeners[REG_LISTENERS];
     /* pending changes of the current operation */
     struct reg_batch *cur;
+    uint64_t batch_seq;
+    struct buf scratch;                        /* row documents are built here (loop) */
     /* writer */
     sqlite3 *db;
     pthread_t writer;
@@ -227,6 +257,9 @@ void regw_stop(struct reg *r);
 /* sync.c */
 int regs_start(struct reg *r);
 void regs_kick(struct reg *r);
+/* When h's target tag (the upgrade tag while upgrading) names a known module set: h leaves the
+ * sync queue, is attached to the set and made READY (no fetch), and true is returned. */
+bool regs_known_tag(struct reg *r, struct reg_handle *h);
 void regs_stop(struct reg *r);
 
 #endif

@@ -239,6 +239,18 @@ static void sync_failed(struct reg *r, struct reg_handle *h, const char *why)
     r->st.syncs_failed++;
 }
 
+bool regs_known_tag(struct reg *r, struct reg_handle *h)
+{
+    const char *tag = target_tag(h);
+    struct reg_set *set = *tag ? regm_set_find(r, tag) : NULL;
+    if (!set || h->syncing)
+        return false;
+    regm_unqueue(r, h);
+    sync_ok(r, h, set);
+    r->st.tag_hits++;
+    return true;
+}
+
 static struct reg_flight *flight_take(struct reg *r, const char *tag)
 {
     if (!tag || !*tag)
@@ -433,13 +445,9 @@ static void schedule(struct reg *r)
             struct reg_handle *h = r->q_first;
             regm_unqueue(r, h);
             scanned++;
-            const char *tag = target_tag(h);
-            struct reg_set *set = *tag ? regm_set_find(r, tag) : NULL;
-            if (set) {
-                sync_ok(r, h, set);
-                r->st.tag_hits++;
+            if (regs_known_tag(r, h))
                 continue;
-            }
+            const char *tag = target_tag(h);
             struct reg_flight *f = *tag ? rmap_get(&r->flights, tag) : NULL;
             if (f) {
                 if (f->n % 64 == 0) {

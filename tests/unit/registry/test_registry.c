@@ -5,6 +5,7 @@
  * parsers, durability across a reopen, and a plugin that refuses connections locking the
  * handle with MODULE_SYNC_FAILED and its attempt count. */
 #include <dirent.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -222,6 +223,134 @@ static void test_state_lists_and_bags(void **state)
     model_free(r);
 }
 
+static int done_status = 1;
+static void on_done(void *ud, int status)
+{
+    (void)ud;
+    done_status = status;
+}
+
+/* ---- registration with known tags ---- */
+
+/* A created handle whose tag names a known set is READY when the request returns, with one
+ * row operation (ADVISED and READY share it), and still ADVISED for the request's own
+ * upgrade list (101, as NCMP answers). */
+static void test_register_known_tag_one_row(void **state)
+{
+    (void)state;
+    struct reg *r = model_new();
+    pthread_mutex_init(&r->wlock, NULL);
+    pthread_cond_init(&r->wwake, NULL);
+    reg_config_parse(NULL, NULL, &r->cfg);
+    static const char *const mods[] = {"m1", "m2"};
+    struct reg_handle *seed = regm_handle_new(r, "seed");
+    regm_attach(r, seed, mkset(r, "t1", mods, 2));
+    regb_free(r->cur);
+    r->cur = NULL;
+    const char body[] = "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"createdCmHandles\":["
+                        "{\"cmHandle\":\"k1\",\"moduleSetTag\":\"t1\"},{\"cmHandle\":\"k2\",\"moduleSetTag\":\"t1\"},"
+                        "{\"cmHandle\":\"u1\",\"moduleSetTag\":\"new\"},{\"cmHandle\":\"u2\"}],"
+                        "\"updatedCmHandles\":[{\"cmHandle\":\"k2\",\"publicCmHandleProperties\":{\"c\":\"d\"}}],"
+                        "\"upgradedCmHandles\":{\"cmHandles\":[\"k1\"],\"moduleSetTag\":\"t2\"}}";
+    struct buf failed;
+    buf_init(&failed, 1 << 20);
+    int http;
+    char err[256];
+    assert_int_equal(reg_register(r, body, strlen(body), &failed, &http, err, sizeof err, on_done, NULL), 0);
+    assert_int_equal(http, 500);
+    assert_non_null(strstr(failed.data, "{\"cmHandle\":\"k1\",\"errorCode\":\"101\""));
+    assert_int_equal(regm_find(r, "k1")->state, RS_READY);
+    assert_int_equal(regm_find(r, "k2")->state, RS_READY);
+    assert_ptr_equal(regm_find(r, "k2")->set, regm_set_find(r, "t1"));
+    assert_int_equal(regm_find(r, "u1")->state, RS_ADVISED);
+    assert_int_equal(regm_find(r, "u2")->state, RS_ADVISED);
+    assert_int_equal(r->nqueued, 2);
+    assert_int_equal(r->st.tag_hits, 2);
+    struct reg_batch *b = r->wq_first;
+    assert_non_null(b);
+    size_t puts = 0;
+    for (size_t i = 0; i < b->nops; i++) {
+        if (b->ops[i].kind != OP_PUT_HANDLE)
+            continue;
+        puts++;
+        if (strcmp(b->ops[i].key, "k2") == 0) {
+            assert_non_null(strstr(b->ops[i].doc, "\"state\":\"READY\""));
+            assert_non_null(strstr(b->ops[i].doc, "\"set\":\"t1\""));
+            assert_non_null(strstr(b->ops[i].doc, "\"pub\":{\"c\":\"d\"}"));
+            assert_null(strstr(b->ops[i].doc, "\"alt\"")); /* empty members are left out */
+        }
+    }
+    assert_int_equal(puts, 4);
+    regb_free(b);
+    r->wq_first = r->wq_last = NULL;
+    buf_release(&failed);
+    pthread_mutex_destroy(&r->wlock);
+    pthread_cond_destroy(&r->wwake);
+    model_free(r);
+}
+
+/* ---- the registration's JSON reader ---- */
+
+/* rj_parse accepts exactly what jansson's json_loadb(JSON_REJECT_DUPLICATES) accepts. */
+static void test_rjson_matches_jansson(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {
+        "{}", "[]", " {\"a\":[1,2.5,-3e2,true,false,null,\"x\"]} ", "{\"a\":{\"b\":{}}}",
+        "", " ", "{", "}", "[", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "[1,]", "{\"a\":1}x", "{} {}",
+        "\"str\"", "1", "null", "{\"a\":01}", "{\"a\":-}", "{\"a\":1.}", "{\"a\":1e}", "{\"a\":.5}",
+        "{\"a\":9223372036854775807}", "{\"a\":9223372036854775808}", "{\"a\":-9223372036854775808}",
+        "{\"a\":1e308}", "{\"a\":1e309}", "{\"a\":1e-400}",
+        "{\"a\":\"\\u00e9\\ud83d\\ude00\\n\\/\"}", "{\"a\":\"\\u0000\"}", "{\"a\":\"\\ud800\"}",
+        "{\"a\":\"\\udc00\"}", "{\"a\":\"\\ud800\\u0041\"}", "{\"a\":\"\\x\"}", "{\"a\":\"\\u12\"}",
+        "{\"a\":\"tab\there\"}", "{\"a\":\"\xc3\xa9\"}", "{\"a\":\"\xc3\"}", "{\"a\":\"\xe0\x80\x80\"}",
+        "{\"a\":\"\xed\xa0\x80\"}", "{\"a\":\"\xf4\x90\x80\x80\"}", "{\"a\":\"\xff\"}",
+        "{\"a\":1,\"a\":2}", "{\"a\":{\"b\":1,\"b\":1}}",
+        "{\"k1\":1,\"k2\":1,\"k3\":1,\"k4\":1,\"k5\":1,\"k6\":1,\"k7\":1,\"k8\":1,\"k9\":1,\"k3\":1}",
+        "{\"k1\":1,\"k2\":1,\"k3\":1,\"k4\":1,\"k5\":1,\"k6\":1,\"k7\":1,\"k8\":1,\"k9\":1,\"k10\":1}",
+        "{\"a\\u0062\":1,\"ab\":2}", "{\"a\":tru}", "{\"a\":nul}", "{\"a\":True}", "\xef\xbb\xbf{}",
+        "{\"a\":\"unterminated}", "{\"a\":\"ends in backslash\\\"}",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bodies); i++) {
+        json_error_t je;
+        json_t *j = json_loadb(bodies[i], strlen(bodies[i]), JSON_REJECT_DUPLICATES, &je);
+        struct rj_doc d;
+        char err[256];
+        int rc = rj_parse(&d, bodies[i], strlen(bodies[i]), err, sizeof err);
+        if ((rc == 0) != (j != NULL))
+            fail_msg("body %zu '%s': rjson %s, jansson %s", i, bodies[i], rc == 0 ? "accepts" : err,
+                     j ? "accepts" : je.text);
+        if (rc == 0)
+            rj_free(&d);
+        else
+            assert_non_null(strstr(err, "(line 1, column "));
+        json_decref(j);
+    }
+    /* deep nesting is refused, not a stack overflow */
+    size_t deep = 100000;
+    char *t = xmalloc(deep + 1);
+    memset(t, '[', deep);
+    t[deep] = '\0';
+    struct rj_doc d;
+    char err[256];
+    assert_int_equal(rj_parse(&d, t, deep, err, sizeof err), -1);
+    free(t);
+    /* values and lookups */
+    const char body[] = "{\"s\":\"a\\\"b\\u00e9\",\"arr\":[\"x\",{\"k\":null}],\"n\":5}";
+    assert_int_equal(rj_parse(&d, body, strlen(body), err, sizeof err), 0);
+    assert_string_equal(rj_str(rj_get(&d.root, "s")), "a\"b\xc3\xa9");
+    assert_int_equal(rj_get(&d.root, "s")->n, 5);
+    const struct rj *arr = rj_get(&d.root, "arr");
+    assert_true(rj_is(arr, RJ_ARR));
+    assert_int_equal(arr->n, 2);
+    assert_string_equal(rj_str(&arr->items[0]), "x");
+    assert_true(rj_is(rj_get(&arr->items[1], "k"), RJ_NULL));
+    assert_true(rj_is(rj_get(&d.root, "n"), RJ_NUM));
+    assert_null(rj_get(&d.root, "missing"));
+    assert_null(rj_get(arr, "s"));
+    rj_free(&d);
+}
+
 /* ---- DMI payloads ---- */
 
 static void test_dmi_parsers(void **state)
@@ -268,12 +397,6 @@ static struct reg_config test_cfg(void)
     return c;
 }
 
-static int done_status = 1;
-static void on_done(void *ud, int status)
-{
-    (void)ud;
-    done_status = status;
-}
 
 static void run_until_done(uv_loop_t *loop)
 {
@@ -507,6 +630,8 @@ int main(void)
         cmocka_unit_test(test_refcount_orders),
         cmocka_unit_test(test_state_lists_and_bags),
         cmocka_unit_test(test_dmi_parsers),
+        cmocka_unit_test(test_rjson_matches_jansson),
+        cmocka_unit_test(test_register_known_tag_one_row),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_register_codes_and_reopen),
         cmocka_unit_test(test_write_failure_redo),
