@@ -198,6 +198,20 @@ void regm_release(struct reg *r)
     for (size_t i = 0; i < r->nall; i++)
         handle_free(r->all[i]);
     free(r->all);
+    for (struct reg_handle *h = r->graveyard, *next; h; h = next) {
+        next = h->grave_next;
+        handle_free(h);
+    }
+    r->graveyard = NULL;
+    for (size_t i = 0; i < r->mod_sets.cap; i++) {
+        if (r->mod_sets.keys[i]) {
+            struct reg_modsets *ms = r->mod_sets.vals[i];
+            free(ms->sets.v);
+            free(ms->name);
+            free(ms);
+        }
+    }
+    rmap_release(&r->mod_sets);
     for (size_t i = 0; i < r->sets.cap; i++)
         if (r->sets.keys[i])
             set_free(r->sets.vals[i]);
@@ -431,9 +445,63 @@ static void module_drop(struct reg *r, struct reg_module *m)
     module_free(m);
 }
 
+/* mod_sets: the set under each of its module names (once per name). */
+static void set_index(struct reg *r, struct reg_set *s)
+{
+    for (size_t i = 0; i < s->nmods; i++) {
+        const char *name = s->mods[i].m->name;
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(s->mods[k].m->name, name) == 0;
+        if (seen)
+            continue;
+        struct reg_modsets *ms = rmap_get(&r->mod_sets, name);
+        if (!ms) {
+            ms = xzalloc(sizeof *ms);
+            ms->name = xstrdup(name);
+            rmap_put(&r->mod_sets, ms->name, ms);
+        }
+        s->mods[i].indexed = true;
+        s->mods[i].name_pos = ms->sets.n;
+        rvec_push(&ms->sets, s);
+    }
+}
+
+static void set_unindex(struct reg *r, struct reg_set *s)
+{
+    for (size_t i = 0; i < s->nmods; i++) {
+        if (!s->mods[i].indexed)
+            continue;
+        const char *name = s->mods[i].m->name;
+        struct reg_modsets *ms = rmap_get(&r->mod_sets, name);
+        size_t pos = s->mods[i].name_pos;
+        if (!ms || pos >= ms->sets.n || ms->sets.v[pos] != s)
+            continue;
+        struct reg_set *last = ms->sets.v[--ms->sets.n];
+        if (last != s) {
+            ms->sets.v[pos] = last;
+            for (size_t k = 0; k < last->nmods; k++) {
+                if (last->mods[k].indexed && strcmp(last->mods[k].m->name, name) == 0) {
+                    last->mods[k].name_pos = pos;
+                    break;
+                }
+            }
+        }
+        if (ms->sets.n == 0) {
+            rmap_del(&r->mod_sets, ms->name);
+            free(ms->sets.v);
+            free(ms->name);
+            free(ms);
+        }
+    }
+}
+
+struct reg_modsets *regm_modsets(struct reg *r, const char *name) { return rmap_get(&r->mod_sets, name); }
+
 static void set_drop(struct reg *r, struct reg_set *s)
 {
     regb_op(r, OP_DEL_SET, s->key, NULL, NULL, NULL);
+    set_unindex(r, s);
     for (size_t i = 0; i < s->nmods; i++)
         if (--s->mods[i].m->refs == 0)
             module_drop(r, s->mods[i].m);
@@ -487,8 +555,17 @@ void regm_handle_remove(struct reg *r, struct reg_handle *h)
         last->all_pos = h->all_pos;
     }
     regb_op(r, OP_DEL_HANDLE, h->id, NULL, NULL, NULL);
+    if (r->nsearches) {
+        /* a search answering in slices may hold it: freed once none runs (regq_bury) */
+        h->removed = true;
+        h->grave_next = r->graveyard;
+        r->graveyard = h;
+        return;
+    }
     handle_free(h);
 }
+
+void regm_handle_free(struct reg_handle *h) { handle_free(h); }
 
 void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old)
 {
@@ -586,6 +663,7 @@ struct reg_set *regm_set_new(struct reg *r, const char *key, const char *tag,
     }
     jw_raw(&doc, "]}");
     rmap_put(&r->sets, s->key, s);
+    set_index(r, s);
     regb_op(r, OP_PUT_SET, s->key, xstrdup(doc.data), NULL, NULL);
     buf_release(&doc);
     return s;

@@ -102,6 +102,7 @@ int reg_open(struct reg **out, const struct reg_config *cfg, const char *data_di
         regw_submit(r, NULL, NULL); /* what load repaired */
     if (regs_start(r) < 0)
         goto fail_started;
+    regq_start(r);
     log_info("registry", "%zu cm handles, %zu module sets, %zu modules loaded in %.0f ms (%llu to sync)",
              r->nall, r->sets.n, r->modules.n, (double)(mono_ns() - t0) / 1e6,
              (unsigned long long)r->nqueued);
@@ -140,6 +141,7 @@ void reg_stop(struct reg *r)
 {
     if (!r)
         return;
+    regq_stop(r);
     regs_stop(r);
     if (r->cur)
         regw_submit(r, NULL, NULL);

@@ -67,6 +67,8 @@ struct reg_module {
 struct reg_set_mod {
     struct reg_module *m;
     char *ns;
+    bool indexed;             /* this entry holds the set's place in mod_sets[m->name] */
+    size_t name_pos;          /* that place */
 };
 
 struct reg_set {
@@ -76,6 +78,14 @@ struct reg_set {
     size_t nmods;
     uint32_t refs;            /* handles that point at it */
     struct reg_handle *first; /* its handles, linked by set_next/set_prev */
+    uint64_t mark;            /* search.c: the search that last looked at it ... */
+    size_t hits;              /* ... and how many of its module conditions it met */
+};
+
+/* The sets holding a module name (any revision): the index of hasAllModules. */
+struct reg_modsets {
+    char *name;
+    struct reg_vec sets;
 };
 
 struct reg_kv {
@@ -102,6 +112,8 @@ struct reg_handle {
     struct reg_handle *st_prev, *st_next;      /* per-state list */
     struct reg_handle *q_prev, *q_next;        /* sync queue */
     bool queued, syncing;
+    bool removed;             /* out of every index, kept until no search can reach it */
+    struct reg_handle *grave_next;
     size_t all_pos;           /* position in reg->all */
     uint64_t log_seq;         /* the batch (reg_batch.seq) holding its last PUT_HANDLE */
     size_t log_op;            /* that operation's position in the batch */
@@ -172,6 +184,7 @@ struct reg {
     char dir[4096];
     /* model (loop thread) */
     struct reg_map by_id, by_alt, sets, modules, by_namerev, bags;
+    struct reg_map mod_sets;                   /* module name -> struct reg_modsets */
     struct reg_handle **all;
     size_t nall, capall;
     struct reg_handle *st_first[RS__COUNT];
@@ -208,6 +221,14 @@ struct reg {
     uv_async_t sdone_async;
     uv_timer_t sync_timer;
     bool handles_open;
+    /* searches answering in slices (search.c) */
+    struct reg_search *searches;
+    uint32_t nsearches;
+    uint64_t search_mark;
+    uint64_t search_slices;                    /* slices written (tests) */
+    struct reg_handle *graveyard;              /* removed while a search may still hold them */
+    uv_timer_t search_timer;
+    bool search_timer_open;
     struct reg_stats st;
 };
 
@@ -225,6 +246,9 @@ void regm_set_alt(struct reg *r, struct reg_handle *h, const char *alt);
  * removed with its now-unused modules (ops in the current batch). */
 void regm_attach(struct reg *r, struct reg_handle *h, struct reg_set *set);
 struct reg_set *regm_set_find(struct reg *r, const char *key);
+/* The sets holding a module of that name (NULL when none). */
+struct reg_modsets *regm_modsets(struct reg *r, const char *name);
+void regm_handle_free(struct reg_handle *h);   /* a removed handle's memory (regq_bury) */
 /* The handles holding public property k=v (NULL when none); *n gets the count. */
 struct reg_handle **regm_bag(struct reg *r, const char *k, const char *v, size_t *n);
 /* A new set with its modules (each already in the model); refs 0. Logged. */
@@ -253,6 +277,12 @@ int regw_start(struct reg *r);
 /* Hands the current batch to the writer (an empty one completes at the next commit too). */
 void regw_submit(struct reg *r, void (*done)(void *ud, int status), void *ud);
 void regw_stop(struct reg *r);
+
+/* search.c */
+void regq_start(struct reg *r);        /* the slice timer (after the loop exists) */
+void regq_stop(struct reg *r);         /* answers running searches with -ECANCELED */
+/* Frees the handles removed while searches ran, once none runs. */
+void regq_bury(struct reg *r);
 
 /* sync.c */
 int regs_start(struct reg *r);

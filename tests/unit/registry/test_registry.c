@@ -5,6 +5,7 @@
  * parsers, durability across a reopen, and a plugin that refuses connections locking the
  * handle with MODULE_SYNC_FAILED and its attempt count. */
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -286,6 +287,102 @@ static void test_register_known_tag_one_row(void **state)
     buf_release(&failed);
     pthread_mutex_destroy(&r->wlock);
     pthread_cond_destroy(&r->wwake);
+    model_free(r);
+}
+
+/* ---- searches ---- */
+
+/* Occurrences of needle in b (a plain loop: ASan's strstr measures the whole haystack on
+ * every call, which makes counting with it quadratic). */
+static size_t count_in(const struct buf *b, const char *needle)
+{
+    size_t n = 0, nl = strlen(needle);
+    for (size_t i = 0; i + nl <= b->len; i++)
+        if (b->data[i] == needle[0] && memcmp(b->data + i, needle, nl) == 0)
+            n++;
+    return n;
+}
+
+static int search_status = 1;
+static void on_searched(void *ud, int status)
+{
+    (void)ud;
+    search_status = status;
+}
+
+/* hasAllModules through the module-name index (sets intersected smallest first), AND-ed with
+ * state and property; a sliced answer that meets a removal; the graveyard emptied after. */
+static void test_search_index_and_slices(void **state)
+{
+    (void)state;
+    struct reg *r = model_new();
+    static const char *const ma[] = {"m1", "m2", "m3"}, *const mb[] = {"m1", "m3"}, *const mc[] = {"m2"};
+    struct reg_set *sa = mkset(r, "A", ma, 3), *sb = mkset(r, "B", mb, 2), *sc = mkset(r, "C", mc, 1);
+    char id[32];
+    enum { N = 30000 };
+    for (int i = 0; i < N; i++) {
+        snprintf(id, sizeof id, "h%d", i);
+        struct reg_handle *h = regm_handle_new(r, id);
+        regm_attach(r, h, i % 3 == 0 ? sa : i % 3 == 1 ? sb : sc);
+        regm_set_pub(r, h, "g", i % 2 ? "odd" : "even");
+        if (i % 5 != 0)
+            regm_set_state(r, h, RS_READY, RL_NONE, NULL);
+    }
+    struct buf out;
+    buf_init(&out, 64u << 20);
+    char err[256];
+    const char q1[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
+                      "[{\"moduleName\":\"m3\"},{\"moduleName\":\"m1\"}]}]}";
+    assert_int_equal(reg_search(r, q1, strlen(q1), true, false, &out, err, sizeof err), 0);
+    assert_int_equal(count_in(&out, ",") + 1, 2 * N / 3); /* sets A and B */
+    assert_int_equal(count_in(&out, "\"h2\""), 0);        /* set C */
+    buf_reset(&out);
+    /* + state READY + g=even: i % 3 in {0,1}, i % 5 != 0, i even */
+    const char q2[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
+                      "[{\"moduleName\":\"m1\"},{\"moduleName\":\"m2\"}]},{\"conditionName\":\"hasAllProperties\","
+                      "\"conditionParameters\":[{\"g\":\"even\"}]},{\"conditionName\":\"cmHandleWithCpsPath\","
+                      "\"conditionParameters\":[{\"cpsPath\":\"//state[@cm-handle-state='READY']\"}]}]}";
+    assert_int_equal(reg_search(r, q2, strlen(q2), true, false, &out, err, sizeof err), 0);
+    size_t want = 0;
+    for (int i = 0; i < N; i++)
+        want += i % 3 == 0 && i % 5 != 0 && i % 2 == 0;
+    assert_int_equal(count_in(&out, ",") + 1, want);
+    buf_reset(&out);
+    const char q3[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
+                      "[{\"moduleName\":\"m2\"},{\"moduleName\":\"nowhere\"}]}]}";
+    assert_int_equal(reg_search(r, q3, strlen(q3), true, false, &out, err, sizeof err), 0);
+    assert_string_equal(out.data, "[]");
+    buf_reset(&out);
+
+    /* sliced: a full answer of every handle, with a removal while it is written */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    r->loop = &loop;
+    regq_start(r);
+    assert_int_equal(reg_search_start(r, "", 0, false, false, &out, err, sizeof err, on_searched, NULL), 0);
+    assert_int_equal(search_status, 1); /* not written yet: the loop writes it */
+    regm_handle_remove(r, regm_find(r, "h7"));
+    assert_non_null(r->graveyard);
+    while (search_status == 1)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(search_status, 0);
+    assert_true(r->search_slices > 1);
+    assert_null(r->graveyard);
+    assert_int_equal(count_in(&out, "\"cmHandle\":\"h7\""), 0);
+    assert_int_equal(count_in(&out, "\"cmHandle\":\"h8\""), 1);
+    assert_int_equal(count_in(&out, "\"cmHandle\""), N - 1);
+    /* a bad body starts nothing */
+    buf_reset(&out);
+    assert_int_equal(reg_search_start(r, "{", 1, true, false, &out, err, sizeof err, on_searched, NULL), -1);
+    assert_int_equal(r->nsearches, 0);
+    /* a search running at stop is answered -ECANCELED */
+    search_status = 1;
+    assert_int_equal(reg_search_start(r, "", 0, false, false, &out, err, sizeof err, on_searched, NULL), 0);
+    regq_stop(r);
+    assert_int_equal(search_status, -ECANCELED);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    buf_release(&out);
     model_free(r);
 }
 
@@ -632,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_dmi_parsers),
         cmocka_unit_test(test_rjson_matches_jansson),
         cmocka_unit_test(test_register_known_tag_one_row),
+        cmocka_unit_test(test_search_index_and_slices),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_register_codes_and_reopen),
         cmocka_unit_test(test_write_failure_redo),
