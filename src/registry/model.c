@@ -138,6 +138,7 @@ void regb_free(struct reg_batch *b)
 void regm_init(struct reg *r)
 {
     pthread_mutex_init(&r->mod_lock, NULL);
+    pthread_cond_init(&r->mod_cond, NULL);
     r->next_gen = 1;
     buf_init(&r->scratch, SIZE_MAX);
 }
@@ -247,7 +248,10 @@ void regm_release(struct reg *r)
     regb_free(r->cur);
     r->cur = NULL;
     buf_release(&r->scratch);
+    /* module flights left are claimed by tasks freed at stop, which released them */
+    rmap_release(&r->mod_flights);
     pthread_mutex_destroy(&r->mod_lock);
+    pthread_cond_destroy(&r->mod_cond);
 }
 
 /* ---- handles ---- */

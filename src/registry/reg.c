@@ -234,6 +234,7 @@ void reg_metrics_text(struct reg *r, struct buf *out)
         {"opsd_registry_tag_hits_total", "counter", "Handles made READY from a known module set tag (no fetch).", s.tag_hits},
         {"opsd_registry_plugin_requests_total", "counter", "Requests to DMI plugins (modules and moduleResources).", s.fetch_modules + s.fetch_resources},
         {"opsd_registry_modules_fetched_total", "counter", "YANG sources fetched from DMI plugins.", s.modules_fetched},
+        {"opsd_registry_modules_shared_total", "counter", "YANG sources a sync took from another sync's request for the same module (single flight).", s.modules_shared},
         {"opsd_registry_sync_waiting", "gauge", "Handles waiting for a module sync.", s.sync_waiting},
         {"opsd_registry_syncs_running", "gauge", "Sync batches being fetched now.", s.syncs_running},
         {"opsd_registry_write_queue", "gauge", "Changes waiting for the registry writer.", s.queued_ops},

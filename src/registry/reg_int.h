@@ -155,6 +155,17 @@ struct reg_flight {
     size_t n;
 };
 
+/* A module (name@revision) one fetch thread is asking its plugin for: the others wanting it
+ * wait for its source instead of asking too (single flight per module). Under mod_lock;
+ * freed when refs (the claiming task until the loop has applied it, plus each waiting
+ * thread) drops to 0. */
+struct reg_modflight {
+    char *key;                /* name@revision */
+    int state;                /* 0 asked, 1 source here, -1 the request failed */
+    char *source;
+    uint32_t refs;
+};
+
 struct reg_task {
     char *id;
     uint64_t gen;
@@ -168,6 +179,9 @@ struct reg_task {
     struct reg_source *srcs;
     size_t nsrcs;
     int fetched_modules, fetched_resources;
+    int shared_modules;               /* sources taken from another task's flight */
+    struct reg_modflight **claimed;   /* modules this task asked for (released on the loop) */
+    size_t nclaimed;
 };
 
 struct reg_job {
@@ -193,7 +207,9 @@ struct reg {
     uint64_t nqueued;
     uint64_t next_gen;
     struct reg_map flights;
-    pthread_mutex_t mod_lock;                  /* by_namerev, read by fetch threads */
+    pthread_mutex_t mod_lock;                  /* by_namerev (read by fetch threads), mod_flights */
+    pthread_cond_t mod_cond;                   /* a module flight got its answer */
+    struct reg_map mod_flights;                /* name@revision -> struct reg_modflight */
     struct { reg_listener fn; void *ud; } listeners[REG_LISTENERS];
     /* pending changes of the current operation */
     struct reg_batch *cur;
@@ -285,6 +301,8 @@ void regq_stop(struct reg *r);         /* answers running searches with -ECANCEL
 void regq_bury(struct reg *r);
 
 /* sync.c */
+/* Drops a task's claims on module flights (loop thread, or at stop). */
+void regs_release_claims(struct reg *r, struct reg_task *t);
 int regs_start(struct reg *r);
 void regs_kick(struct reg *r);
 /* When h's target tag (the upgrade tag while upgrading) names a known module set: h leaves the

@@ -75,6 +75,7 @@ struct reg_stats {
     uint64_t syncs_ok, syncs_failed;   /* handle syncs */
     uint64_t fetch_modules, fetch_resources;   /* requests to plugins */
     uint64_t modules_fetched;          /* YANG sources fetched */
+    uint64_t modules_shared;           /* sources a sync took from another's request (single flight) */
     uint64_t tag_hits;                 /* handles made READY from a known tag, no fetch */
     uint64_t batches_committed;
     uint64_t write_errors;
