@@ -27,9 +27,9 @@ static void registered(void *ud, int status)
     struct reg_ack *a = ud;
     struct http_req *r = a->d->req;
     if (r && status < 0) {
-        rest_error(r, 500, "not_durable", "the registration is applied but the registry store "
-                   "failed to write it (see the log); it is written again every second until "
-                   "the store recovers");
+        rest_error(r, 500, "not_durable", "the registration is applied in memory but the registry "
+                   "store has failed to write it for 10 s (see the log); it is written again every "
+                   "second until the store recovers: do not send it again (its handles exist)");
     } else if (r) {
         if (a->failed.len)
             buf_append(&r->resp, a->failed.data, a->failed.len);

@@ -80,6 +80,7 @@ int reg_open(struct reg **out, const struct reg_config *cfg, const char *data_di
     struct reg *r = xzalloc(sizeof *r);
     r->cfg = *cfg;
     r->loop = loop;
+    r->hold_ms = REG_HOLD_MS;
     regm_init(r);
     snprintf(r->dir, sizeof r->dir, "%s/registry", data_dir);
     if (mkdir(r->dir, 0755) < 0 && errno != EEXIST) {

@@ -131,6 +131,7 @@ struct reg_op {
 struct reg_batch {
     struct reg_batch *next;
     uint64_t seq;             /* r->batch_seq when it was started */
+    int64_t failed_ms;        /* writer: when its transaction failed (its answer is held) */
     struct reg_op *ops;
     size_t nops, cap;
     void (*done)(void *ud, int status);
@@ -223,6 +224,7 @@ struct reg {
     struct reg_batch *wq_first, *wq_last;      /* to write */
     struct reg_batch *wdone_first, *wdone_last;/* written, to complete on the loop */
     uint64_t wq_ops;
+    int64_t hold_ms;                           /* REG_HOLD_MS; tests shorten it */
     bool wstop, writer_started;
     uv_async_t wdone_async;
     /* sync */
@@ -289,6 +291,7 @@ void regb_op(struct reg *r, enum reg_op_kind k, const char *key, char *doc, cons
 void regb_free(struct reg_batch *b);
 
 /* writer.c */
+#define REG_HOLD_MS 10000    /* an answer waits this long for the redo of its failed commit */
 int regw_start(struct reg *r);
 /* Hands the current batch to the writer (an empty one completes at the next commit too). */
 void regw_submit(struct reg *r, void (*done)(void *ud, int status), void *ud);

@@ -643,9 +643,9 @@ static void test_register_codes_and_reopen(void **state)
     rm_tmp();
 }
 
-/* A failed transaction: the answer says so, memory keeps the change, and the writer writes it
- * again once the store works (here: another connection holds the file's write lock longer
- * than the busy timeout, then lets go). */
+/* A failed transaction: memory keeps the change and the writer writes it again once the store
+ * works (here: another connection holds the file's write lock). The answer waits for that
+ * redo (200 once durable) up to hold_ms; past it, the answer says not durable (-EIO). */
 static void test_write_failure_redo(void **state)
 {
     (void)state;
@@ -662,6 +662,9 @@ static void test_write_failure_redo(void **state)
      * it out of the file (the sync writes nothing for a removed handle) */
     assert_int_equal(reg_post(r, &loop, "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"createdCmHandles\":[{\"cmHandle\":\"gone\"}]}",
                               &failed, &http), 0);
+    /* the writer waits 200 ms for a lock, not 5 s (set while it sleeps: the next submit's
+     * mutex orders it before the writer's next statement) */
+    sqlite3_busy_timeout(r->db, 200);
     char path[512];
     snprintf(path, sizeof path, "%s/registry/registry.db", tmpdir);
     sqlite3 *other;
@@ -669,6 +672,8 @@ static void test_write_failure_redo(void **state)
     sqlite3_busy_timeout(other, 10000); /* the writer may be committing the sync's rows now */
     assert_int_equal(sqlite3_exec(other, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
     char err[256];
+    /* no hold: answered not durable at the first failure */
+    r->hold_ms = 0;
     const char body[] = "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"removedCmHandles\":[\"gone\"],"
                         "\"createdCmHandles\":[{\"cmHandle\":\"kept\"}]}";
     done_status = 1;
@@ -679,18 +684,34 @@ static void test_write_failure_redo(void **state)
     }
     assert_true(done_status < 0);       /* the answer: not durable */
     assert_non_null(regm_find(r, "kept")); /* memory has it */
+    /* held: the answer waits while the store fails, then comes once the redo commits */
+    r->hold_ms = 60000;
+    const char body2[] = "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"createdCmHandles\":[{\"cmHandle\":\"held\"}]}";
+    done_status = 1;
+    struct reg_stats st;
+    reg_stats(r, &st);
+    uint64_t errors0 = st.write_errors;
+    assert_int_equal(reg_register(r, body2, strlen(body2), &failed, &http, err, sizeof err, on_done, NULL), 0);
+    for (int i = 0; i < 10000 && st.write_errors < errors0 + 2; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        usleep(1000);
+        reg_stats(r, &st);
+    }
+    assert_true(st.write_errors >= errors0 + 2); /* failed, and failed again on retry */
+    assert_int_equal(done_status, 1);            /* not answered meanwhile */
     assert_int_equal(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(other);
-    /* the writer retries on its own within REDO_RETRY_MS (plus the sync's own writes) */
-    for (int i = 0; i < 3000; i++) {
+    for (int i = 0; i < 10000 && done_status == 1; i++) {
         uv_run(&loop, UV_RUN_NOWAIT);
         usleep(1000);
     }
+    assert_int_equal(done_status, 0);            /* durable: a 200 */
     reg_stop(r);
     uv_run(&loop, UV_RUN_DEFAULT);
     reg_free(r);
     assert_int_equal(reg_open(&r, &cfg, tmpdir, &loop), 0);
     assert_non_null(regm_find(r, "kept"));
+    assert_non_null(regm_find(r, "held"));
     assert_null(regm_find(r, "gone"));
     reg_stop(r);
     uv_run(&loop, UV_RUN_DEFAULT);
