@@ -57,12 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     }
     default: {
-        /* rjson.c and jansson agree on what is JSON */
+        /* rjson.c and jansson agree on what is JSON. Not for a text with a NUL byte: jansson
+         * skips a NUL that follows a number or a literal (its lexer's unget), and reads one
+         * elsewhere as the end; rjson.c refuses every NUL outside a string, as JSON does. */
         struct rj_doc doc;
         json_error_t je;
         json_t *jj = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
         int rc = rj_parse(&doc, text, len, err, sizeof err);
-        if ((rc == 0) != (jj != NULL)) {
+        if ((rc == 0) != (jj != NULL) && !memchr(text, 0, len)) {
             fprintf(stderr, "fuzz/registry: rjson %s, jansson %s\n", rc == 0 ? "accepts" : err,
                     jj ? "accepts" : je.text);
             abort();

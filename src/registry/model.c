@@ -6,7 +6,9 @@
  *   st_first[state]  a list per state (st_next/st_prev), with counts
  *   bags             "key\x1fvalue" of a public property -> bag of handles (position kept in
  *                    the handle's reg_kv.bag_pos, so removal is O(1))
- *   sets             set key -> module set; a set lists its handles (set_next/set_prev)
+ *   sets             set key -> module set; a set lists its handles (hs; the handle keeps its
+ *                    position, set_pos, so removal is O(1))
+ *   mod_sets         module name -> the sets holding a module of that name (hasAllModules)
  *   modules          content hash -> module; by_namerev "name@revision" -> module
  * Invariants: set->refs is the length of its handle list and never 0 while the set exists;
  * module->refs is the number of sets that hold it and never 0 while the module exists. The
@@ -176,6 +178,7 @@ struct bag {
 
 static void set_free(struct reg_set *s)
 {
+    free(s->hs.v);
     for (size_t i = 0; i < s->nmods; i++)
         free(s->mods[i].ns);
     free(s->mods);
@@ -524,23 +527,18 @@ void regm_attach(struct reg *r, struct reg_handle *h, struct reg_set *set)
         set->refs++;
     }
     if (old) {
-        if (h->set_prev)
-            h->set_prev->set_next = h->set_next;
-        else
-            old->first = h->set_next;
-        if (h->set_next)
-            h->set_next->set_prev = h->set_prev;
-        h->set_prev = h->set_next = NULL;
+        struct reg_handle *last = old->hs.v[--old->hs.n];
+        if (last != h) {
+            old->hs.v[h->set_pos] = last;
+            last->set_pos = h->set_pos;
+        }
         if (--old->refs == 0)
             set_drop(r, old);
     }
     h->set = set;
     if (set) {
-        h->set_prev = NULL;
-        h->set_next = set->first;
-        if (set->first)
-            set->first->set_prev = h;
-        set->first = h;
+        h->set_pos = set->hs.n;
+        rvec_push(&set->hs, h);
     }
 }
 

@@ -77,7 +77,7 @@ struct reg_set {
     struct reg_set_mod *mods;
     size_t nmods;
     uint32_t refs;            /* handles that point at it */
-    struct reg_handle *first; /* its handles, linked by set_next/set_prev */
+    struct reg_vec hs;        /* its handles (refs of them); a handle's set_pos is its place */
     uint64_t mark;            /* search.c: the search that last looked at it ... */
     size_t hits;              /* ... and how many of its module conditions it met */
 };
@@ -108,7 +108,7 @@ struct reg_handle {
     int64_t updated_ms;
     int64_t retry_at_ms;
     struct reg_set *set;
-    struct reg_handle *set_prev, *set_next;
+    size_t set_pos;           /* position in set->hs */
     struct reg_handle *st_prev, *st_next;      /* per-state list */
     struct reg_handle *q_prev, *q_next;        /* sync queue */
     bool queued, syncing;

@@ -1,25 +1,27 @@
 /* search.c - cm handle searches (NCMP's searches and id-searches, listing by plugin), answered
  * without holding the loop.
  *
- * A search has two phases, both on the loop thread (the model is the loop's alone: no lock,
- * no copy of it):
- *  1. select (at once): the conditions pick the smallest source of candidates and every
- *     candidate is checked against all conditions, giving the list of matching handles.
- *     Sources: a public property's bag, the sets holding every wanted module (mod_sets: module
- *     name -> sets; the names are intersected smallest list first, marking the sets), a
- *     state's list, or every handle. A module condition then costs one comparison per handle
- *     (its set's mark). This phase is pointer work only: about 10-30 ns a candidate.
- *  2. write (in slices): the answer is written from the list, SLICE_NS of loop time at most
- *     per slice, one slice per loop iteration (a 0 ms timer: I/O and other requests are
- *     served between slices). A full answer of 100,000 handles is ~33 MB of JSON: written in
- *     one go it held the loop for seconds.
- * Consistency: each handle is written as it is when its slice runs; a handle removed after
- * the select phase is left out. Removal therefore must not free a handle a running search
- * holds: while any search runs, regm_handle_remove parks removed handles (h->removed, on
- * r->graveyard) and the last search to finish frees them (regq_bury).
- * Why not a snapshot on another thread: the model is not thread-safe, and a copy of a
- * million handles costs more than writing them; the slices keep the cost where it was and
- * only spread it. */
+ * Everything runs on the loop thread (the model is the loop's alone: no lock, no copy of it),
+ * in two phases:
+ *  1. gather (at once): the conditions pick the smallest source of candidates and its handle
+ *     pointers are copied out, without looking at the handles (a memcpy of arrays: a module
+ *     set's handles, a public property's bag, or every handle; a state's list when it is
+ *     short). For hasAllModules the module-name index (mod_sets: name -> sets holding it) is
+ *     intersected smallest list first, and the sets holding every wanted module are kept,
+ *     sorted, in the search.
+ *  2. filter and write (in slices): each candidate is checked against every condition and
+ *     written, SLICE_NS of loop time at most per slice, one slice per loop iteration (a 0 ms
+ *     timer: I/O and other requests are served between slices). Looking at a handle costs a
+ *     cache miss or two at a million handles, so this phase too must not run in one go; a
+ *     full answer of 100,000 handles is ~33 MB of JSON and held the loop for seconds.
+ * Consistency: each handle is checked and written as it is when its slice runs; one removed
+ * after the gather phase is left out, one created after it is not in the answer. So removal
+ * must not free a handle a running search holds: while any search runs, regm_handle_remove
+ * parks removed handles (h->removed, on r->graveyard) and the last search to finish frees them
+ * (regq_bury).
+ * Why not an immutable snapshot written by another thread: the model is not thread-safe, and
+ * a snapshot of a million handles (their strings included) costs more than writing them; the
+ * slices keep the cost where it was and only spread it. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@
 
 #define COND_MAX 64
 #define SLICE_NS (2 * 1000 * 1000)   /* loop time per slice */
+#define RESERVE_MAX (64u << 20)
 
 struct query {
     const char *mods[COND_MAX];
@@ -41,13 +44,18 @@ struct query {
     bool has_state;
     enum reg_state state;
     const char *plugin;
-    uint64_t mark;            /* sets meeting every module condition have this mark... */
+    uint64_t mark;            /* gather: the sets meeting every module condition get this mark */
+    struct reg_set **sets;    /* those sets, sorted by address (filter: bsearch) */
+    size_t nsets;
 };
 
 struct reg_search {
     struct reg_search *prev, *next;
-    struct reg_handle **hs;   /* the matching handles (select phase) */
+    struct query q;
+    json_t *body;             /* q's strings point into it */
+    struct reg_handle **hs;   /* the candidates (gather phase) */
     size_t n, pos;
+    char *plugin_copy;        /* the listing by plugin's condition */
     bool ids_only, alt, first;
     struct buf *out;
     void (*done)(void *ud, int status);
@@ -72,11 +80,17 @@ static bool plugin_is(const struct reg_handle *h, const char *p)
            (h->model_plugin && strcmp(h->model_plugin, p) == 0);
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
 static bool matches(const struct reg_handle *h, const struct query *q)
 {
     if (q->has_state && h->state != q->state)
         return false;
-    if (q->nmods && (!h->set || h->set->mark != q->mark || h->set->hits != q->nmods))
+    if (q->nmods && (!h->set || !bsearch(&h->set, q->sets, q->nsets, sizeof *q->sets, cmp_ptr)))
         return false;
     if (q->plugin && !plugin_is(h, q->plugin))
         return false;
@@ -186,16 +200,14 @@ static int cmp_modsets(const void *a, const void *b)
     return x->sets.n < y->sets.n ? -1 : x->sets.n > y->sets.n;
 }
 
-/* Marks the sets that hold every wanted module name (set->mark == q->mark and set->hits ==
- * q->nmods) and returns the smallest name's list, where every such set is; NULL when some
- * name is in no set (nothing matches). */
-static struct reg_modsets *mark_sets(struct reg *r, struct query *q, size_t *handles)
+/* Keeps in q->sets the sets that hold every wanted module name (marking them with q->mark on
+ * the way) and returns how many handles they have. */
+static size_t find_sets(struct reg *r, struct query *q)
 {
     struct reg_modsets *lists[COND_MAX];
-    *handles = 0;
     for (size_t i = 0; i < q->nmods; i++)
         if (!(lists[i] = regm_modsets(r, q->mods[i])))
-            return NULL;
+            return 0; /* a module no set holds: nothing matches */
     qsort(lists, q->nmods, sizeof *lists, cmp_modsets);
     q->mark = ++r->search_mark;
     for (size_t k = 0; k < lists[0]->sets.n; k++) {
@@ -211,31 +223,39 @@ static struct reg_modsets *mark_sets(struct reg *r, struct query *q, size_t *han
                 s->hits++;
         }
     }
+    size_t handles = 0;
+    q->sets = xnew(struct reg_set *, lists[0]->sets.n + 1);
     for (size_t k = 0; k < lists[0]->sets.n; k++) {
         struct reg_set *s = lists[0]->sets.v[k];
-        if (s->hits == q->nmods)
-            *handles += s->refs;
+        if (s->hits == q->nmods) {
+            q->sets[q->nsets++] = s;
+            handles += s->refs;
+        }
     }
-    return lists[0];
+    qsort(q->sets, q->nsets, sizeof *q->sets, cmp_ptr);
+    return handles;
 }
 
-static void add(struct reg_search *s, size_t *cap, struct reg_handle *h)
+#define STATE_WALK_MAX 65536   /* a state list this short is walked; longer: every handle */
+
+static void add_all(struct reg_search *s, size_t *cap, struct reg_handle *const *hs, size_t n)
 {
-    if (s->n == *cap) {
-        *cap = *cap ? *cap * 2 : 1024;
+    if (s->n + n > *cap) {
+        while (s->n + n > *cap)
+            *cap = *cap ? *cap * 2 : 1024;
         s->hs = xgrow(s->hs, *cap);
     }
-    s->hs[s->n++] = h;
+    memcpy(s->hs + s->n, hs, n * sizeof *hs);
+    s->n += n;
 }
 
-/* The select phase: s->hs gets every handle matching q. */
-static void select_handles(struct reg *r, struct query *q, struct reg_search *s)
+/* The gather phase: s->hs gets the candidates of the smallest source. */
+static void gather(struct reg *r, struct query *q, struct reg_search *s)
 {
     size_t cap = 0;
     size_t best = r->nall;
     int src = 0; /* 0 every handle, 1 a bag, 2 the sets, 3 a state's list */
     struct reg_handle **bag = NULL;
-    struct reg_modsets *ms = NULL;
     for (size_t i = 0; i < q->nprops; i++) {
         size_t n;
         struct reg_handle **b = regm_bag(r, q->pk[i], q->pv[i], &n);
@@ -246,38 +266,28 @@ static void select_handles(struct reg *r, struct query *q, struct reg_search *s)
         }
     }
     if (q->nmods) {
-        size_t n;
-        ms = mark_sets(r, q, &n);
-        if (!ms)
-            return; /* a module no set holds: nothing matches */
+        size_t n = find_sets(r, q);
         if (n < best) {
             best = n;
             src = 2;
         }
     }
-    if (q->has_state && (q->state == RS__COUNT || r->st_count[q->state] < best))
+    if (q->has_state && (q->state == RS__COUNT || r->st_count[q->state] < best) &&
+        (q->state == RS__COUNT || r->st_count[q->state] <= STATE_WALK_MAX)) {
+        best = q->state < RS__COUNT ? r->st_count[q->state] : 0;
         src = 3;
+    }
     if (src == 1) {
-        for (size_t i = 0; bag && i < best; i++)
-            if (matches(bag[i], q))
-                add(s, &cap, bag[i]);
+        add_all(s, &cap, bag, bag ? best : 0);
     } else if (src == 2) {
-        for (size_t k = 0; k < ms->sets.n; k++) {
-            struct reg_set *set = ms->sets.v[k];
-            if (set->hits != q->nmods)
-                continue;
-            for (struct reg_handle *h = set->first; h; h = h->set_next)
-                if (matches(h, q))
-                    add(s, &cap, h);
-        }
+        for (size_t k = 0; k < q->nsets; k++)
+            add_all(s, &cap, (struct reg_handle **)q->sets[k]->hs.v, q->sets[k]->hs.n);
     } else if (src == 3) {
+        s->hs = xnew(struct reg_handle *, best + 1);
         for (struct reg_handle *h = q->state < RS__COUNT ? r->st_first[q->state] : NULL; h; h = h->st_next)
-            if (matches(h, q))
-                add(s, &cap, h);
+            s->hs[s->n++] = h;
     } else {
-        for (size_t i = 0; i < r->nall; i++)
-            if (matches(r->all[i], q))
-                add(s, &cap, r->all[i]);
+        add_all(s, &cap, r->all, r->nall);
     }
 }
 
@@ -288,7 +298,7 @@ static bool write_slice(struct reg *r, struct reg_search *s, uint64_t budget)
     uint64_t t0 = budget ? mono_ns() : 0;
     while (s->pos < s->n && !s->out->overflow) {
         struct reg_handle *h = s->hs[s->pos++];
-        if (h->removed)
+        if (h->removed || !matches(h, &s->q))
             continue;
         if (!s->first)
             buf_putc(s->out, ',');
@@ -318,6 +328,9 @@ static void search_end(struct reg *r, struct reg_search *s, int status)
     void (*done)(void *, int) = s->done;
     void *ud = s->ud;
     free(s->hs);
+    free(s->q.sets);
+    free(s->plugin_copy);
+    json_decref(s->body);
     free(s);
     regq_bury(r);
     if (done)
@@ -391,18 +404,26 @@ static int start(struct reg *r, const char *body, size_t len, const char *plugin
             json_decref(j);
             return -1;
         }
-    } else {
-        q.plugin = plugin;
     }
     struct reg_search *s = xzalloc(sizeof *s);
+    s->q = q;
+    s->body = j;
+    if (plugin)
+        s->q.plugin = s->plugin_copy = xstrdup(plugin);
     s->ids_only = ids_only;
     s->alt = alt;
     s->first = true;
     s->out = out;
     s->done = done;
     s->ud = ud;
-    select_handles(r, &q, s);
-    json_decref(j); /* q's strings are no longer needed */
+    gather(r, &s->q, s);
+    /* room for the answer at once rather than doubling and copying tens of MB on the loop;
+     * at most RESERVE_MAX ahead (untouched pages cost no memory, but the address space does) */
+    size_t est = s->n * (ids_only ? 24 : 320) + 2;
+    if (est > RESERVE_MAX)
+        est = RESERVE_MAX;
+    if (out->max > out->len && est < out->max - out->len)
+        buf_reserve(out, est);
     buf_putc(out, '[');
     s->next = r->searches;
     if (r->searches)

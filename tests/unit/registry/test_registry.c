@@ -119,10 +119,12 @@ static void check_no_orphans(struct reg *r)
         struct reg_set *s = r->sets.keys[i] ? r->sets.vals[i] : NULL;
         if (!s)
             continue;
-        uint32_t n = 0;
-        for (struct reg_handle *h = s->first; h; h = h->set_next)
-            n++;
-        assert_int_equal(n, s->refs);
+        assert_int_equal(s->hs.n, s->refs);
+        for (size_t k = 0; k < s->hs.n; k++) {
+            struct reg_handle *h = s->hs.v[k];
+            assert_ptr_equal(h->set, s);
+            assert_int_equal(h->set_pos, k);
+        }
         assert_true(s->refs > 0);
     }
     for (size_t i = 0; i < r->modules.cap; i++) {
@@ -371,6 +373,21 @@ static void test_search_index_and_slices(void **state)
     assert_int_equal(count_in(&out, "\"cmHandle\":\"h7\""), 0);
     assert_int_equal(count_in(&out, "\"cmHandle\":\"h8\""), 1);
     assert_int_equal(count_in(&out, "\"cmHandle\""), N - 1);
+    /* two searches at once: the second one's module marks do not change the first's answer */
+    buf_reset(&out);
+    search_status = 1;
+    assert_int_equal(reg_search_start(r, q1, strlen(q1), true, false, &out, err, sizeof err, on_searched, NULL), 0);
+    struct buf out2;
+    buf_init(&out2, 64u << 20);
+    const char qm2[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
+                       "[{\"moduleName\":\"m2\"}]}]}";
+    assert_int_equal(reg_search(r, qm2, strlen(qm2), true, false, &out2, err, sizeof err), 0);
+    assert_int_equal(count_in(&out2, ",") + 1, 2 * N / 3); /* sets A and C (h7 was in B) */
+    buf_release(&out2);
+    while (search_status == 1)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(count_in(&out, ",") + 1, 2 * N / 3 - 1); /* sets A and B, without h7 */
+    assert_int_equal(count_in(&out, "\"h2\""), 0);
     /* a bad body starts nothing */
     buf_reset(&out);
     assert_int_equal(reg_search_start(r, "{", 1, true, false, &out, err, sizeof err, on_searched, NULL), -1);
