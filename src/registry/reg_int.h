@@ -238,6 +238,7 @@ struct reg {
     uint32_t running;
     uv_async_t sdone_async;
     uv_timer_t sync_timer;
+    uv_idle_t sync_idle;                       /* the next pass, next loop iteration */
     bool handles_open;
     /* searches answering in slices (search.c) */
     struct reg_search *searches;
@@ -245,8 +246,8 @@ struct reg {
     uint64_t search_mark;
     uint64_t search_slices;                    /* slices written (tests) */
     struct reg_handle *graveyard;              /* removed while a search may still hold them */
-    uv_timer_t search_timer;
-    bool search_timer_open;
+    uv_idle_t search_idle;                     /* a slice per loop iteration while searches run */
+    bool search_idle_open;
     struct reg_stats st;
 };
 

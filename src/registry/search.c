@@ -10,8 +10,9 @@
  *     intersected smallest list first, and the sets holding every wanted module are kept,
  *     sorted, in the search.
  *  2. filter and write (in slices): each candidate is checked against every condition and
- *     written, SLICE_NS of loop time at most per slice, one slice per loop iteration (a 0 ms
- *     timer: I/O and other requests are served between slices). Looking at a handle costs a
+ *     written, SLICE_NS of loop time at most per slice, one slice per loop iteration (an idle
+ *     handle: I/O and other requests are served between slices; not a 0 ms timer, which
+ *     libuv 1.44 runs again in the same pass when it is re-armed from its own callback). Looking at a handle costs a
  *     cache miss or two at a million handles, so this phase too must not run in one go; a
  *     full answer of 100,000 handles is ~33 MB of JSON and held the loop for seconds.
  * Consistency: each handle is checked and written as it is when its slice runs; one removed
@@ -337,7 +338,7 @@ static void search_end(struct reg *r, struct reg_search *s, int status)
         done(ud, status);
 }
 
-static void on_slice(uv_timer_t *t)
+static void on_slice(uv_idle_t *t)
 {
     struct reg *r = t->data;
     r->search_slices++;
@@ -347,8 +348,8 @@ static void on_slice(uv_timer_t *t)
         if (write_slice(r, s, SLICE_NS))
             search_end(r, s, 0);
     }
-    if (r->searches)
-        uv_timer_start(&r->search_timer, on_slice, 0, 0);
+    if (!r->searches)
+        uv_idle_stop(&r->search_idle);
 }
 
 void regq_bury(struct reg *r)
@@ -364,19 +365,19 @@ void regq_bury(struct reg *r)
 
 void regq_start(struct reg *r)
 {
-    uv_timer_init(r->loop, &r->search_timer);
-    r->search_timer.data = r;
-    r->search_timer_open = true;
+    uv_idle_init(r->loop, &r->search_idle);
+    r->search_idle.data = r;
+    r->search_idle_open = true;
 }
 
 void regq_stop(struct reg *r)
 {
     while (r->searches)
         search_end(r, r->searches, -ECANCELED);
-    if (r->search_timer_open) {
-        uv_timer_stop(&r->search_timer);
-        uv_close((uv_handle_t *)&r->search_timer, NULL);
-        r->search_timer_open = false;
+    if (r->search_idle_open) {
+        uv_idle_stop(&r->search_idle);
+        uv_close((uv_handle_t *)&r->search_idle, NULL);
+        r->search_idle_open = false;
     }
 }
 
@@ -430,12 +431,12 @@ static int start(struct reg *r, const char *body, size_t len, const char *plugin
         r->searches->prev = s;
     r->searches = s;
     r->nsearches++;
-    if (sync || !r->search_timer_open) {
+    if (sync || !r->search_idle_open) {
         write_slice(r, s, 0);
         search_end(r, s, 0);
         return 0;
     }
-    uv_timer_start(&r->search_timer, on_slice, 0, 0);
+    uv_idle_start(&r->search_idle, on_slice);
     return 0;
 }
 

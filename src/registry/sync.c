@@ -497,6 +497,7 @@ static struct reg_set *result_set(struct reg *r, struct reg_task *t, char *why, 
 }
 
 static void schedule(struct reg *r);
+static void on_more(uv_idle_t *i);
 
 static void apply_task(struct reg *r, struct reg_task *t)
 {
@@ -642,8 +643,16 @@ static void schedule(struct reg *r)
     }
     if (r->cur)
         regw_submit(r, NULL, NULL);
-    if (r->q_first && scanned >= SYNC_SCAN_MAX)
-        regs_kick(r); /* more to look at: next loop iteration, after I/O */
+    if (r->q_first && scanned >= SYNC_SCAN_MAX && r->handles_open)
+        uv_idle_start(&r->sync_idle, on_more); /* more to look at: next loop iteration, after I/O */
+}
+
+/* (A 0 ms timer re-armed from a timer callback would run again in the same pass with libuv
+ * 1.44, never yielding to I/O: the next pass is an idle callback.) */
+static void on_more(uv_idle_t *i)
+{
+    uv_idle_stop(i);
+    schedule(i->data);
 }
 
 static void on_tick(uv_timer_t *t) { schedule(t->data); }
@@ -662,6 +671,8 @@ int regs_start(struct reg *r)
     r->sdone_async.data = r;
     uv_timer_init(r->loop, &r->sync_timer);
     r->sync_timer.data = r;
+    uv_idle_init(r->loop, &r->sync_idle);
+    r->sync_idle.data = r;
     r->handles_open = true;
     r->nfetchers = r->cfg.sync_concurrency;
     r->fetchers = xnew(pthread_t, r->nfetchers);
@@ -699,6 +710,8 @@ void regs_stop(struct reg *r)
     r->jq_first = r->jq_last = r->jd_first = r->jd_last = NULL;
     uv_timer_stop(&r->sync_timer);
     uv_close((uv_handle_t *)&r->sync_timer, NULL);
+    uv_idle_stop(&r->sync_idle);
+    uv_close((uv_handle_t *)&r->sync_idle, NULL);
     uv_close((uv_handle_t *)&r->sdone_async, NULL);
     r->handles_open = false;
 }
