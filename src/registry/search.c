@@ -241,6 +241,8 @@ static size_t find_sets(struct reg *r, struct query *q)
 
 static void add_all(struct reg_search *s, size_t *cap, struct reg_handle *const *hs, size_t n)
 {
+    if (!n)
+        return; /* hs and s->hs may be NULL then */
     if (s->n + n > *cap) {
         while (s->n + n > *cap)
             *cap = *cap ? *cap * 2 : 1024;
