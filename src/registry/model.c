@@ -642,6 +642,7 @@ struct reg_set *regm_set_new(struct reg *r, const char *key, const char *tag,
                              struct reg_module **mods, char **ns, size_t n)
 {
     struct reg_set *s = xzalloc(sizeof *s);
+    s->id = ++r->next_set_id;
     s->key = xstrdup(key);
     s->tag = xstrdup(tag ? tag : "");
     s->mods = xnew(struct reg_set_mod, n ? n : 1);

@@ -73,6 +73,7 @@ struct reg_set_mod {
 
 struct reg_set {
     char *key;                /* the tag, or "~" + hash of the references for untagged sets */
+    uint64_t id;              /* unique in this process (a search keeps ids, not pointers) */
     char *tag;                /* "" when untagged */
     struct reg_set_mod *mods;
     size_t nmods;
@@ -207,6 +208,7 @@ struct reg {
     struct reg_handle *q_first, *q_last;       /* waiting for a sync */
     uint64_t nqueued;
     uint64_t next_gen;
+    uint64_t next_set_id;
     struct reg_map flights;
     pthread_mutex_t mod_lock;                  /* by_namerev (read by fetch threads), mod_flights */
     pthread_cond_t mod_cond;                   /* a module flight got its answer */

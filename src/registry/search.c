@@ -46,7 +46,8 @@ struct query {
     enum reg_state state;
     const char *plugin;
     uint64_t mark;            /* gather: the sets meeting every module condition get this mark */
-    struct reg_set **sets;    /* those sets, sorted by address (filter: bsearch) */
+    struct reg_set **sets;    /* those sets (gather only: a set may go while the search runs) */
+    uint64_t *set_ids;        /* their ids, sorted (filter: bsearch; ids are never reused) */
     size_t nsets;
 };
 
@@ -81,9 +82,9 @@ static bool plugin_is(const struct reg_handle *h, const char *p)
            (h->model_plugin && strcmp(h->model_plugin, p) == 0);
 }
 
-static int cmp_ptr(const void *a, const void *b)
+static int cmp_u64(const void *a, const void *b)
 {
-    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
@@ -91,7 +92,7 @@ static bool matches(const struct reg_handle *h, const struct query *q)
 {
     if (q->has_state && h->state != q->state)
         return false;
-    if (q->nmods && (!h->set || !bsearch(&h->set, q->sets, q->nsets, sizeof *q->sets, cmp_ptr)))
+    if (q->nmods && (!h->set || !bsearch(&h->set->id, q->set_ids, q->nsets, sizeof *q->set_ids, cmp_u64)))
         return false;
     if (q->plugin && !plugin_is(h, q->plugin))
         return false;
@@ -226,14 +227,16 @@ static size_t find_sets(struct reg *r, struct query *q)
     }
     size_t handles = 0;
     q->sets = xnew(struct reg_set *, lists[0]->sets.n + 1);
+    q->set_ids = xnew(uint64_t, lists[0]->sets.n + 1);
     for (size_t k = 0; k < lists[0]->sets.n; k++) {
         struct reg_set *s = lists[0]->sets.v[k];
         if (s->hits == q->nmods) {
+            q->set_ids[q->nsets] = s->id;
             q->sets[q->nsets++] = s;
             handles += s->refs;
         }
     }
-    qsort(q->sets, q->nsets, sizeof *q->sets, cmp_ptr);
+    qsort(q->set_ids, q->nsets, sizeof *q->set_ids, cmp_u64);
     return handles;
 }
 
@@ -332,6 +335,7 @@ static void search_end(struct reg *r, struct reg_search *s, int status)
     void *ud = s->ud;
     free(s->hs);
     free(s->q.sets);
+    free(s->q.set_ids);
     free(s->plugin_copy);
     json_decref(s->body);
     free(s);
