@@ -14,7 +14,8 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { tmpdir, loadavg } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -49,7 +50,16 @@ function hwmMiB(pid) {
 }
 
 async function post(url, path, body) {
-  const r = await fetch(url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  const send = () => fetch(url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  let r;
+  try {
+    r = await send();
+  } catch (e) {
+    // a keep-alive socket that opsd closed after 30 s idle fails before the request is read:
+    // once more on a fresh socket (a request that was applied would fail loudly: 109 or 100)
+    if (!e.cause || e.cause.code !== 'UND_ERR_SOCKET') throw e;
+    r = await send();
+  }
   const text = await r.text();
   return { status: r.status, text };
 }
@@ -94,7 +104,7 @@ registry:
     const ids = Array.from({ length: n }, (_, i) => `dev-${i}`);
     const batches = [];
     for (let i = 0; i < n; i += 100) batches.push(ids.slice(i, i + 100));
-    const row = { name, n, tags };
+    const row = { name, n, tags, load0: loadavg()[0] };
 
     // registration to READY
     let cpu0 = cpuSeconds(proc.pid);
@@ -144,7 +154,22 @@ registry:
     const propQ = { cmHandleQueryParameters: [{ conditionName: 'hasAllProperties', conditionParameters: [{ group: 'g3' }] }] };
     const stateQ = { cmHandleQueryParameters: [{ conditionName: 'cmHandleWithCpsPath', conditionParameters: [{ cpsPath: "//state[@cm-handle-state='READY']" }] }] };
     row.q_mod = await timeIt('/ncmp/v1/ch/id-searches', modQ);
+    // while the full search (the largest answer) is written, /healthz is asked every 20 ms
+    // from a worker thread (its own event loop: the main thread's parsing of the answer does
+    // not delay it): its slowest answer, and opsd's own worst loop lag of the last second
+    // (/metrics), say how long the server was held
+    const prober = new Worker(`const { parentPort } = require('node:worker_threads'); let max = 0, on = true;
+      parentPort.on('message', () => { on = false; });
+      (async () => { await fetch('${url}/healthz'); parentPort.postMessage('ready'); /* warm: not counted */
+        while (on) { const t = performance.now(); await fetch('${url}/healthz');
+        max = Math.max(max, performance.now() - t); await new Promise((r) => setTimeout(r, 20)); }
+        parentPort.postMessage(max); })();`, { eval: true });
+    await new Promise((r) => prober.once('message', r));
     row.q_prop = await timeIt('/ncmp/v1/ch/searches', propQ);
+    const lagText = await (await fetch(`${url}/metrics`)).text();
+    row.loop_lag = Number((lagText.match(/^opsd_loop_lag_seconds (\S+)/m) || [])[1]) * 1000;
+    row.health_max = await new Promise((r) => { prober.once('message', r); prober.postMessage('stop'); });
+    await prober.terminate();
     row.q_state = await timeIt('/ncmp/v1/ch/id-searches', stateQ);
 
     // de-registration
@@ -159,6 +184,7 @@ registry:
     const s = await status(url);
     row.left = `${s.cm_handles} handles, ${s.module_sets} sets, ${s.modules} modules`;
     row.rss = hwmMiB(proc.pid);
+    row.load1 = loadavg()[0];
     return row;
   } finally {
     proc.kill('SIGTERM');
@@ -169,9 +195,9 @@ registry:
 }
 
 const f = (x, d = 1) => x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
-console.log('| scenario | handles | tags | acked (s) | to READY (s) | handles/s to READY | plugin requests | opsd CPU reg (s) | id-search by module (ms, hits) | search by property (ms, hits) | id-search by state (ms, hits) | de-registration (s) | de-registrations/s | opsd CPU dereg (s) | left after | peak RSS (MiB) |');
-console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |');
+console.log('| scenario | handles | tags | acked (s) | to READY (s) | handles/s to READY | plugin requests | opsd CPU reg (s, µs/handle) | id-search by module (ms, hits) | search by property (ms, hits) | slowest /healthz during it (ms), opsd loop lag (ms) | id-search by state (ms, hits) | de-registration (s) | de-registrations/s | opsd CPU dereg (s, µs/handle) | left after | peak RSS (MiB) | load avg start/end |');
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |');
 for (const name of scenarios) {
   const r = await scenario(name);
-  console.log(`| ${r.name} | ${r.n.toLocaleString('en-US')} | ${r.tags} | ${f(r.acked_s, 2)} | ${f(r.ready_s, 2)} | ${f(r.n / r.ready_s, 0)} | ${r.fetches} | ${f(r.reg_cpu, 2)} | ${f(r.q_mod.ms)} (${r.q_mod.count}) | ${f(r.q_prop.ms)} (${r.q_prop.count}) | ${f(r.q_state.ms)} (${r.q_state.count}) | ${f(r.dereg_s, 2)} | ${f(r.n / r.dereg_s, 0)} | ${f(r.dereg_cpu, 2)} | ${r.left} | ${f(r.rss, 0)} |`);
+  console.log(`| ${r.name} | ${r.n.toLocaleString('en-US')} | ${r.tags} | ${f(r.acked_s, 2)} | ${f(r.ready_s, 2)} | ${f(r.n / r.ready_s, 0)} | ${r.fetches} | ${f(r.reg_cpu, 2)} (${f(r.reg_cpu / r.n * 1e6, 1)}) | ${f(r.q_mod.ms)} (${r.q_mod.count}) | ${f(r.q_prop.ms)} (${r.q_prop.count}) | ${f(r.health_max)}, ${f(r.loop_lag)} | ${f(r.q_state.ms)} (${r.q_state.count}) | ${f(r.dereg_s, 2)} | ${f(r.n / r.dereg_s, 0)} | ${f(r.dereg_cpu, 2)} (${f(r.dereg_cpu / r.n * 1e6, 1)}) | ${r.left} | ${f(r.rss, 0)} | ${f(r.load0, 1)}/${f(r.load1, 1)} |`);
 }

@@ -47,6 +47,8 @@ struct api {
     struct alarms *alarms;            /* NULL when alarms are off */
     struct ws_alarms *alarm_clients;  /* stream clients with alarm subscriptions (ws_alarm.c) */
     bool alarm_listening;             /* ws_alarm.c's engine listener is registered */
+    struct ws_devices *device_clients; /* stream clients with device subscriptions (ws_registry.c) */
+    struct reg *device_listening;     /* the registry ws_registry.c's listener is registered with */
     int64_t started_ms;
     char *ui_root;                    /* the web UI's directory (real path), NULL: none */
 };

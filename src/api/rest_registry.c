@@ -4,7 +4,10 @@
  *   GET  /ncmp/v1/ch/{id}, /ncmp/v1/ch/{id}/modules, /ncmp/v1/ch/{id}/state
  *   POST /ncmp/v1/ch/searches, /ncmp/v1/ch/id-searches[?outputAlternateId=true]
  * A registration is answered once its changes are committed to registry.db (rest_defer; the
- * writer thread calls back on the loop). The rest reads the in-memory model on the loop. */
+ * writer thread calls back on the loop). Searches and the listing by plugin are deferred too:
+ * the registry writes their answers in slices between other loop work (registry/search.c).
+ * The read side of one handle is answered at once from the in-memory model. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,9 +27,9 @@ static void registered(void *ud, int status)
     struct reg_ack *a = ud;
     struct http_req *r = a->d->req;
     if (r && status < 0) {
-        rest_error(r, 500, "not_durable", "the registration is applied but the registry store "
-                   "failed to write it (see the log); it is written again every second until "
-                   "the store recovers");
+        rest_error(r, 500, "not_durable", "the registration is applied in memory but the registry "
+                   "store has failed to write it for 10 s (see the log); it is written again every "
+                   "second until the store recovers: do not send it again (its handles exist)");
     } else if (r) {
         if (a->failed.len)
             buf_append(&r->resp, a->failed.data, a->failed.len);
@@ -61,6 +64,40 @@ static void post_inventory(struct http_req *r)
     free(a);
 }
 
+/* A search or listing whose answer is written in slices (reg_search_start). */
+struct reg_answer {
+    struct rest_deferred *d;
+    struct buf out;
+};
+
+static void answered(void *ud, int status)
+{
+    struct reg_answer *a = ud;
+    struct http_req *r = a->d ? a->d->req : NULL;
+    if (r && status == -E2BIG) {
+        rest_error(r, 413, "too_large", "the answer is too large: narrow the search or use id-searches");
+    } else if (r && status < 0) {
+        rest_error(r, 503, "busy", "the registry is stopping");
+    } else if (r) {
+        buf_release(&r->resp);
+        r->resp = a->out; /* the same LWS_PRE head: the answer moves, no copy */
+        buf_init(&a->out, 0);
+        rest_json(r, 200);
+    }
+    if (a->d)
+        rest_complete(a->d);
+    buf_release(&a->out);
+    free(a);
+}
+
+static struct reg_answer *answer_new(struct http_req *r)
+{
+    struct reg_answer *a = xzalloc(sizeof *a);
+    buf_init_head(&a->out, 256u << 20, LWS_PRE);
+    a->d = rest_defer(r); /* answered() may run before this returns (a registry without a loop) */
+    return a;
+}
+
 static void get_plugin_handles(struct http_req *r)
 {
     char plugin[2048];
@@ -69,26 +106,24 @@ static void get_plugin_handles(struct http_req *r)
         rest_error(r, 400, "bad_request", "give dmi-plugin-identifier=PLUGIN");
         return;
     }
-    reg_json_plugin_handles(r->api->reg, p, &r->resp);
-    rest_json(r, 200);
+    struct reg_answer *a = answer_new(r);
+    reg_plugin_handles_start(r->api->reg, p, &a->out, answered, a);
 }
 
 static void post_search(struct http_req *r, bool ids)
 {
     char alt[16], err[512];
     const char *a = rest_arg(r, "outputAlternateId", alt, sizeof alt);
-    if (reg_search(r->api->reg, r->body.data, r->body.len, ids, a && strcmp(a, "true") == 0, &r->resp,
-                   err, sizeof err) < 0) {
-        buf_reset(&r->resp);
+    struct reg_answer *ans = answer_new(r);
+    if (reg_search_start(r->api->reg, r->body.data, r->body.len, ids, a && strcmp(a, "true") == 0,
+                         &ans->out, err, sizeof err, answered, ans) < 0) {
+        /* nothing started: take the deferral back and answer now */
+        r->deferred = NULL;
+        free(ans->d);
+        buf_release(&ans->out);
+        free(ans);
         rest_error(r, 400, "bad_request", "%s", err);
-        return;
     }
-    if (r->resp.overflow) {
-        buf_reset(&r->resp);
-        rest_error(r, 413, "too_large", "the answer is too large: narrow the search or use id-searches");
-        return;
-    }
-    rest_json(r, 200);
 }
 
 static void get_handle(struct http_req *r, const char *rest)

@@ -6,8 +6,9 @@
  *        "lockReason":"","details":"","moduleSetTag":"t1","ts":1764460800000}],"lost":0}
  * Every filter member is optional (none: every event); states match the new state.
  *
- * One registry listener (registered with the first subscription) hands each event to the
- * clients whose filters match. Each subscription queues at most WSD_QUEUE_MAX events; past
+ * One registry listener per api (registered with the first subscription, its user data the
+ * api; api->device_clients lists the clients) hands each event to the clients whose filters
+ * match. Each subscription queues at most WSD_QUEUE_MAX events; past
  * that the oldest are dropped and counted in "lost" of the next frame, so a slow client
  * costs bounded memory and knows to re-read the state (GET /ncmp/v1/ch/...). Events are
  * sent in frames of up to WS_FRAME_BUDGET bytes. Loop thread only. */
@@ -46,9 +47,6 @@ struct ws_devices {
     size_t nsubs;
 };
 
-/* The clients with device subscriptions (one api per process). */
-static struct ws_devices *g_clients;
-static struct reg *g_listening;
 
 static void ev_free(struct wsd_event *e)
 {
@@ -81,8 +79,8 @@ static bool sub_matches(const struct wsd_sub *s, const struct reg_event *ev)
 
 static void on_event(void *ud, const struct reg_event *ev)
 {
-    (void)ud;
-    for (struct ws_devices *c = g_clients; c; c = c->next) {
+    struct api *api = ud;
+    for (struct ws_devices *c = api->device_clients; c; c = c->next) {
         bool any = false;
         for (size_t i = 0; i < c->nsubs; i++) {
             struct wsd_sub *s = &c->subs[i];
@@ -157,10 +155,10 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
         c = xzalloc(sizeof *c);
         c->api = api;
         c->wsi = wsi;
-        c->next = g_clients;
-        if (g_clients)
-            g_clients->prev = c;
-        g_clients = c;
+        c->next = api->device_clients;
+        if (api->device_clients)
+            api->device_clients->prev = c;
+        api->device_clients = c;
         *cp = c;
     }
     size_t slot;
@@ -184,9 +182,9 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
     s->prefix = p ? xstrdup(p) : NULL;
     s->tag = t ? xstrdup(t) : NULL;
     s->q = xnew(struct wsd_event, WSD_QUEUE_MAX);
-    if (g_listening != api->reg) {
-        reg_listen(api->reg, on_event, NULL);
-        g_listening = api->reg;
+    if (api->device_listening != api->reg) {
+        reg_listen(api->reg, on_event, api);
+        api->device_listening = api->reg;
     }
     return 0; /* the caller answers {"op":"subscribed"} */
 }
@@ -258,15 +256,16 @@ void ws_registry_free(struct ws_devices *c)
         return;
     for (size_t i = 0; i < c->nsubs; i++)
         sub_release(&c->subs[i]);
+    struct api *api = c->api;
     if (c->prev)
         c->prev->next = c->next;
     else
-        g_clients = c->next;
+        api->device_clients = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    if (!g_clients && g_listening) {
-        reg_unlisten(g_listening, on_event, NULL);
-        g_listening = NULL;
+    if (!api->device_clients && api->device_listening) {
+        reg_unlisten(api->device_listening, on_event, api);
+        api->device_listening = NULL;
     }
     free(c);
 }

@@ -2,6 +2,8 @@
  * /ncmpInventory/v1/ch) and its error answer, the search body (cmHandleQueryParameters),
  * the read-side answers, and the DMI plugin's module and resource answers.
  *
+ * (Searches are in search.c.)
+ *
  * A registration is checked for shape first (a malformed body changes nothing: 400); then
  * each handle is applied alone, in NCMP's order removed, created, updated, upgraded, and a
  * handle that fails lands in the failed* list with NCMP's code while the others apply. */
@@ -25,61 +27,66 @@ static int fail_shape(char *err, size_t errlen, const char *what)
 }
 
 /* An object whose members are all strings (or null when nulls are allowed). */
-static bool str_map(json_t *o, bool nulls)
+static bool str_map(const struct rj *o, bool nulls)
 {
     if (!o)
         return true;
-    if (!json_is_object(o))
+    if (!rj_is(o, RJ_OBJ))
         return false;
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v) {
-        if (!json_is_string(v) && !(nulls && json_is_null(v)))
+    for (uint32_t i = 0; i < o->n; i++) {
+        const struct rj *v = &o->items[2 * i + 1];
+        if (!rj_is(v, RJ_STR) && !(nulls && rj_is(v, RJ_NULL)))
             return false;
     }
     return true;
 }
 
-static bool opt_string(json_t *o, const char *k)
+static bool opt_string(const struct rj *o, const char *k)
 {
-    json_t *v = json_object_get(o, k);
-    return !v || json_is_string(v) || json_is_null(v);
+    const struct rj *v = rj_get(o, k);
+    return !v || rj_is(v, RJ_STR) || rj_is(v, RJ_NULL);
 }
 
-static const char *sval(json_t *o, const char *k)
+static const char *sval(const struct rj *o, const char *k)
 {
-    const char *v = json_string_value(json_object_get(o, k));
+    const char *v = rj_str(rj_get(o, k));
     return v ? v : "";
 }
 
-/* Checks the whole body's shape. Returns the number of handles it names, or -1. */
-static long check_shape(json_t *j, char *err, size_t errlen)
+/* The values of an array (NULL and 0 for anything else). */
+static const struct rj *rj_arr(const struct rj *a, size_t *n)
 {
-    if (!json_is_object(j))
+    *n = rj_is(a, RJ_ARR) ? a->n : 0;
+    return *n ? a->items : NULL;
+}
+
+/* Checks the whole body's shape. Returns the number of handles it names, or -1. */
+static long check_shape(const struct rj *j, char *err, size_t errlen)
+{
+    if (!rj_is(j, RJ_OBJ))
         return fail_shape(err, errlen, "the body is a DmiPluginRegistration object");
     static const char *const plugins[] = {"dmiPlugin", "dmiDataPlugin", "dmiModelPlugin"};
     for (size_t i = 0; i < ARRAY_LEN(plugins); i++)
         if (!opt_string(j, plugins[i]))
             return fail_shape(err, errlen, "dmiPlugin, dmiDataPlugin and dmiModelPlugin are strings");
     long n = 0;
-    json_t *c = json_object_get(j, "createdCmHandles"), *u = json_object_get(j, "updatedCmHandles");
-    json_t *rm = json_object_get(j, "removedCmHandles"), *up = json_object_get(j, "upgradedCmHandles");
-    json_t *lists[2] = {c, u};
+    const struct rj *c = rj_get(j, "createdCmHandles"), *u = rj_get(j, "updatedCmHandles");
+    const struct rj *rm = rj_get(j, "removedCmHandles"), *up = rj_get(j, "upgradedCmHandles");
+    const struct rj *lists[2] = {c, u};
     for (int l = 0; l < 2; l++) {
-        if (!lists[l] || json_is_null(lists[l]))
+        if (!lists[l] || rj_is(lists[l], RJ_NULL))
             continue;
-        if (!json_is_array(lists[l]))
+        if (!rj_is(lists[l], RJ_ARR))
             return fail_shape(err, errlen, "createdCmHandles and updatedCmHandles are lists of cm handles");
-        size_t i;
-        json_t *e;
-        json_array_foreach(lists[l], i, e) {
-            if (!json_is_object(e) || !json_is_string(json_object_get(e, "cmHandle"))) {
+        for (size_t i = 0; i < lists[l]->n; i++) {
+            const struct rj *e = &lists[l]->items[i];
+            if (!rj_is(e, RJ_OBJ) || !rj_is(rj_get(e, "cmHandle"), RJ_STR)) {
                 snprintf(err, errlen, "%s[%zu] needs 'cmHandle' (a string)",
                          l ? "updatedCmHandles" : "createdCmHandles", i);
                 return -1;
             }
-            if (!str_map(json_object_get(e, "cmHandleProperties"), true) ||
-                !str_map(json_object_get(e, "publicCmHandleProperties"), true)) {
+            if (!str_map(rj_get(e, "cmHandleProperties"), true) ||
+                !str_map(rj_get(e, "publicCmHandleProperties"), true)) {
                 snprintf(err, errlen, "%s[%zu]: cmHandleProperties and publicCmHandleProperties map "
                          "names to strings", l ? "updatedCmHandles" : "createdCmHandles", i);
                 return -1;
@@ -90,33 +97,29 @@ static long check_shape(json_t *j, char *err, size_t errlen)
                          "trustLevel are strings", l ? "updatedCmHandles" : "createdCmHandles", i);
                 return -1;
             }
-            json_t *tl = json_object_get(e, "trustLevel");
-            if (json_is_string(tl) && strcmp(json_string_value(tl), "COMPLETE") != 0 &&
-                strcmp(json_string_value(tl), "NONE") != 0) {
+            const char *tl = rj_str(rj_get(e, "trustLevel"));
+            if (tl && strcmp(tl, "COMPLETE") != 0 && strcmp(tl, "NONE") != 0) {
                 snprintf(err, errlen, "%s[%zu]: trustLevel is COMPLETE or NONE",
                          l ? "updatedCmHandles" : "createdCmHandles", i);
                 return -1;
             }
         }
-        n += (long)json_array_size(lists[l]);
+        n += (long)lists[l]->n;
     }
-    json_t *ids[2] = {rm, up ? json_object_get(up, "cmHandles") : NULL};
-    if (up && !json_is_null(up) && (!json_is_object(up) || !opt_string(up, "moduleSetTag")))
+    const struct rj *ids[2] = {rm, up ? rj_get(up, "cmHandles") : NULL};
+    if (up && !rj_is(up, RJ_NULL) && (!rj_is(up, RJ_OBJ) || !opt_string(up, "moduleSetTag")))
         return fail_shape(err, errlen, "upgradedCmHandles is {\"cmHandles\":[...],\"moduleSetTag\":\"...\"}");
     for (int l = 0; l < 2; l++) {
-        if (!ids[l] || json_is_null(ids[l]))
+        if (!ids[l] || rj_is(ids[l], RJ_NULL))
             continue;
-        size_t i;
-        json_t *e;
-        if (!json_is_array(ids[l]))
+        if (!rj_is(ids[l], RJ_ARR))
             return fail_shape(err, errlen, "removedCmHandles and upgradedCmHandles.cmHandles are lists of ids");
-        json_array_foreach(ids[l], i, e) {
-            if (!json_is_string(e))
+        for (size_t i = 0; i < ids[l]->n; i++)
+            if (!rj_is(&ids[l]->items[i], RJ_STR))
                 return fail_shape(err, errlen, "removedCmHandles and upgradedCmHandles.cmHandles are lists of ids");
-        }
-        n += (long)json_array_size(ids[l]);
+        n += (long)ids[l]->n;
     }
-    if (c && json_array_size(c)) {
+    if (rj_is(c, RJ_ARR) && c->n) {
         const char *p = sval(j, "dmiPlugin"), *dp = sval(j, "dmiDataPlugin"), *mp = sval(j, "dmiModelPlugin");
         if (*p ? (*dp || *mp) : (!*dp || !*mp))
             return fail_shape(err, errlen, "give 'dmiPlugin', or both 'dmiDataPlugin' and 'dmiModelPlugin'");
@@ -151,31 +154,31 @@ static void fail_add(struct failures *f, const char *id, enum reg_err e)
     f->any = true;
 }
 
-static void apply_props(struct reg *r, struct reg_handle *h, json_t *props, json_t *pub)
+static void apply_props(struct reg *r, struct reg_handle *h, const struct rj *props,
+                        const struct rj *pub)
 {
-    const char *k;
-    json_t *v;
-    json_object_foreach(props, k, v) {
+    for (uint32_t m = 0; rj_is(props, RJ_OBJ) && m < props->n; m++) {
+        const char *k = props->items[2 * m].s;
+        const char *v = rj_str(&props->items[2 * m + 1]);
         size_t i;
         for (i = 0; i < h->nprops && strcmp(h->props[i].k, k) != 0; i++)
             ;
         if (i < h->nprops) {
             free(h->props[i].v);
-            if (json_is_string(v)) {
-                h->props[i].v = xstrdup(json_string_value(v));
+            if (v) {
+                h->props[i].v = xstrdup(v);
             } else {
                 free(h->props[i].k);
                 h->props[i] = h->props[--h->nprops];
             }
-        } else if (json_is_string(v)) {
+        } else if (v) {
             h->props = xgrow(h->props, h->nprops + 1);
             h->props[h->nprops].k = xstrdup(k);
-            h->props[h->nprops++].v = xstrdup(json_string_value(v));
+            h->props[h->nprops++].v = xstrdup(v);
         }
     }
-    json_object_foreach(pub, k, v) {
-        regm_set_pub(r, h, k, json_string_value(v));
-    }
+    for (uint32_t m = 0; rj_is(pub, RJ_OBJ) && m < pub->n; m++)
+        regm_set_pub(r, h, pub->items[2 * m].s, rj_str(&pub->items[2 * m + 1]));
 }
 
 static void set_str(char **field, const char *v)
@@ -188,23 +191,20 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
                  char *err, size_t errlen, void (*done)(void *ud, int status), void *ud)
 {
     *http = 400;
-    json_error_t je;
-    json_t *j = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
-    if (!j) {
-        snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
-                 je.column);
+    struct rj_doc doc;
+    if (rj_parse(&doc, body ? body : "", len, err, errlen) < 0)
         return -1;
-    }
+    const struct rj *j = &doc.root;
     long n = check_shape(j, err, errlen);
     if (n < 0) {
-        json_decref(j);
+        rj_free(&doc);
         return -1;
     }
     if ((uint64_t)n > r->cfg.max_batch) {
         *http = 413;
         snprintf(err, errlen, "%ld cm handles in one request; at most %u (registry.max_batch)", n,
                  r->cfg.max_batch);
-        json_decref(j);
+        rj_free(&doc);
         return -1;
     }
     pthread_mutex_lock(&r->wlock);
@@ -213,7 +213,7 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
     if (queued > REG_QUEUE_MAX) {
         *http = 503;
         snprintf(err, errlen, "the registry store is behind: nothing was applied; retry in a second");
-        json_decref(j);
+        rj_free(&doc);
         return -2;
     }
     *http = 200;
@@ -221,13 +221,15 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
     const char *mplugin = sval(j, "dmiModelPlugin");
     struct failures f = {.out = failed};
     struct reg_batch *b = regb_cur(r);
-    size_t i;
-    json_t *e;
+    struct reg_vec known = {0}; /* created handles of a known tag */
+    size_t i, ne;
+    const struct rj *arr;
 
     /* 1. removed */
     fail_open(&f, "failedRemovedCmHandles");
-    json_array_foreach(json_object_get(j, "removedCmHandles"), i, e) {
-        const char *id = json_string_value(e);
+    arr = rj_arr(rj_get(j, "removedCmHandles"), &ne);
+    for (i = 0; i < ne; i++) {
+        const char *id = arr[i].s;
         struct reg_handle *h = regm_find(r, id);
         if (!h) {
             fail_add(&f, id, REG_E_NOT_FOUND);
@@ -246,7 +248,9 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
     }
     /* 2. created */
     fail_open(&f, "failedCreatedCmHandles");
-    json_array_foreach(json_object_get(j, "createdCmHandles"), i, e) {
+    arr = rj_arr(rj_get(j, "createdCmHandles"), &ne);
+    for (i = 0; i < ne; i++) {
+        const struct rj *e = &arr[i];
         const char *id = sval(e, "cmHandle");
         const char *alt = sval(e, "alternateId");
         if (reg_id_check(id, strlen(id))) {
@@ -269,16 +273,19 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
         set_str(&h->producer, sval(e, "dataProducerIdentifier"));
         set_str(&h->trust, sval(e, "trustLevel"));
         regm_set_alt(r, h, alt);
-        apply_props(r, h, json_object_get(e, "cmHandleProperties"),
-                    json_object_get(e, "publicCmHandleProperties"));
+        apply_props(r, h, rj_get(e, "cmHandleProperties"), rj_get(e, "publicCmHandleProperties"));
         regm_log_handle(r, h);
         regm_emit(r, h, RS_ADVISED);
         regm_queue(r, h);
+        if (h->tag && regm_set_find(r, h->tag))
+            rvec_push(&known, h); /* READY once the request is applied, see below */
         r->st.registered++;
     }
     /* 3. updated */
     fail_open(&f, "failedUpdatedCmHandles");
-    json_array_foreach(json_object_get(j, "updatedCmHandles"), i, e) {
+    arr = rj_arr(rj_get(j, "updatedCmHandles"), &ne);
+    for (i = 0; i < ne; i++) {
+        const struct rj *e = &arr[i];
         const char *id = sval(e, "cmHandle");
         const char *alt = sval(e, "alternateId");
         struct reg_handle *h = regm_find(r, id);
@@ -299,20 +306,20 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
             set_str(&h->data_plugin, dplugin);
             set_str(&h->model_plugin, mplugin);
         }
-        if (json_is_string(json_object_get(e, "dataProducerIdentifier")))
+        if (rj_str(rj_get(e, "dataProducerIdentifier")))
             set_str(&h->producer, sval(e, "dataProducerIdentifier"));
-        if (json_is_string(json_object_get(e, "trustLevel")))
+        if (rj_str(rj_get(e, "trustLevel")))
             set_str(&h->trust, sval(e, "trustLevel"));
-        apply_props(r, h, json_object_get(e, "cmHandleProperties"),
-                    json_object_get(e, "publicCmHandleProperties"));
+        apply_props(r, h, rj_get(e, "cmHandleProperties"), rj_get(e, "publicCmHandleProperties"));
         regm_log_handle(r, h);
     }
     /* 4. upgraded */
     fail_open(&f, "failedUpgradeCmHandles");
-    json_t *up = json_object_get(j, "upgradedCmHandles");
+    const struct rj *up = rj_get(j, "upgradedCmHandles");
     const char *newtag = sval(up, "moduleSetTag");
-    json_array_foreach(json_object_get(up, "cmHandles"), i, e) {
-        const char *id = json_string_value(e);
+    arr = rj_arr(rj_get(up, "cmHandles"), &ne);
+    for (i = 0; i < ne; i++) {
+        const char *id = arr[i].s;
         struct reg_handle *h = regm_find(r, id);
         if (!h) {
             fail_add(&f, id, REG_E_NOT_FOUND);
@@ -331,13 +338,22 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
         regm_set_state(r, h, RS_LOCKED, RL_MODULE_UPGRADE, details);
         regm_queue(r, h);
     }
+    /* 5. created handles whose tag names a known module set need no fetch: READY now, in the
+     * same batch (their row is written once). After the four lists, so the request itself sees
+     * them ADVISED, as NCMP does (an upgrade of one in the same request is refused with 101). */
+    for (size_t k = 0; k < known.n; k++) {
+        struct reg_handle *h = known.v[k];
+        if (h->state == RS_ADVISED && h->queued)
+            regs_known_tag(r, h);
+    }
+    free(known.v);
     jw_raw(failed, "]}");
     if (!f.any) {
         buf_reset(failed);
     } else {
         *http = 500;
     }
-    json_decref(j);
+    rj_free(&doc);
     regw_submit(r, done, ud);
     regs_kick(r);
     return 0;
@@ -390,247 +406,6 @@ int reg_json_modules(struct reg *r, const char *id, struct buf *out)
         buf_putc(out, '}');
     }
     buf_putc(out, ']');
-    return 0;
-}
-
-static bool plugin_is(const struct reg_handle *h, const char *p)
-{
-    return (h->plugin && strcmp(h->plugin, p) == 0) || (h->data_plugin && strcmp(h->data_plugin, p) == 0) ||
-           (h->model_plugin && strcmp(h->model_plugin, p) == 0);
-}
-
-void reg_json_plugin_handles(struct reg *r, const char *plugin, struct buf *out)
-{
-    buf_putc(out, '[');
-    bool first = true;
-    for (size_t i = 0; i < r->nall; i++) {
-        if (!plugin_is(r->all[i], plugin))
-            continue;
-        if (!first)
-            buf_putc(out, ',');
-        first = false;
-        jw_str(out, r->all[i]->id);
-    }
-    buf_putc(out, ']');
-}
-
-/* ---- search ---- */
-
-#define COND_MAX 64
-
-struct query {
-    const char *mods[COND_MAX];
-    size_t nmods;
-    const char *pk[COND_MAX], *pv[COND_MAX];
-    size_t nprops;
-    bool has_state;
-    enum reg_state state;
-    const char *plugin;
-};
-
-static bool set_has_all(const struct reg_set *s, const struct query *q)
-{
-    for (size_t i = 0; i < q->nmods; i++) {
-        size_t k;
-        for (k = 0; k < s->nmods && strcmp(s->mods[k].m->name, q->mods[i]) != 0; k++)
-            ;
-        if (k == s->nmods)
-            return false;
-    }
-    return true;
-}
-
-static bool matches(const struct reg_handle *h, const struct query *q)
-{
-    if (q->has_state && h->state != q->state)
-        return false;
-    if (q->plugin && !plugin_is(h, q->plugin))
-        return false;
-    if (q->nmods && (!h->set || !set_has_all(h->set, q)))
-        return false;
-    for (size_t i = 0; i < q->nprops; i++) {
-        size_t k;
-        for (k = 0; k < h->npub && !(strcmp(h->pub[k].k, q->pk[i]) == 0 && strcmp(h->pub[k].v, q->pv[i]) == 0); k++)
-            ;
-        if (k == h->npub)
-            return false;
-    }
-    return true;
-}
-
-/* "//state[@cm-handle-state='READY']" (NCMP's cps path for the state) */
-static int cps_state(const char *p, enum reg_state *out)
-{
-    static const char pre[] = "//state[@cm-handle-state=";
-    if (strncmp(p, pre, sizeof pre - 1) != 0)
-        return -1;
-    p += sizeof pre - 1;
-    char q = *p++;
-    if (q != '\'' && q != '"')
-        return -1;
-    const char *end = strchr(p, q);
-    if (!end || strcmp(end + 1, "]") != 0 || end - p >= 16)
-        return -1;
-    char st[16];
-    memcpy(st, p, (size_t)(end - p));
-    st[end - p] = '\0';
-    return reg_state_parse(st, out);
-}
-
-static int parse_query(json_t *j, struct query *q, char *err, size_t errlen)
-{
-    json_t *params = json_object_get(j, "cmHandleQueryParameters");
-    if (!json_is_object(j) || (params && !json_is_array(params) && !json_is_null(params)))
-        return fail_shape(err, errlen, "the body is {\"cmHandleQueryParameters\":[{\"conditionName\":..,"
-                                       "\"conditionParameters\":[..]}]}");
-    size_t i;
-    json_t *c;
-    json_array_foreach(params, i, c) {
-        const char *name = sval(c, "conditionName");
-        json_t *cp = json_object_get(c, "conditionParameters");
-        if (!json_is_array(cp)) {
-            snprintf(err, errlen, "cmHandleQueryParameters[%zu]: 'conditionParameters' is a list", i);
-            return -1;
-        }
-        size_t k;
-        json_t *p;
-        json_array_foreach(cp, k, p) {
-            if (!json_is_object(p)) {
-                snprintf(err, errlen, "cmHandleQueryParameters[%zu].conditionParameters[%zu] is an object", i, k);
-                return -1;
-            }
-            if (strcmp(name, "hasAllModules") == 0) {
-                const char *m = json_string_value(json_object_get(p, "moduleName"));
-                if (!m || q->nmods == COND_MAX) {
-                    snprintf(err, errlen, "hasAllModules takes up to %d {\"moduleName\":\"...\"}", COND_MAX);
-                    return -1;
-                }
-                q->mods[q->nmods++] = m;
-            } else if (strcmp(name, "hasAllProperties") == 0) {
-                const char *key;
-                json_t *v;
-                json_object_foreach(p, key, v) {
-                    if (!json_is_string(v) || q->nprops == COND_MAX) {
-                        snprintf(err, errlen, "hasAllProperties takes up to %d {\"name\":\"value\"}", COND_MAX);
-                        return -1;
-                    }
-                    q->pk[q->nprops] = key;
-                    q->pv[q->nprops++] = json_string_value(v);
-                }
-            } else if (strcmp(name, "cmHandleWithCpsPath") == 0 || strcmp(name, "cmHandleWithState") == 0) {
-                const char *cps = json_string_value(json_object_get(p, "cpsPath"));
-                const char *st = json_string_value(json_object_get(p, "state"));
-                enum reg_state s;
-                if (!(cps ? cps_state(cps, &s) == 0 : st && reg_state_parse(st, &s) == 0)) {
-                    snprintf(err, errlen, "%s: only the state condition is supported: "
-                             "{\"cpsPath\":\"//state[@cm-handle-state='READY']\"} or {\"state\":\"READY\"}", name);
-                    return -1;
-                }
-                if (q->has_state && q->state != s)
-                    q->state = RS__COUNT; /* two different states: nothing matches */
-                else
-                    q->state = s;
-                q->has_state = true;
-            } else if (strcmp(name, "cmHandleWithDmiPlugin") == 0) {
-                q->plugin = json_string_value(json_object_get(p, "dmiPluginName"));
-                if (!q->plugin) {
-                    snprintf(err, errlen, "cmHandleWithDmiPlugin takes {\"dmiPluginName\":\"...\"}");
-                    return -1;
-                }
-            } else {
-                snprintf(err, errlen, "unknown conditionName '%.100s' (hasAllModules, hasAllProperties, "
-                         "cmHandleWithCpsPath, cmHandleWithState, cmHandleWithDmiPlugin)", name);
-                return -1;
-            }
-        }
-    }
-    return 0;
-}
-
-static void emit(struct buf *out, struct reg *r, struct reg_handle *h, bool ids_only, bool alt,
-                 bool *first)
-{
-    if (!*first)
-        buf_putc(out, ',');
-    *first = false;
-    if (ids_only)
-        jw_str(out, alt && h->alt_id ? h->alt_id : h->id);
-    else
-        regm_json_handle(r, h, out, false);
-}
-
-int reg_search(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
-               struct buf *out, char *err, size_t errlen)
-{
-    json_t *j = NULL;
-    if (len) {
-        json_error_t je;
-        j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-        if (!j) {
-            snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text,
-                     je.line, je.column);
-            return -1;
-        }
-    } else {
-        j = json_object();
-    }
-    struct query q = {0};
-    if (parse_query(j, &q, err, errlen) < 0) {
-        json_decref(j);
-        return -1;
-    }
-    buf_putc(out, '[');
-    bool first = true;
-    /* The smallest source of candidates: a property bag, the sets holding the modules, the
-     * state's list, or everything. */
-    size_t best = r->nall;
-    int src = 0; /* 0 all, 1 bag, 2 sets, 3 state */
-    struct reg_handle **bag = NULL;
-    for (size_t i = 0; i < q.nprops; i++) {
-        size_t n;
-        struct reg_handle **b = regm_bag(r, q.pk[i], q.pv[i], &n);
-        if (n < best || !b) {
-            best = n;
-            bag = b;
-            src = 1;
-        }
-    }
-    if (q.nmods) {
-        size_t n = 0;
-        for (size_t i = 0; i < r->sets.cap; i++)
-            if (r->sets.keys[i] && set_has_all(r->sets.vals[i], &q))
-                n += ((struct reg_set *)r->sets.vals[i])->refs;
-        if (n < best) {
-            best = n;
-            src = 2;
-        }
-    }
-    if (q.has_state && (q.state == RS__COUNT || r->st_count[q.state] < best))
-        src = 3;
-    if (src == 1) {
-        for (size_t i = 0; bag && i < best; i++)
-            if (matches(bag[i], &q))
-                emit(out, r, bag[i], ids_only, alt, &first);
-    } else if (src == 2) {
-        for (size_t i = 0; i < r->sets.cap; i++) {
-            struct reg_set *s = r->sets.keys[i] ? r->sets.vals[i] : NULL;
-            if (!s || !set_has_all(s, &q))
-                continue;
-            for (struct reg_handle *h = s->first; h; h = h->set_next)
-                if (matches(h, &q))
-                    emit(out, r, h, ids_only, alt, &first);
-        }
-    } else if (src == 3) {
-        for (struct reg_handle *h = q.state < RS__COUNT ? r->st_first[q.state] : NULL; h; h = h->st_next)
-            if (matches(h, &q))
-                emit(out, r, h, ids_only, alt, &first);
-    } else {
-        for (size_t i = 0; i < r->nall; i++)
-            if (matches(r->all[i], &q))
-                emit(out, r, r->all[i], ids_only, alt, &first);
-    }
-    buf_putc(out, ']');
-    json_decref(j);
     return 0;
 }
 

@@ -6,7 +6,9 @@
  *   st_first[state]  a list per state (st_next/st_prev), with counts
  *   bags             "key\x1fvalue" of a public property -> bag of handles (position kept in
  *                    the handle's reg_kv.bag_pos, so removal is O(1))
- *   sets             set key -> module set; a set lists its handles (set_next/set_prev)
+ *   sets             set key -> module set; a set lists its handles (hs; the handle keeps its
+ *                    position, set_pos, so removal is O(1))
+ *   mod_sets         module name -> the sets holding a module of that name (hasAllModules)
  *   modules          content hash -> module; by_namerev "name@revision" -> module
  * Invariants: set->refs is the length of its handle list and never 0 while the set exists;
  * module->refs is the number of sets that hold it and never 0 while the module exists. The
@@ -93,8 +95,10 @@ void regm_content_hash(const char *a, size_t alen, const char *b, size_t blen, c
 
 struct reg_batch *regb_cur(struct reg *r)
 {
-    if (!r->cur)
+    if (!r->cur) {
         r->cur = xzalloc(sizeof *r->cur);
+        r->cur->seq = ++r->batch_seq;
+    }
     return r->cur;
 }
 
@@ -136,7 +140,9 @@ void regb_free(struct reg_batch *b)
 void regm_init(struct reg *r)
 {
     pthread_mutex_init(&r->mod_lock, NULL);
+    pthread_cond_init(&r->mod_cond, NULL);
     r->next_gen = 1;
+    buf_init(&r->scratch, SIZE_MAX);
 }
 
 static void kv_free(struct reg_kv *kv, size_t n)
@@ -172,6 +178,7 @@ struct bag {
 
 static void set_free(struct reg_set *s)
 {
+    free(s->hs.v);
     for (size_t i = 0; i < s->nmods; i++)
         free(s->mods[i].ns);
     free(s->mods);
@@ -195,6 +202,20 @@ void regm_release(struct reg *r)
     for (size_t i = 0; i < r->nall; i++)
         handle_free(r->all[i]);
     free(r->all);
+    for (struct reg_handle *h = r->graveyard, *next; h; h = next) {
+        next = h->grave_next;
+        handle_free(h);
+    }
+    r->graveyard = NULL;
+    for (size_t i = 0; i < r->mod_sets.cap; i++) {
+        if (r->mod_sets.keys[i]) {
+            struct reg_modsets *ms = r->mod_sets.vals[i];
+            free(ms->sets.v);
+            free(ms->name);
+            free(ms);
+        }
+    }
+    rmap_release(&r->mod_sets);
     for (size_t i = 0; i < r->sets.cap; i++)
         if (r->sets.keys[i])
             set_free(r->sets.vals[i]);
@@ -229,7 +250,11 @@ void regm_release(struct reg *r)
     rmap_release(&r->flights);
     regb_free(r->cur);
     r->cur = NULL;
+    buf_release(&r->scratch);
+    /* module flights left are claimed by tasks freed at stop, which released them */
+    rmap_release(&r->mod_flights);
     pthread_mutex_destroy(&r->mod_lock);
+    pthread_cond_destroy(&r->mod_cond);
 }
 
 /* ---- handles ---- */
@@ -276,26 +301,35 @@ struct reg_handle *regm_handle_new(struct reg *r, const char *id)
     return h;
 }
 
-static char *bag_key(const char *k, const char *v)
+/* "k\x1fv" into small when it fits, else into a new allocation; free the result when it is
+ * not small. */
+static char *bag_key(const char *k, const char *v, char *small, size_t smalllen)
 {
     size_t kl = strlen(k), vl = strlen(v);
-    char *s = xmalloc(kl + vl + 2);
+    char *s = kl + vl + 2 <= smalllen ? small : xmalloc(kl + vl + 2);
     memcpy(s, k, kl);
     s[kl] = '\x1f';
     memcpy(s + kl + 1, v, vl + 1);
     return s;
 }
 
+static void bag_key_free(char *key, char *small)
+{
+    if (key != small)
+        free(key);
+}
+
 static void bag_add(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
 {
-    char *key = bag_key(kv->k, kv->v);
+    char small[256];
+    char *key = bag_key(kv->k, kv->v, small, sizeof small);
     struct bag *b = rmap_get(&r->bags, key);
     if (!b) {
         b = xzalloc(sizeof *b);
-        b->key = key;
+        b->key = key == small ? xstrdup(key) : key;
         rmap_put(&r->bags, b->key, b);
     } else {
-        free(key);
+        bag_key_free(key, small);
     }
     kv->bag_pos = b->hs.n;
     rvec_push(&b->hs, h);
@@ -303,9 +337,10 @@ static void bag_add(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
 
 static void bag_remove(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
 {
-    char *key = bag_key(kv->k, kv->v);
+    char small[256];
+    char *key = bag_key(kv->k, kv->v, small, sizeof small);
     struct bag *b = rmap_get(&r->bags, key);
-    free(key);
+    bag_key_free(key, small);
     if (!b || kv->bag_pos >= b->hs.n || b->hs.v[kv->bag_pos] != h)
         return;
     struct reg_handle *last = b->hs.v[--b->hs.n];
@@ -329,9 +364,10 @@ static void bag_remove(struct reg *r, struct reg_handle *h, struct reg_kv *kv)
 /* The handles holding public property k=v (NULL when none); n gets the count. */
 struct reg_handle **regm_bag(struct reg *r, const char *k, const char *v, size_t *n)
 {
-    char *key = bag_key(k, v);
+    char small[256];
+    char *key = bag_key(k, v, small, sizeof small);
     struct bag *b = rmap_get(&r->bags, key);
-    free(key);
+    bag_key_free(key, small);
     *n = b ? b->hs.n : 0;
     return b ? (struct reg_handle **)b->hs.v : NULL;
 }
@@ -416,9 +452,63 @@ static void module_drop(struct reg *r, struct reg_module *m)
     module_free(m);
 }
 
+/* mod_sets: the set under each of its module names (once per name). */
+static void set_index(struct reg *r, struct reg_set *s)
+{
+    for (size_t i = 0; i < s->nmods; i++) {
+        const char *name = s->mods[i].m->name;
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(s->mods[k].m->name, name) == 0;
+        if (seen)
+            continue;
+        struct reg_modsets *ms = rmap_get(&r->mod_sets, name);
+        if (!ms) {
+            ms = xzalloc(sizeof *ms);
+            ms->name = xstrdup(name);
+            rmap_put(&r->mod_sets, ms->name, ms);
+        }
+        s->mods[i].indexed = true;
+        s->mods[i].name_pos = ms->sets.n;
+        rvec_push(&ms->sets, s);
+    }
+}
+
+static void set_unindex(struct reg *r, struct reg_set *s)
+{
+    for (size_t i = 0; i < s->nmods; i++) {
+        if (!s->mods[i].indexed)
+            continue;
+        const char *name = s->mods[i].m->name;
+        struct reg_modsets *ms = rmap_get(&r->mod_sets, name);
+        size_t pos = s->mods[i].name_pos;
+        if (!ms || pos >= ms->sets.n || ms->sets.v[pos] != s)
+            continue;
+        struct reg_set *last = ms->sets.v[--ms->sets.n];
+        if (last != s) {
+            ms->sets.v[pos] = last;
+            for (size_t k = 0; k < last->nmods; k++) {
+                if (last->mods[k].indexed && strcmp(last->mods[k].m->name, name) == 0) {
+                    last->mods[k].name_pos = pos;
+                    break;
+                }
+            }
+        }
+        if (ms->sets.n == 0) {
+            rmap_del(&r->mod_sets, ms->name);
+            free(ms->sets.v);
+            free(ms->name);
+            free(ms);
+        }
+    }
+}
+
+struct reg_modsets *regm_modsets(struct reg *r, const char *name) { return rmap_get(&r->mod_sets, name); }
+
 static void set_drop(struct reg *r, struct reg_set *s)
 {
     regb_op(r, OP_DEL_SET, s->key, NULL, NULL, NULL);
+    set_unindex(r, s);
     for (size_t i = 0; i < s->nmods; i++)
         if (--s->mods[i].m->refs == 0)
             module_drop(r, s->mods[i].m);
@@ -437,23 +527,18 @@ void regm_attach(struct reg *r, struct reg_handle *h, struct reg_set *set)
         set->refs++;
     }
     if (old) {
-        if (h->set_prev)
-            h->set_prev->set_next = h->set_next;
-        else
-            old->first = h->set_next;
-        if (h->set_next)
-            h->set_next->set_prev = h->set_prev;
-        h->set_prev = h->set_next = NULL;
+        struct reg_handle *last = old->hs.v[--old->hs.n];
+        if (last != h) {
+            old->hs.v[h->set_pos] = last;
+            last->set_pos = h->set_pos;
+        }
         if (--old->refs == 0)
             set_drop(r, old);
     }
     h->set = set;
     if (set) {
-        h->set_prev = NULL;
-        h->set_next = set->first;
-        if (set->first)
-            set->first->set_prev = h;
-        set->first = h;
+        h->set_pos = set->hs.n;
+        rvec_push(&set->hs, h);
     }
 }
 
@@ -472,8 +557,17 @@ void regm_handle_remove(struct reg *r, struct reg_handle *h)
         last->all_pos = h->all_pos;
     }
     regb_op(r, OP_DEL_HANDLE, h->id, NULL, NULL, NULL);
+    if (r->nsearches) {
+        /* a search answering in slices may hold it: freed once none runs (regq_bury) */
+        h->removed = true;
+        h->grave_next = r->graveyard;
+        r->graveyard = h;
+        return;
+    }
     handle_free(h);
 }
+
+void regm_handle_free(struct reg_handle *h) { handle_free(h); }
 
 void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old)
 {
@@ -548,6 +642,7 @@ struct reg_set *regm_set_new(struct reg *r, const char *key, const char *tag,
                              struct reg_module **mods, char **ns, size_t n)
 {
     struct reg_set *s = xzalloc(sizeof *s);
+    s->id = ++r->next_set_id;
     s->key = xstrdup(key);
     s->tag = xstrdup(tag ? tag : "");
     s->mods = xnew(struct reg_set_mod, n ? n : 1);
@@ -571,6 +666,7 @@ struct reg_set *regm_set_new(struct reg *r, const char *key, const char *tag,
     }
     jw_raw(&doc, "]}");
     rmap_put(&r->sets, s->key, s);
+    set_index(r, s);
     regb_op(r, OP_PUT_SET, s->key, xstrdup(doc.data), NULL, NULL);
     buf_release(&doc);
     return s;
@@ -599,32 +695,65 @@ static void opt_str(struct buf *out, const char *key, const char *v)
     jw_str(out, v ? v : "");
 }
 
-/* The row the store keeps for a handle (see docs/internals/registry.md). */
+/* ,"key":"v" only when v is not empty (the row document leaves empty members out: load reads
+ * a missing member as ""). */
+static void row_str(struct buf *out, const char *key, size_t keylen, const char *v)
+{
+    if (!v || !*v)
+        return;
+    buf_append(out, key, keylen);
+    jw_str(out, v);
+}
+#define ROW_STR(out, key, v) row_str((out), ",\"" key "\":", sizeof(",\"" key "\":") - 1, (v))
+
+/* The row the store keeps for a handle (see docs/internals/registry.md). A handle written
+ * twice in one batch (created, then made READY from its known tag) has one row operation:
+ * the later document replaces the earlier one's. */
 void regm_log_handle(struct reg *r, struct reg_handle *h)
 {
-    struct buf d;
-    buf_init(&d, SIZE_MAX);
-    jw_raw(&d, "{\"state\":");
-    jw_str(&d, reg_state_name(h->state));
-    opt_str(&d, "lock", reg_lock_name(h->lock));
-    opt_str(&d, "details", h->details);
-    buf_printf(&d, ",\"attempts\":%u,\"updated\":%lld", h->attempts, (long long)h->updated_ms);
-    opt_str(&d, "plugin", h->plugin);
-    opt_str(&d, "dataPlugin", h->data_plugin);
-    opt_str(&d, "modelPlugin", h->model_plugin);
-    opt_str(&d, "alt", h->alt_id);
-    opt_str(&d, "producer", h->producer);
-    opt_str(&d, "trust", h->trust);
-    opt_str(&d, "tag", h->tag);
-    opt_str(&d, "upgradeTag", h->upgrade_tag);
-    opt_str(&d, "set", h->set ? h->set->key : "");
-    jw_raw(&d, ",\"props\":");
-    kv_json(&d, h->props, h->nprops);
-    jw_raw(&d, ",\"pub\":");
-    kv_json(&d, h->pub, h->npub);
-    jw_raw(&d, "}");
-    regb_op(r, OP_PUT_HANDLE, h->id, xstrdup(d.data), NULL, NULL);
-    buf_release(&d);
+    struct buf *d = &r->scratch;
+    buf_reset(d);
+    jw_rawn(d, "{\"state\":", 9);
+    jw_str(d, reg_state_name(h->state));
+    if (h->lock != RL_NONE)
+        ROW_STR(d, "lock", reg_lock_name(h->lock));
+    ROW_STR(d, "details", h->details);
+    if (h->attempts) {
+        jw_rawn(d, ",\"attempts\":", 12);
+        jw_int(d, h->attempts);
+    }
+    jw_rawn(d, ",\"updated\":", 11);
+    jw_int(d, h->updated_ms);
+    ROW_STR(d, "plugin", h->plugin);
+    ROW_STR(d, "dataPlugin", h->data_plugin);
+    ROW_STR(d, "modelPlugin", h->model_plugin);
+    ROW_STR(d, "alt", h->alt_id);
+    ROW_STR(d, "producer", h->producer);
+    ROW_STR(d, "trust", h->trust);
+    ROW_STR(d, "tag", h->tag);
+    if (h->upgrade_tag) /* "" is a meaningful upgrade target (no tag): keep it */
+        opt_str(d, "upgradeTag", h->upgrade_tag);
+    ROW_STR(d, "set", h->set ? h->set->key : NULL);
+    if (h->nprops) {
+        jw_rawn(d, ",\"props\":", 9);
+        kv_json(d, h->props, h->nprops);
+    }
+    if (h->npub) {
+        jw_rawn(d, ",\"pub\":", 7);
+        kv_json(d, h->pub, h->npub);
+    }
+    buf_putc(d, '}');
+    char *doc = xstrndup(d->data, d->len);
+    struct reg_batch *b = regb_cur(r);
+    if (h->log_seq == b->seq && h->log_op < b->nops && b->ops[h->log_op].kind == OP_PUT_HANDLE &&
+        strcmp(b->ops[h->log_op].key, h->id) == 0) {
+        free(b->ops[h->log_op].doc);
+        b->ops[h->log_op].doc = doc;
+        return;
+    }
+    h->log_seq = b->seq;
+    h->log_op = b->nops;
+    regb_op(r, OP_PUT_HANDLE, h->id, doc, NULL, NULL);
 }
 
 static void ncmp_time(struct buf *out, int64_t ms)

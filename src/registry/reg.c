@@ -80,6 +80,7 @@ int reg_open(struct reg **out, const struct reg_config *cfg, const char *data_di
     struct reg *r = xzalloc(sizeof *r);
     r->cfg = *cfg;
     r->loop = loop;
+    r->hold_ms = REG_HOLD_MS;
     regm_init(r);
     snprintf(r->dir, sizeof r->dir, "%s/registry", data_dir);
     if (mkdir(r->dir, 0755) < 0 && errno != EEXIST) {
@@ -102,6 +103,7 @@ int reg_open(struct reg **out, const struct reg_config *cfg, const char *data_di
         regw_submit(r, NULL, NULL); /* what load repaired */
     if (regs_start(r) < 0)
         goto fail_started;
+    regq_start(r);
     log_info("registry", "%zu cm handles, %zu module sets, %zu modules loaded in %.0f ms (%llu to sync)",
              r->nall, r->sets.n, r->modules.n, (double)(mono_ns() - t0) / 1e6,
              (unsigned long long)r->nqueued);
@@ -140,6 +142,7 @@ void reg_stop(struct reg *r)
 {
     if (!r)
         return;
+    regq_stop(r);
     regs_stop(r);
     if (r->cur)
         regw_submit(r, NULL, NULL);
@@ -232,6 +235,7 @@ void reg_metrics_text(struct reg *r, struct buf *out)
         {"opsd_registry_tag_hits_total", "counter", "Handles made READY from a known module set tag (no fetch).", s.tag_hits},
         {"opsd_registry_plugin_requests_total", "counter", "Requests to DMI plugins (modules and moduleResources).", s.fetch_modules + s.fetch_resources},
         {"opsd_registry_modules_fetched_total", "counter", "YANG sources fetched from DMI plugins.", s.modules_fetched},
+        {"opsd_registry_modules_shared_total", "counter", "YANG sources a sync took from another sync's request for the same module (single flight).", s.modules_shared},
         {"opsd_registry_sync_waiting", "gauge", "Handles waiting for a module sync.", s.sync_waiting},
         {"opsd_registry_syncs_running", "gauge", "Sync batches being fetched now.", s.syncs_running},
         {"opsd_registry_write_queue", "gauge", "Changes waiting for the registry writer.", s.queued_ops},

@@ -29,6 +29,31 @@ struct reg_vec {
 };
 void rvec_push(struct reg_vec *a, void *p);
 
+/* ---- rjson.c: the registration body's JSON reader (see the file's comment) ---- */
+enum rj_type { RJ_NULL, RJ_FALSE, RJ_TRUE, RJ_NUM, RJ_STR, RJ_ARR, RJ_OBJ };
+struct rj {
+    uint32_t type;            /* enum rj_type */
+    uint32_t n;               /* string: bytes; array: values; object: key/value pairs */
+    union {
+        const char *s;        /* string, NUL-terminated */
+        struct rj *items;     /* array: n values; object: key, value, key, value... */
+    };
+};
+struct rj_chunk;
+struct rj_doc {
+    struct rj root;           /* an object or an array */
+    struct rj_chunk *chunks;  /* the arena */
+};
+/* Parses text as jansson's json_loadb(JSON_REJECT_DUPLICATES) would accept it. Returns 0, or
+ * -1 with "the body is not valid JSON: REASON (line L, column C)" in err and d empty. */
+int rj_parse(struct rj_doc *d, const char *text, size_t len, char *err, size_t errlen);
+void rj_free(struct rj_doc *d);
+/* The member key of object o; NULL when o is not an object or has no such member. */
+const struct rj *rj_get(const struct rj *o, const char *key);
+static inline bool rj_is(const struct rj *v, enum rj_type t) { return v && v->type == (uint32_t)t; }
+/* The string's text, or NULL when v is not a string. */
+static inline const char *rj_str(const struct rj *v) { return rj_is(v, RJ_STR) ? v->s : NULL; }
+
 /* ---- the model ---- */
 
 struct reg_module {
@@ -42,15 +67,26 @@ struct reg_module {
 struct reg_set_mod {
     struct reg_module *m;
     char *ns;
+    bool indexed;             /* this entry holds the set's place in mod_sets[m->name] */
+    size_t name_pos;          /* that place */
 };
 
 struct reg_set {
     char *key;                /* the tag, or "~" + hash of the references for untagged sets */
+    uint64_t id;              /* unique in this process (a search keeps ids, not pointers) */
     char *tag;                /* "" when untagged */
     struct reg_set_mod *mods;
     size_t nmods;
     uint32_t refs;            /* handles that point at it */
-    struct reg_handle *first; /* its handles, linked by set_next/set_prev */
+    struct reg_vec hs;        /* its handles (refs of them); a handle's set_pos is its place */
+    uint64_t mark;            /* search.c: the search that last looked at it ... */
+    size_t hits;              /* ... and how many of its module conditions it met */
+};
+
+/* The sets holding a module name (any revision): the index of hasAllModules. */
+struct reg_modsets {
+    char *name;
+    struct reg_vec sets;
 };
 
 struct reg_kv {
@@ -73,11 +109,15 @@ struct reg_handle {
     int64_t updated_ms;
     int64_t retry_at_ms;
     struct reg_set *set;
-    struct reg_handle *set_prev, *set_next;
+    size_t set_pos;           /* position in set->hs */
     struct reg_handle *st_prev, *st_next;      /* per-state list */
     struct reg_handle *q_prev, *q_next;        /* sync queue */
     bool queued, syncing;
+    bool removed;             /* out of every index, kept until no search can reach it */
+    struct reg_handle *grave_next;
     size_t all_pos;           /* position in reg->all */
+    uint64_t log_seq;         /* the batch (reg_batch.seq) holding its last PUT_HANDLE */
+    size_t log_op;            /* that operation's position in the batch */
 };
 
 /* ---- changes for the writer (one batch = one transaction) ---- */
@@ -91,6 +131,8 @@ struct reg_op {
 
 struct reg_batch {
     struct reg_batch *next;
+    uint64_t seq;             /* r->batch_seq when it was started */
+    int64_t failed_ms;        /* writer: when its transaction failed (its answer is held) */
     struct reg_op *ops;
     size_t nops, cap;
     void (*done)(void *ud, int status);
@@ -115,6 +157,17 @@ struct reg_flight {
     size_t n;
 };
 
+/* A module (name@revision) one fetch thread is asking its plugin for: the others wanting it
+ * wait for its source instead of asking too (single flight per module). Under mod_lock;
+ * freed when refs (the claiming task until the loop has applied it, plus each waiting
+ * thread) drops to 0. */
+struct reg_modflight {
+    char *key;                /* name@revision */
+    int state;                /* 0 asked, 1 source here, -1 the request failed */
+    char *source;
+    uint32_t refs;
+};
+
 struct reg_task {
     char *id;
     uint64_t gen;
@@ -128,6 +181,9 @@ struct reg_task {
     struct reg_source *srcs;
     size_t nsrcs;
     int fetched_modules, fetched_resources;
+    int shared_modules;               /* sources taken from another task's flight */
+    struct reg_modflight **claimed;   /* modules this task asked for (released on the loop) */
+    size_t nclaimed;
 };
 
 struct reg_job {
@@ -144,6 +200,7 @@ struct reg {
     char dir[4096];
     /* model (loop thread) */
     struct reg_map by_id, by_alt, sets, modules, by_namerev, bags;
+    struct reg_map mod_sets;                   /* module name -> struct reg_modsets */
     struct reg_handle **all;
     size_t nall, capall;
     struct reg_handle *st_first[RS__COUNT];
@@ -151,11 +208,16 @@ struct reg {
     struct reg_handle *q_first, *q_last;       /* waiting for a sync */
     uint64_t nqueued;
     uint64_t next_gen;
+    uint64_t next_set_id;
     struct reg_map flights;
-    pthread_mutex_t mod_lock;                  /* by_namerev, read by fetch threads */
+    pthread_mutex_t mod_lock;                  /* by_namerev (read by fetch threads), mod_flights */
+    pthread_cond_t mod_cond;                   /* a module flight got its answer */
+    struct reg_map mod_flights;                /* name@revision -> struct reg_modflight */
     struct { reg_listener fn; void *ud; } listeners[REG_LISTENERS];
     /* pending changes of the current operation */
     struct reg_batch *cur;
+    uint64_t batch_seq;
+    struct buf scratch;                        /* row documents are built here (loop) */
     /* writer */
     sqlite3 *db;
     pthread_t writer;
@@ -164,6 +226,7 @@ struct reg {
     struct reg_batch *wq_first, *wq_last;      /* to write */
     struct reg_batch *wdone_first, *wdone_last;/* written, to complete on the loop */
     uint64_t wq_ops;
+    int64_t hold_ms;                           /* REG_HOLD_MS; tests shorten it */
     bool wstop, writer_started;
     uv_async_t wdone_async;
     /* sync */
@@ -177,7 +240,16 @@ struct reg {
     uint32_t running;
     uv_async_t sdone_async;
     uv_timer_t sync_timer;
+    uv_idle_t sync_idle;                       /* the next pass, next loop iteration */
     bool handles_open;
+    /* searches answering in slices (search.c) */
+    struct reg_search *searches;
+    uint32_t nsearches;
+    uint64_t search_mark;
+    uint64_t search_slices;                    /* slices written (tests) */
+    struct reg_handle *graveyard;              /* removed while a search may still hold them */
+    uv_idle_t search_idle;                     /* a slice per loop iteration while searches run */
+    bool search_idle_open;
     struct reg_stats st;
 };
 
@@ -195,6 +267,9 @@ void regm_set_alt(struct reg *r, struct reg_handle *h, const char *alt);
  * removed with its now-unused modules (ops in the current batch). */
 void regm_attach(struct reg *r, struct reg_handle *h, struct reg_set *set);
 struct reg_set *regm_set_find(struct reg *r, const char *key);
+/* The sets holding a module of that name (NULL when none). */
+struct reg_modsets *regm_modsets(struct reg *r, const char *name);
+void regm_handle_free(struct reg_handle *h);   /* a removed handle's memory (regq_bury) */
 /* The handles holding public property k=v (NULL when none); *n gets the count. */
 struct reg_handle **regm_bag(struct reg *r, const char *k, const char *v, size_t *n);
 /* A new set with its modules (each already in the model); refs 0. Logged. */
@@ -219,14 +294,26 @@ void regb_op(struct reg *r, enum reg_op_kind k, const char *key, char *doc, cons
 void regb_free(struct reg_batch *b);
 
 /* writer.c */
+#define REG_HOLD_MS 10000    /* an answer waits this long for the redo of its failed commit */
 int regw_start(struct reg *r);
 /* Hands the current batch to the writer (an empty one completes at the next commit too). */
 void regw_submit(struct reg *r, void (*done)(void *ud, int status), void *ud);
 void regw_stop(struct reg *r);
 
+/* search.c */
+void regq_start(struct reg *r);        /* the slice timer (after the loop exists) */
+void regq_stop(struct reg *r);         /* answers running searches with -ECANCELED */
+/* Frees the handles removed while searches ran, once none runs. */
+void regq_bury(struct reg *r);
+
 /* sync.c */
+/* Drops a task's claims on module flights (loop thread, or at stop). */
+void regs_release_claims(struct reg *r, struct reg_task *t);
 int regs_start(struct reg *r);
 void regs_kick(struct reg *r);
+/* When h's target tag (the upgrade tag while upgrading) names a known module set: h leaves the
+ * sync queue, is attached to the set and made READY (no fetch), and true is returned. */
+bool regs_known_tag(struct reg *r, struct reg_handle *h);
 void regs_stop(struct reg *r);
 
 #endif

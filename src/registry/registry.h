@@ -75,6 +75,7 @@ struct reg_stats {
     uint64_t syncs_ok, syncs_failed;   /* handle syncs */
     uint64_t fetch_modules, fetch_resources;   /* requests to plugins */
     uint64_t modules_fetched;          /* YANG sources fetched */
+    uint64_t modules_shared;           /* sources a sync took from another's request (single flight) */
     uint64_t tag_hits;                 /* handles made READY from a known tag, no fetch */
     uint64_t batches_committed;
     uint64_t write_errors;
@@ -137,14 +138,27 @@ int reg_json_handle(struct reg *r, const char *id, struct buf *out);
 int reg_json_state(struct reg *r, const char *id, struct buf *out);
 /* Appends [{"moduleName","revision","namespace"}...] for id (empty until READY), or -1. */
 int reg_json_modules(struct reg *r, const char *id, struct buf *out);
-/* Appends ["id",...] of the handles registered by a plugin (any of its roles). */
+/* Appends ["id",...] of the handles registered by a plugin (any of its roles), all at once. */
 void reg_json_plugin_handles(struct reg *r, const char *plugin, struct buf *out);
 
-/* Runs a search body ({"cmHandleQueryParameters":[...]}, an empty body: all handles).
- * ids_only: ["id",...] (id-searches), else [RestOutputCmHandle,...]; alt: output alternate ids
- * where set (outputAlternateId). Returns 0, or -1 with the reason in err (a 400). */
+/* Runs a search body ({"cmHandleQueryParameters":[...]}, an empty body: all handles) and
+ * appends the whole answer at once. ids_only: ["id",...] (id-searches), else
+ * [RestOutputCmHandle,...]; alt: output alternate ids where set (outputAlternateId). Returns 0,
+ * or -1 with the reason in err (a 400). */
 int reg_search(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
                struct buf *out, char *err, size_t errlen);
+
+/* The same two without holding the loop: the matching handles are selected now, the answer
+ * is appended to out in slices of a few milliseconds of loop time (see search.c for what a
+ * handle removed meanwhile does). done(ud, status) runs on the loop when out holds the whole
+ * answer (status 0), when out reached its cap (-E2BIG), or when the registry stops
+ * (-ECANCELED); out must stay valid until then. reg_search_start returns -1 with err (a 400,
+ * done is not called) for a bad body, else 0. */
+int reg_search_start(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
+                     struct buf *out, char *err, size_t errlen, void (*done)(void *ud, int status),
+                     void *ud);
+void reg_plugin_handles_start(struct reg *r, const char *plugin, struct buf *out,
+                              void (*done)(void *ud, int status), void *ud);
 
 /* ---- DMI plugin payloads (any thread; also the fuzz targets' entry points) ---- */
 

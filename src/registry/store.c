@@ -3,7 +3,8 @@
  * Tables (WAL mode, synchronous=FULL: a committed batch survives a power cut):
  *   handles(id TEXT PRIMARY KEY, doc TEXT)        one row per cm handle; doc is a JSON object
  *       {state, lock, details, attempts, updated, plugin, dataPlugin, modelPlugin, alt,
- *        producer, trust, tag, upgradeTag, set, props{}, pub{}}
+ *        producer, trust, tag, upgradeTag, set, props{}, pub{}}; empty members are left out
+ *       (read as "", 0 or {}), upgradeTag is there only while an upgrade is pending
  *   module_sets(key TEXT PRIMARY KEY, doc TEXT)   key: the tag, or "~"+hash of the references
  *       doc: {"tag":"..","modules":[[module hash, namespace],...]}
  *   modules(hash TEXT PRIMARY KEY, name, revision, source)   hash: FNV-1a 128 of
@@ -208,7 +209,12 @@ int regstore_load(struct reg *r, sqlite3 *db)
         h->producer = dup_or_null(jstr(doc, "producer"));
         h->trust = dup_or_null(jstr(doc, "trust"));
         h->tag = dup_or_null(jstr(doc, "tag"));
+        /* an upgrade to "no tag" is "" (kept only while an upgrade lock holds the handle) */
         h->upgrade_tag = dup_or_null(jstr(doc, "upgradeTag"));
+        if (!h->upgrade_tag && json_is_string(json_object_get(doc, "upgradeTag")) &&
+            (strcmp(jstr(doc, "lock"), "MODULE_UPGRADE") == 0 ||
+             strcmp(jstr(doc, "lock"), "MODULE_UPGRADE_FAILED") == 0))
+            h->upgrade_tag = xstrdup("");
         h->attempts = (uint32_t)json_integer_value(json_object_get(doc, "attempts"));
         if (*jstr(doc, "alt") && !rmap_get(&r->by_alt, jstr(doc, "alt")))
             regm_set_alt(r, h, jstr(doc, "alt"));

@@ -65,12 +65,85 @@ static int post(CURL *c, const char *url, const char *body, struct buf *resp, lo
     return rc != CURLE_OK && !resp->overflow ? -2 : -1;
 }
 
+/* Drops a reference to a module flight; mod_lock held. The map holds no reference: the
+ * claiming task's is dropped after the map lets go of it (regs_release_claims). */
+static void flight_drop(struct reg_modflight *f)
+{
+    if (--f->refs)
+        return;
+    free(f->key);
+    free(f->source);
+    free(f);
+}
+
+/* POST .../moduleResources for the references idx[0..n) of t; the sources go to *srcs.
+ * Returns 0, -1 (an answer that is not 200, or not parsable) or -2 (no answer), with
+ * t->error set on failure. */
+static int post_resources(struct reg *r, CURL *c, struct reg_task *t, const char *url,
+                          const size_t *idx, size_t n, struct buf *body, struct buf *resp,
+                          long timeout_ms, struct reg_source **srcs, size_t *nsrcs)
+{
+    (void)r;
+    char err[512];
+    buf_reset(body);
+    jw_raw(body, "{\"data\":{\"modules\":[");
+    for (size_t k = 0; k < n; k++) {
+        if (k)
+            buf_putc(body, ',');
+        jw_raw(body, "{\"name\":");
+        jw_str(body, t->refs[idx[k]].name);
+        jw_raw(body, ",\"revision\":");
+        jw_str(body, t->refs[idx[k]].revision);
+        buf_putc(body, '}');
+    }
+    jw_raw(body, "]},\"cmHandleProperties\":");
+    jw_raw(body, t->props_json);
+    jw_raw(body, ",\"moduleSetTag\":");
+    jw_str(body, t->tag ? t->tag : "");
+    jw_raw(body, "}");
+    t->fetched_resources++;
+    int rc = post(c, url, body->data, resp, timeout_ms, &t->error);
+    if (rc < 0)
+        return rc;
+    if (reg_dmi_parse_resources(resp->data ? resp->data : "", resp->len, srcs, nsrcs, err, sizeof err) < 0) {
+        t->error = xstrdup(err);
+        return -1;
+    }
+    return 0;
+}
+
+void regs_release_claims(struct reg *r, struct reg_task *t)
+{
+    if (!t->nclaimed) {
+        free(t->claimed);
+        t->claimed = NULL;
+        return;
+    }
+    pthread_mutex_lock(&r->mod_lock);
+    for (size_t k = 0; k < t->nclaimed; k++) {
+        struct reg_modflight *f = t->claimed[k];
+        if (rmap_get(&r->mod_flights, f->key) == f)
+            rmap_del(&r->mod_flights, f->key);
+        if (f->state == 0) { /* never asked (cannot happen once run): nobody may wait forever */
+            f->state = -1;
+            pthread_cond_broadcast(&r->mod_cond);
+        }
+        flight_drop(f);
+    }
+    pthread_mutex_unlock(&r->mod_lock);
+    free(t->claimed);
+    t->claimed = NULL;
+    t->nclaimed = 0;
+}
+
 /* Returns -2 when the plugin did not answer (so the batch's other tasks for it are not sent
  * to wait for the same timeout), else 0. */
 static int run_task(struct reg *r, CURL *c, struct reg_task *t, long timeout_ms)
 {
     int down = 0;
     struct buf resp, body;
+    size_t *mine = NULL, *waitref = NULL, nwait = 0;
+    struct reg_modflight **wait = NULL;
     buf_init(&resp, DMI_ANSWER_MAX);
     buf_init(&body, DMI_ANSWER_MAX);
     char *eid = curl_easy_escape(c, t->id, 0);
@@ -92,41 +165,112 @@ static int run_task(struct reg *r, CURL *c, struct reg_task *t, long timeout_ms)
         t->error = xstrdup(err);
         goto out;
     }
-    /* the references the registry does not hold yet */
-    buf_reset(&body);
-    jw_raw(&body, "{\"data\":{\"modules\":[");
-    size_t missing = 0;
+    /* The references the registry does not hold yet. Each is claimed by this task (a flight:
+     * asked for here) or, when another fetch thread has claimed it, waited for. A thread
+     * publishes the answers of its claims before it waits for anyone else's, so waits never
+     * form a cycle, and a wait is bounded by the owner's request timeout. */
+    mine = xnew(size_t, t->nrefs + 1);
+    waitref = xnew(size_t, t->nrefs + 1);
+    wait = xnew(struct reg_modflight *, t->nrefs + 1);
+    t->claimed = xnew(struct reg_modflight *, t->nrefs + 1);
     pthread_mutex_lock(&r->mod_lock);
     for (size_t i = 0; i < t->nrefs; i++) {
         if (regm_module_by_namerev(r, t->refs[i].name, t->refs[i].revision))
             continue;
-        if (missing++)
-            buf_putc(&body, ',');
-        jw_raw(&body, "{\"name\":");
-        jw_str(&body, t->refs[i].name);
-        jw_raw(&body, ",\"revision\":");
-        jw_str(&body, t->refs[i].revision);
-        buf_putc(&body, '}');
+        size_t nl = strlen(t->refs[i].name), rl = strlen(t->refs[i].revision);
+        char *key = xmalloc(nl + rl + 2);
+        memcpy(key, t->refs[i].name, nl);
+        key[nl] = '@';
+        memcpy(key + nl + 1, t->refs[i].revision, rl + 1);
+        struct reg_modflight *f = rmap_get(&r->mod_flights, key);
+        if (f) {
+            free(key);
+            f->refs++;
+            waitref[nwait] = i;
+            wait[nwait++] = f;
+            continue;
+        }
+        f = xzalloc(sizeof *f);
+        f->key = key;
+        f->refs = 1;
+        rmap_put(&r->mod_flights, f->key, f);
+        mine[t->nclaimed] = i;
+        t->claimed[t->nclaimed++] = f;
     }
     pthread_mutex_unlock(&r->mod_lock);
-    if (missing) {
-        jw_raw(&body, "]},\"cmHandleProperties\":");
-        jw_raw(&body, t->props_json);
-        jw_raw(&body, ",\"moduleSetTag\":");
-        jw_str(&body, t->tag ? t->tag : "");
-        jw_raw(&body, "}");
+    if (t->nclaimed) {
         snprintf(url, ul, "%s/dmi/v1/ch/%s/moduleResources", t->url, eid);
-        t->fetched_resources++;
-        if ((down = post(c, url, body.data, &resp, timeout_ms, &t->error)) < 0)
-            goto out;
-        if (reg_dmi_parse_resources(resp.data ? resp.data : "", resp.len, &t->srcs, &t->nsrcs, err,
-                                    sizeof err) < 0) {
-            t->error = xstrdup(err);
-            goto out;
+        down = post_resources(r, c, t, url, mine, t->nclaimed, &body, &resp, timeout_ms, &t->srcs, &t->nsrcs);
+        /* publish, failed or not: others may be waiting */
+        pthread_mutex_lock(&r->mod_lock);
+        for (size_t k = 0; k < t->nclaimed; k++) {
+            struct reg_modflight *f = t->claimed[k];
+            const struct reg_modref *ref = &t->refs[mine[k]];
+            f->state = -1;
+            for (size_t s = 0; down == 0 && s < t->nsrcs; s++) {
+                if (strcmp(t->srcs[s].name, ref->name) == 0 && strcmp(t->srcs[s].revision, ref->revision) == 0) {
+                    f->source = xstrdup(t->srcs[s].source);
+                    f->state = 1;
+                    break;
+                }
+            }
         }
+        pthread_cond_broadcast(&r->mod_cond);
+        pthread_mutex_unlock(&r->mod_lock);
+        if (down < 0)
+            goto out;
+    }
+    if (nwait) {
+        size_t *retry = xnew(size_t, nwait);
+        size_t nretry = 0;
+        pthread_mutex_lock(&r->mod_lock);
+        for (size_t k = 0; k < nwait; k++) {
+            struct reg_modflight *f = wait[k];
+            while (f->state == 0)
+                pthread_cond_wait(&r->mod_cond, &r->mod_lock);
+            const struct reg_modref *ref = &t->refs[waitref[k]];
+            if (f->state == 1) {
+                t->srcs = xgrow(t->srcs, t->nsrcs + 1);
+                t->srcs[t->nsrcs].name = xstrdup(ref->name);
+                t->srcs[t->nsrcs].revision = xstrdup(ref->revision);
+                t->srcs[t->nsrcs++].source = xstrdup(f->source);
+                t->shared_modules++;
+            } else {
+                retry[nretry++] = waitref[k]; /* its owner failed: ask for it here */
+            }
+            flight_drop(f);
+            wait[k] = NULL;
+        }
+        pthread_mutex_unlock(&r->mod_lock);
+        nwait = 0;
+        if (nretry) {
+            snprintf(url, ul, "%s/dmi/v1/ch/%s/moduleResources", t->url, eid);
+            struct reg_source *more = NULL;
+            size_t nmore = 0;
+            down = post_resources(r, c, t, url, retry, nretry, &body, &resp, timeout_ms, &more, &nmore);
+            if (down == 0) {
+                t->srcs = xgrow(t->srcs, t->nsrcs + nmore + 1);
+                memcpy(t->srcs + t->nsrcs, more, nmore * sizeof *more);
+                t->nsrcs += nmore;
+                free(more);
+            }
+        }
+        free(retry);
+        if (down < 0)
+            goto out;
     }
     t->status = 0;
 out:
+    if (nwait) { /* left before waiting: drop the references taken */
+        pthread_mutex_lock(&r->mod_lock);
+        for (size_t k = 0; k < nwait; k++)
+            if (wait[k])
+                flight_drop(wait[k]);
+        pthread_mutex_unlock(&r->mod_lock);
+    }
+    free(mine);
+    free(waitref);
+    free(wait);
     curl_free(eid);
     free(url);
     buf_release(&resp);
@@ -180,8 +324,9 @@ static void *fetcher_main(void *arg)
 
 /* ---- loop side ---- */
 
-static void task_release(struct reg_task *t)
+static void task_release(struct reg *r, struct reg_task *t)
 {
+    regs_release_claims(r, t);
     free(t->id);
     free(t->url);
     free(t->props_json);
@@ -191,10 +336,10 @@ static void task_release(struct reg_task *t)
     reg_sources_free(t->srcs, t->nsrcs);
 }
 
-static void job_free(struct reg_job *j)
+static void job_free(struct reg *r, struct reg_job *j)
 {
     for (size_t i = 0; i < j->n; i++)
-        task_release(&j->tasks[i]);
+        task_release(r, &j->tasks[i]);
     free(j->tasks);
     free(j);
 }
@@ -237,6 +382,18 @@ static void sync_failed(struct reg *r, struct reg_handle *h, const char *why)
     regm_set_state(r, h, RS_LOCKED, h->upgrade_tag ? RL_MODULE_UPGRADE_FAILED : RL_MODULE_SYNC_FAILED,
                    details);
     r->st.syncs_failed++;
+}
+
+bool regs_known_tag(struct reg *r, struct reg_handle *h)
+{
+    const char *tag = target_tag(h);
+    struct reg_set *set = *tag ? regm_set_find(r, tag) : NULL;
+    if (!set || h->syncing)
+        return false;
+    regm_unqueue(r, h);
+    sync_ok(r, h, set);
+    r->st.tag_hits++;
+    return true;
 }
 
 static struct reg_flight *flight_take(struct reg *r, const char *tag)
@@ -340,6 +497,7 @@ static struct reg_set *result_set(struct reg *r, struct reg_task *t, char *why, 
 }
 
 static void schedule(struct reg *r);
+static void on_more(uv_idle_t *i);
 
 static void apply_task(struct reg *r, struct reg_task *t)
 {
@@ -349,6 +507,7 @@ static void apply_task(struct reg *r, struct reg_task *t)
     struct reg_flight *f = flight_take(r, t->tag);
     r->st.fetch_modules += (uint64_t)t->fetched_modules;
     r->st.fetch_resources += (uint64_t)t->fetched_resources;
+    r->st.modules_shared += (uint64_t)t->shared_modules;
     /* the handles this result is for: the task's own and the flight's waiters */
     size_t nw = f ? f->n : 0;
     struct reg_handle **hs = xnew(struct reg_handle *, nw + 1);
@@ -376,6 +535,8 @@ static void apply_task(struct reg *r, struct reg_task *t)
         log_warn("registry", "sync of %s: %s", t->id, why);
     free(hs);
     flight_free(f);
+    /* after result_set stored the modules: a later sync finds them stored */
+    regs_release_claims(r, t);
 }
 
 static void on_fetched(uv_async_t *a)
@@ -390,7 +551,7 @@ static void on_fetched(uv_async_t *a)
         for (size_t i = 0; i < j->n; i++)
             apply_task(r, &j->tasks[i]);
         r->running--;
-        job_free(j);
+        job_free(r, j);
         j = next;
     }
     if (r->cur)
@@ -433,13 +594,9 @@ static void schedule(struct reg *r)
             struct reg_handle *h = r->q_first;
             regm_unqueue(r, h);
             scanned++;
-            const char *tag = target_tag(h);
-            struct reg_set *set = *tag ? regm_set_find(r, tag) : NULL;
-            if (set) {
-                sync_ok(r, h, set);
-                r->st.tag_hits++;
+            if (regs_known_tag(r, h))
                 continue;
-            }
+            const char *tag = target_tag(h);
             struct reg_flight *f = *tag ? rmap_get(&r->flights, tag) : NULL;
             if (f) {
                 if (f->n % 64 == 0) {
@@ -471,7 +628,7 @@ static void schedule(struct reg *r)
             }
         }
         if (!j->n) {
-            job_free(j);
+            job_free(r, j);
             continue;
         }
         r->running++;
@@ -486,8 +643,16 @@ static void schedule(struct reg *r)
     }
     if (r->cur)
         regw_submit(r, NULL, NULL);
-    if (r->q_first && scanned >= SYNC_SCAN_MAX)
-        regs_kick(r); /* more to look at: next loop iteration, after I/O */
+    if (r->q_first && scanned >= SYNC_SCAN_MAX && r->handles_open)
+        uv_idle_start(&r->sync_idle, on_more); /* more to look at: next loop iteration, after I/O */
+}
+
+/* (A 0 ms timer re-armed from a timer callback would run again in the same pass with libuv
+ * 1.44, never yielding to I/O: the next pass is an idle callback.) */
+static void on_more(uv_idle_t *i)
+{
+    uv_idle_stop(i);
+    schedule(i->data);
 }
 
 static void on_tick(uv_timer_t *t) { schedule(t->data); }
@@ -506,6 +671,8 @@ int regs_start(struct reg *r)
     r->sdone_async.data = r;
     uv_timer_init(r->loop, &r->sync_timer);
     r->sync_timer.data = r;
+    uv_idle_init(r->loop, &r->sync_idle);
+    r->sync_idle.data = r;
     r->handles_open = true;
     r->nfetchers = r->cfg.sync_concurrency;
     r->fetchers = xnew(pthread_t, r->nfetchers);
@@ -537,12 +704,14 @@ void regs_stop(struct reg *r)
     for (int l = 0; l < 2; l++) {
         for (struct reg_job *j = lists[l], *next; j; j = next) {
             next = j->next;
-            job_free(j);
+            job_free(r, j);
         }
     }
     r->jq_first = r->jq_last = r->jd_first = r->jd_last = NULL;
     uv_timer_stop(&r->sync_timer);
     uv_close((uv_handle_t *)&r->sync_timer, NULL);
+    uv_idle_stop(&r->sync_idle);
+    uv_close((uv_handle_t *)&r->sync_idle, NULL);
     uv_close((uv_handle_t *)&r->sdone_async, NULL);
     r->handles_open = false;
 }

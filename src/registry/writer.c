@@ -7,10 +7,14 @@
  * The queue's depth (in changes) is reg_stats.queued_ops; reg_register refuses new work
  * while it is over REG_QUEUE_MAX.
  *
- * A transaction that fails (disk full, I/O error, a lock held too long) is rolled back and its
- * batches complete with -EIO (the REST answer says to send again), but their changes are
- * already in the loop's model: they are kept and written again before anything newer, so
- * the file catches up with memory once the disk works again. */
+ * A transaction that fails (disk full, I/O error, a lock held too long) is rolled back, but
+ * its changes are already in the loop's model: they are kept and written again before
+ * anything newer, so the file catches up with memory once the disk works again. Its batches
+ * are not answered yet: a registration is acknowledged only once durable, so they wait for
+ * the redo that carries their changes and complete with 0 when it commits. Only when the
+ * store still fails after hold_ms (REG_HOLD_MS) do they complete with -EIO (the REST answer
+ * 500 not_durable: applied in memory, not yet on disk, still being retried); sending the
+ * registration again would then meet its own handles (109). */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
@@ -48,6 +52,7 @@ static void *writer_main(void *arg)
      * are written again, first, with the next transaction (every operation is idempotent and
      * they keep their order), retried every REDO_RETRY_MS while nothing else comes. */
     struct reg_batch redo = {0};
+    struct reg_batch *held = NULL, **held_tail = &held;   /* failed, answer waiting for the redo */
     pthread_mutex_lock(&r->wlock);
     for (;;) {
         while (!r->wq_first && !r->wstop) {
@@ -93,21 +98,54 @@ static void *writer_main(void *arg)
             redo.nops = 0;
         }
         free(arr);
-        struct reg_batch *tail = take;
-        for (struct reg_batch *b = take; b; b = b->next) {
-            b->status = rc < 0 ? -EIO : 0;
-            tail = b;
+        /* Answers: a batch of a failed transaction waits (held) for the redo that carries its
+         * changes, up to hold_ms; then it is answered -EIO. */
+        int64_t now = now_ms();
+        struct reg_batch *done = NULL, **dtail = &done;
+        if (rc == 0) {
+            for (struct reg_batch *b = held; b; b = b->next)
+                b->status = 0;
+            *dtail = held;
+            while (*dtail)
+                dtail = &(*dtail)->next;
+            held = NULL;
+            held_tail = &held;
+            for (struct reg_batch *b = take; b; b = b->next)
+                b->status = 0;
+            *dtail = take;
+            while (*dtail)
+                dtail = &(*dtail)->next;
+        } else {
+            for (struct reg_batch *b = take; b; b = b->next)
+                b->failed_ms = now;
+            *held_tail = take;
+            while (*held_tail)
+                held_tail = &(*held_tail)->next;
+            /* held batches are in failure order: answer those past the hold */
+            while (held && (stopping || now - held->failed_ms >= r->hold_ms)) {
+                struct reg_batch *b = held;
+                held = b->next;
+                b->next = NULL;
+                b->status = -EIO;
+                *dtail = b;
+                dtail = &b->next;
+            }
+            if (!held)
+                held_tail = &held;
         }
 
         pthread_mutex_lock(&r->wlock);
         r->wq_ops -= ops;
         r->st.batches_committed += rc == 0;
         r->st.write_errors += rc != 0;
-        if (take) {
+        if (done) {
             if (r->wdone_last)
-                r->wdone_last->next = take;
+                r->wdone_last->next = done;
             else
-                r->wdone_first = take;
+                r->wdone_first = done;
+            struct reg_batch *tail = done;
+            while (tail->next)
+                tail = tail->next;
             r->wdone_last = tail;
             uv_async_send(&r->wdone_async);
         }

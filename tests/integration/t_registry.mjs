@@ -119,6 +119,24 @@ await test('registry: 200 handles, 2 tags: all READY, each tag fetched once, sha
   assert(st.json.registry.module_sets >= 2, 'module sets');
 });
 
+await test('registry: untagged devices syncing at once fetch each new module once (single flight per module)', async () => {
+  // untagged handles get the module named after their id's last character: Q, W and K are
+  // new here; 60 handles spread over the 3 sync threads, every batch wanting all three
+  const ids = Array.from({ length: 60 }, (_, i) => `sf-${String(i).padStart(2, '0')}${'QKW'[i % 3]}`);
+  dmi.reset();
+  const r = await reg({ dmiPlugin: dmi.url, createdCmHandles: created(ids) });
+  assertEq(r.status, 200, `status (${r.text.slice(0, 300)})`);
+  await waitState(ids, 'READY');
+  assertEq(dmi.stats.modules, 60, 'one module list per untagged handle');
+  for (const m of ['untagged-Q', 'untagged-K', 'untagged-W']) {
+    assertEq(dmi.stats.served[m], 1, `${m} fetched once (${JSON.stringify(dmi.stats.served)})`);
+  }
+  const mods = await ch(ids[0], '/modules');
+  assert(mods.json.some((m) => m.moduleName === 'untagged-Q'), `modules of ${ids[0]}: ${mods.text}`);
+  const m = await metrics(d);
+  assert(m.get('opsd_registry_modules_shared_total') > 0, 'sources shared between syncs');
+});
+
 await test('registry: read side shapes (handle, state, modules)', async () => {
   const r = await ch(A[1]);
   assertEq(r.status, 200, 'status');

@@ -5,6 +5,8 @@
  * parsers, durability across a reopen, and a plugin that refuses connections locking the
  * handle with MODULE_SYNC_FAILED and its attempt count. */
 #include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -117,10 +119,12 @@ static void check_no_orphans(struct reg *r)
         struct reg_set *s = r->sets.keys[i] ? r->sets.vals[i] : NULL;
         if (!s)
             continue;
-        uint32_t n = 0;
-        for (struct reg_handle *h = s->first; h; h = h->set_next)
-            n++;
-        assert_int_equal(n, s->refs);
+        assert_int_equal(s->hs.n, s->refs);
+        for (size_t k = 0; k < s->hs.n; k++) {
+            struct reg_handle *h = s->hs.v[k];
+            assert_ptr_equal(h->set, s);
+            assert_int_equal(h->set_pos, k);
+        }
         assert_true(s->refs > 0);
     }
     for (size_t i = 0; i < r->modules.cap; i++) {
@@ -222,6 +226,248 @@ static void test_state_lists_and_bags(void **state)
     model_free(r);
 }
 
+static int done_status = 1;
+static void on_done(void *ud, int status)
+{
+    (void)ud;
+    done_status = status;
+}
+
+/* ---- registration with known tags ---- */
+
+/* A created handle whose tag names a known set is READY when the request returns, with one
+ * row operation (ADVISED and READY share it), and still ADVISED for the request's own
+ * upgrade list (101, as NCMP answers). */
+static void test_register_known_tag_one_row(void **state)
+{
+    (void)state;
+    struct reg *r = model_new();
+    pthread_mutex_init(&r->wlock, NULL);
+    pthread_cond_init(&r->wwake, NULL);
+    reg_config_parse(NULL, NULL, &r->cfg);
+    static const char *const mods[] = {"m1", "m2"};
+    struct reg_handle *seed = regm_handle_new(r, "seed");
+    regm_attach(r, seed, mkset(r, "t1", mods, 2));
+    regb_free(r->cur);
+    r->cur = NULL;
+    const char body[] = "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"createdCmHandles\":["
+                        "{\"cmHandle\":\"k1\",\"moduleSetTag\":\"t1\"},{\"cmHandle\":\"k2\",\"moduleSetTag\":\"t1\"},"
+                        "{\"cmHandle\":\"u1\",\"moduleSetTag\":\"new\"},{\"cmHandle\":\"u2\"}],"
+                        "\"updatedCmHandles\":[{\"cmHandle\":\"k2\",\"publicCmHandleProperties\":{\"c\":\"d\"}}],"
+                        "\"upgradedCmHandles\":{\"cmHandles\":[\"k1\"],\"moduleSetTag\":\"t2\"}}";
+    struct buf failed;
+    buf_init(&failed, 1 << 20);
+    int http;
+    char err[256];
+    assert_int_equal(reg_register(r, body, strlen(body), &failed, &http, err, sizeof err, on_done, NULL), 0);
+    assert_int_equal(http, 500);
+    assert_non_null(strstr(failed.data, "{\"cmHandle\":\"k1\",\"errorCode\":\"101\""));
+    assert_int_equal(regm_find(r, "k1")->state, RS_READY);
+    assert_int_equal(regm_find(r, "k2")->state, RS_READY);
+    assert_ptr_equal(regm_find(r, "k2")->set, regm_set_find(r, "t1"));
+    assert_int_equal(regm_find(r, "u1")->state, RS_ADVISED);
+    assert_int_equal(regm_find(r, "u2")->state, RS_ADVISED);
+    assert_int_equal(r->nqueued, 2);
+    assert_int_equal(r->st.tag_hits, 2);
+    struct reg_batch *b = r->wq_first;
+    assert_non_null(b);
+    size_t puts = 0;
+    for (size_t i = 0; i < b->nops; i++) {
+        if (b->ops[i].kind != OP_PUT_HANDLE)
+            continue;
+        puts++;
+        if (strcmp(b->ops[i].key, "k2") == 0) {
+            assert_non_null(strstr(b->ops[i].doc, "\"state\":\"READY\""));
+            assert_non_null(strstr(b->ops[i].doc, "\"set\":\"t1\""));
+            assert_non_null(strstr(b->ops[i].doc, "\"pub\":{\"c\":\"d\"}"));
+            assert_null(strstr(b->ops[i].doc, "\"alt\"")); /* empty members are left out */
+        }
+    }
+    assert_int_equal(puts, 4);
+    regb_free(b);
+    r->wq_first = r->wq_last = NULL;
+    buf_release(&failed);
+    pthread_mutex_destroy(&r->wlock);
+    pthread_cond_destroy(&r->wwake);
+    model_free(r);
+}
+
+/* ---- searches ---- */
+
+/* Occurrences of needle in b (a plain loop: ASan's strstr measures the whole haystack on
+ * every call, which makes counting with it quadratic). */
+static size_t count_in(const struct buf *b, const char *needle)
+{
+    size_t n = 0, nl = strlen(needle);
+    for (size_t i = 0; i + nl <= b->len; i++)
+        if (b->data[i] == needle[0] && memcmp(b->data + i, needle, nl) == 0)
+            n++;
+    return n;
+}
+
+static int search_status = 1;
+static void on_searched(void *ud, int status)
+{
+    (void)ud;
+    search_status = status;
+}
+
+/* hasAllModules through the module-name index (sets intersected smallest first), AND-ed with
+ * state and property; a sliced answer that meets a removal; the graveyard emptied after. */
+static void test_search_index_and_slices(void **state)
+{
+    (void)state;
+    struct reg *r = model_new();
+    static const char *const ma[] = {"m1", "m2", "m3"}, *const mb[] = {"m1", "m3"}, *const mc[] = {"m2"};
+    struct reg_set *sa = mkset(r, "A", ma, 3), *sb = mkset(r, "B", mb, 2), *sc = mkset(r, "C", mc, 1);
+    char id[32];
+    enum { N = 30000 };
+    for (int i = 0; i < N; i++) {
+        snprintf(id, sizeof id, "h%d", i);
+        struct reg_handle *h = regm_handle_new(r, id);
+        regm_attach(r, h, i % 3 == 0 ? sa : i % 3 == 1 ? sb : sc);
+        regm_set_pub(r, h, "g", i % 2 ? "odd" : "even");
+        if (i % 5 != 0)
+            regm_set_state(r, h, RS_READY, RL_NONE, NULL);
+    }
+    struct buf out;
+    buf_init(&out, 64u << 20);
+    char err[256];
+    const char q1[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
+                      "[{\"moduleName\":\"m3\"},{\"moduleName\":\"m1\"}]}]}";
+    assert_int_equal(reg_search(r, q1, strlen(q1), true, false, &out, err, sizeof err), 0);
+    assert_int_equal(count_in(&out, ",") + 1, 2 * N / 3); /* sets A and B */
+    assert_int_equal(count_in(&out, "\"h2\""), 0);        /* set C */
+    buf_reset(&out);
+    /* + state READY + g=even: i % 3 in {0,1}, i % 5 != 0, i even */
+    const char q2[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
+                      "[{\"moduleName\":\"m1\"},{\"moduleName\":\"m2\"}]},{\"conditionName\":\"hasAllProperties\","
+                      "\"conditionParameters\":[{\"g\":\"even\"}]},{\"conditionName\":\"cmHandleWithCpsPath\","
+                      "\"conditionParameters\":[{\"cpsPath\":\"//state[@cm-handle-state='READY']\"}]}]}";
+    assert_int_equal(reg_search(r, q2, strlen(q2), true, false, &out, err, sizeof err), 0);
+    size_t want = 0;
+    for (int i = 0; i < N; i++)
+        want += i % 3 == 0 && i % 5 != 0 && i % 2 == 0;
+    assert_int_equal(count_in(&out, ",") + 1, want);
+    buf_reset(&out);
+    const char q3[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
+                      "[{\"moduleName\":\"m2\"},{\"moduleName\":\"nowhere\"}]}]}";
+    assert_int_equal(reg_search(r, q3, strlen(q3), true, false, &out, err, sizeof err), 0);
+    assert_string_equal(out.data, "[]");
+    buf_reset(&out);
+
+    /* sliced: a full answer of every handle, with a removal while it is written */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    r->loop = &loop;
+    regq_start(r);
+    assert_int_equal(reg_search_start(r, "", 0, false, false, &out, err, sizeof err, on_searched, NULL), 0);
+    assert_int_equal(search_status, 1); /* not written yet: the loop writes it */
+    regm_handle_remove(r, regm_find(r, "h7"));
+    assert_non_null(r->graveyard);
+    while (search_status == 1)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(search_status, 0);
+    assert_true(r->search_slices > 1);
+    assert_null(r->graveyard);
+    assert_int_equal(count_in(&out, "\"cmHandle\":\"h7\""), 0);
+    assert_int_equal(count_in(&out, "\"cmHandle\":\"h8\""), 1);
+    assert_int_equal(count_in(&out, "\"cmHandle\""), N - 1);
+    /* two searches at once: the second one's module marks do not change the first's answer */
+    buf_reset(&out);
+    search_status = 1;
+    assert_int_equal(reg_search_start(r, q1, strlen(q1), true, false, &out, err, sizeof err, on_searched, NULL), 0);
+    struct buf out2;
+    buf_init(&out2, 64u << 20);
+    const char qm2[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
+                       "[{\"moduleName\":\"m2\"}]}]}";
+    assert_int_equal(reg_search(r, qm2, strlen(qm2), true, false, &out2, err, sizeof err), 0);
+    assert_int_equal(count_in(&out2, ",") + 1, 2 * N / 3); /* sets A and C (h7 was in B) */
+    buf_release(&out2);
+    /* a candidate moved to a set without the modules is checked as it is when written */
+    regm_attach(r, regm_find(r, "h3"), sc);
+    while (search_status == 1)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(count_in(&out, ",") + 1, 2 * N / 3 - 2); /* sets A and B, without h7, h3 */
+    assert_int_equal(count_in(&out, "\"h2\""), 0);
+    assert_int_equal(count_in(&out, "\"h3\""), 0);
+    /* a bad body starts nothing */
+    buf_reset(&out);
+    assert_int_equal(reg_search_start(r, "{", 1, true, false, &out, err, sizeof err, on_searched, NULL), -1);
+    assert_int_equal(r->nsearches, 0);
+    /* a search running at stop is answered -ECANCELED */
+    search_status = 1;
+    assert_int_equal(reg_search_start(r, "", 0, false, false, &out, err, sizeof err, on_searched, NULL), 0);
+    regq_stop(r);
+    assert_int_equal(search_status, -ECANCELED);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    buf_release(&out);
+    model_free(r);
+}
+
+/* ---- the registration's JSON reader ---- */
+
+/* rj_parse accepts exactly what jansson's json_loadb(JSON_REJECT_DUPLICATES) accepts. */
+static void test_rjson_matches_jansson(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {
+        "{}", "[]", " {\"a\":[1,2.5,-3e2,true,false,null,\"x\"]} ", "{\"a\":{\"b\":{}}}",
+        "", " ", "{", "}", "[", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "[1,]", "{\"a\":1}x", "{} {}",
+        "\"str\"", "1", "null", "{\"a\":01}", "{\"a\":-}", "{\"a\":1.}", "{\"a\":1e}", "{\"a\":.5}",
+        "{\"a\":9223372036854775807}", "{\"a\":9223372036854775808}", "{\"a\":-9223372036854775808}",
+        "{\"a\":1e308}", "{\"a\":1e309}", "{\"a\":1e-400}",
+        "{\"a\":\"\\u00e9\\ud83d\\ude00\\n\\/\"}", "{\"a\":\"\\u0000\"}", "{\"a\":\"\\ud800\"}",
+        "{\"a\":\"\\udc00\"}", "{\"a\":\"\\ud800\\u0041\"}", "{\"a\":\"\\x\"}", "{\"a\":\"\\u12\"}",
+        "{\"a\":\"tab\there\"}", "{\"a\":\"\xc3\xa9\"}", "{\"a\":\"\xc3\"}", "{\"a\":\"\xe0\x80\x80\"}",
+        "{\"a\":\"\xed\xa0\x80\"}", "{\"a\":\"\xf4\x90\x80\x80\"}", "{\"a\":\"\xff\"}",
+        "{\"a\":1,\"a\":2}", "{\"a\":{\"b\":1,\"b\":1}}",
+        "{\"k1\":1,\"k2\":1,\"k3\":1,\"k4\":1,\"k5\":1,\"k6\":1,\"k7\":1,\"k8\":1,\"k9\":1,\"k3\":1}",
+        "{\"k1\":1,\"k2\":1,\"k3\":1,\"k4\":1,\"k5\":1,\"k6\":1,\"k7\":1,\"k8\":1,\"k9\":1,\"k10\":1}",
+        "{\"a\\u0062\":1,\"ab\":2}", "{\"a\":tru}", "{\"a\":nul}", "{\"a\":True}", "\xef\xbb\xbf{}",
+        "{\"a\":\"unterminated}", "{\"a\":\"ends in backslash\\\"}",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bodies); i++) {
+        json_error_t je;
+        json_t *j = json_loadb(bodies[i], strlen(bodies[i]), JSON_REJECT_DUPLICATES, &je);
+        struct rj_doc d;
+        char err[256];
+        int rc = rj_parse(&d, bodies[i], strlen(bodies[i]), err, sizeof err);
+        if ((rc == 0) != (j != NULL))
+            fail_msg("body %zu '%s': rjson %s, jansson %s", i, bodies[i], rc == 0 ? "accepts" : err,
+                     j ? "accepts" : je.text);
+        if (rc == 0)
+            rj_free(&d);
+        else
+            assert_non_null(strstr(err, "(line 1, column "));
+        json_decref(j);
+    }
+    /* deep nesting is refused, not a stack overflow */
+    size_t deep = 100000;
+    char *t = xmalloc(deep + 1);
+    memset(t, '[', deep);
+    t[deep] = '\0';
+    struct rj_doc d;
+    char err[256];
+    assert_int_equal(rj_parse(&d, t, deep, err, sizeof err), -1);
+    free(t);
+    /* values and lookups */
+    const char body[] = "{\"s\":\"a\\\"b\\u00e9\",\"arr\":[\"x\",{\"k\":null}],\"n\":5}";
+    assert_int_equal(rj_parse(&d, body, strlen(body), err, sizeof err), 0);
+    assert_string_equal(rj_str(rj_get(&d.root, "s")), "a\"b\xc3\xa9");
+    assert_int_equal(rj_get(&d.root, "s")->n, 5);
+    const struct rj *arr = rj_get(&d.root, "arr");
+    assert_true(rj_is(arr, RJ_ARR));
+    assert_int_equal(arr->n, 2);
+    assert_string_equal(rj_str(&arr->items[0]), "x");
+    assert_true(rj_is(rj_get(&arr->items[1], "k"), RJ_NULL));
+    assert_true(rj_is(rj_get(&d.root, "n"), RJ_NUM));
+    assert_null(rj_get(&d.root, "missing"));
+    assert_null(rj_get(arr, "s"));
+    rj_free(&d);
+}
+
 /* ---- DMI payloads ---- */
 
 static void test_dmi_parsers(void **state)
@@ -268,12 +514,6 @@ static struct reg_config test_cfg(void)
     return c;
 }
 
-static int done_status = 1;
-static void on_done(void *ud, int status)
-{
-    (void)ud;
-    done_status = status;
-}
 
 static void run_until_done(uv_loop_t *loop)
 {
@@ -423,9 +663,9 @@ static void test_register_codes_and_reopen(void **state)
     rm_tmp();
 }
 
-/* A failed transaction: the answer says so, memory keeps the change, and the writer writes it
- * again once the store works (here: another connection holds the file's write lock longer
- * than the busy timeout, then lets go). */
+/* A failed transaction: memory keeps the change and the writer writes it again once the store
+ * works (here: another connection holds the file's write lock). The answer waits for that
+ * redo (200 once durable) up to hold_ms; past it, the answer says not durable (-EIO). */
 static void test_write_failure_redo(void **state)
 {
     (void)state;
@@ -442,6 +682,9 @@ static void test_write_failure_redo(void **state)
      * it out of the file (the sync writes nothing for a removed handle) */
     assert_int_equal(reg_post(r, &loop, "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"createdCmHandles\":[{\"cmHandle\":\"gone\"}]}",
                               &failed, &http), 0);
+    /* the writer waits 200 ms for a lock, not 5 s (set while it sleeps: the next submit's
+     * mutex orders it before the writer's next statement) */
+    sqlite3_busy_timeout(r->db, 200);
     char path[512];
     snprintf(path, sizeof path, "%s/registry/registry.db", tmpdir);
     sqlite3 *other;
@@ -449,6 +692,8 @@ static void test_write_failure_redo(void **state)
     sqlite3_busy_timeout(other, 10000); /* the writer may be committing the sync's rows now */
     assert_int_equal(sqlite3_exec(other, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
     char err[256];
+    /* no hold: answered not durable at the first failure */
+    r->hold_ms = 0;
     const char body[] = "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"removedCmHandles\":[\"gone\"],"
                         "\"createdCmHandles\":[{\"cmHandle\":\"kept\"}]}";
     done_status = 1;
@@ -459,18 +704,34 @@ static void test_write_failure_redo(void **state)
     }
     assert_true(done_status < 0);       /* the answer: not durable */
     assert_non_null(regm_find(r, "kept")); /* memory has it */
+    /* held: the answer waits while the store fails, then comes once the redo commits */
+    r->hold_ms = 60000;
+    const char body2[] = "{\"dmiPlugin\":\"http://127.0.0.1:1\",\"createdCmHandles\":[{\"cmHandle\":\"held\"}]}";
+    done_status = 1;
+    struct reg_stats st;
+    reg_stats(r, &st);
+    uint64_t errors0 = st.write_errors;
+    assert_int_equal(reg_register(r, body2, strlen(body2), &failed, &http, err, sizeof err, on_done, NULL), 0);
+    for (int i = 0; i < 10000 && st.write_errors < errors0 + 2; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        usleep(1000);
+        reg_stats(r, &st);
+    }
+    assert_true(st.write_errors >= errors0 + 2); /* failed, and failed again on retry */
+    assert_int_equal(done_status, 1);            /* not answered meanwhile */
     assert_int_equal(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(other);
-    /* the writer retries on its own within REDO_RETRY_MS (plus the sync's own writes) */
-    for (int i = 0; i < 3000; i++) {
+    for (int i = 0; i < 10000 && done_status == 1; i++) {
         uv_run(&loop, UV_RUN_NOWAIT);
         usleep(1000);
     }
+    assert_int_equal(done_status, 0);            /* durable: a 200 */
     reg_stop(r);
     uv_run(&loop, UV_RUN_DEFAULT);
     reg_free(r);
     assert_int_equal(reg_open(&r, &cfg, tmpdir, &loop), 0);
     assert_non_null(regm_find(r, "kept"));
+    assert_non_null(regm_find(r, "held"));
     assert_null(regm_find(r, "gone"));
     reg_stop(r);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -507,6 +768,9 @@ int main(void)
         cmocka_unit_test(test_refcount_orders),
         cmocka_unit_test(test_state_lists_and_bags),
         cmocka_unit_test(test_dmi_parsers),
+        cmocka_unit_test(test_rjson_matches_jansson),
+        cmocka_unit_test(test_register_known_tag_one_row),
+        cmocka_unit_test(test_search_index_and_slices),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_register_codes_and_reopen),
         cmocka_unit_test(test_write_failure_redo),
