@@ -4,6 +4,7 @@
  *     retention: 7d            # 1h .. 365d; whole partitions are dropped
  *     partition: 1h            # 1s .. retention/2
  *     inline_max: 85000        # bytes; larger bodies go to the body table, zstd-compressed
+ *     compress_min: 4096       # inline bodies this large or larger are kept zstd-compressed (0: never)
  *     body_max: 102400         # bytes; larger bodies are not stored (size, type, hash are)
  *     search_body_max: 16384   # text bodies up to this size are in the full-text index
  *     disk_floor: 256MB        # free bytes below which ingestion stops
@@ -131,7 +132,7 @@ static void parse_source(struct yconf *y, const ynode *s, const char *path, stru
 
 int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
 {
-    static const char *const keys[] = {"retention", "partition", "inline_max", "body_max",
+    static const char *const keys[] = {"retention", "partition", "inline_max", "compress_min", "body_max",
                                        "search_body_max", "disk_floor", "queue_max", "breaker",
                                        "amqp", "sources", NULL};
     static const char *const bkeys[] = {"failures", "window", "pause", NULL};
@@ -139,6 +140,7 @@ int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
     out->retention_ms = 7 * 86400000LL;
     out->partition_ms = 3600000LL;
     out->inline_max = 85000;
+    out->compress_min = 4096;
     out->body_max = 102400;
     out->search_body_max = 16384;
     out->disk_floor = 256ULL << 20;
@@ -159,6 +161,7 @@ int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
     bool part_given = yn_get(y, n, "partition") != NULL;
     yn_get_duration(y, n, "partition", "journal", false, &out->partition_ms);
     get_size(y, n, "inline_max", "journal", &out->inline_max);
+    get_size(y, n, "compress_min", "journal", &out->compress_min);
     get_size(y, n, "body_max", "journal", &out->body_max);
     get_size(y, n, "search_body_max", "journal", &out->search_body_max);
     get_size(y, n, "disk_floor", "journal", &out->disk_floor);

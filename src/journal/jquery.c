@@ -359,6 +359,22 @@ static int find_msg(struct jnl *j, const char *id, const char *endpoint, const c
     return rc;
 }
 
+/* The len bytes a zstd frame holds (+ a NUL, not counted), malloc'ed; NULL when the frame
+ * is damaged or does not hold exactly len bytes. */
+static void *unzstd(const void *z, size_t zlen, size_t len)
+{
+    if (!z)
+        return NULL;
+    unsigned char *p = xmalloc(len + 1);
+    size_t r = ZSTD_decompress(p, len, z, zlen);
+    if (ZSTD_isError(r) || r != len) {
+        free(p);
+        return NULL;
+    }
+    p[len] = '\0';
+    return p;
+}
+
 int jnl_q_message(struct jnl *j, const char *id, const char *endpoint, struct buf *out)
 {
     sqlite3 *db;
@@ -377,12 +393,19 @@ int jnl_q_message(struct jnl *j, const char *id, const char *endpoint, struct bu
     /* A small inline text body comes with the detail; any body is at .../body. */
     int bs = sqlite3_column_int(st, 20);
     const void *b = sqlite3_column_blob(st, NSUMMARY + 1);
-    int bl = sqlite3_column_bytes(st, NSUMMARY + 1);
+    size_t bl = (size_t)sqlite3_column_bytes(st, NSUMMARY + 1);
+    void *plain = NULL;
+    if (bs == (JBODY_INLINE | JBODY_ZSTD) && sqlite3_column_int64(st, 21) <= 65536) {
+        bl = (size_t)sqlite3_column_int64(st, 21);
+        b = plain = unzstd(b, (size_t)sqlite3_column_bytes(st, NSUMMARY + 1), bl);
+        bs = JBODY_INLINE;
+    }
     jw_raw(out, ",\"body_text\":");
-    if (bs == JBODY_INLINE && b && bl <= 65536 && jnl_utf8_valid(b, (size_t)bl))
-        jw_strn(out, b, (size_t)bl);
+    if (bs == JBODY_INLINE && b && bl <= 65536 && jnl_utf8_valid(b, bl))
+        jw_strn(out, b, bl);
     else
         jw_raw(out, "null");
+    free(plain);
     jw_raw(out, "}\n");
     sqlite3_finalize(st);
     jstore_close_ro(db);
@@ -397,14 +420,18 @@ int jnl_q_body(struct jnl *j, const char *id, const char *endpoint, struct jnl_b
     int rc = find_msg(j, id, endpoint, "rowid, body_state, body_size, body_hash, content_type, body", &db, &st);
     if (rc < 0)
         return rc;
-    int bs = sqlite3_column_int(st, 1) & 3;
+    int raw = sqlite3_column_int(st, 1), bs = raw & JBODY_WHERE;
     out->state = state_names[bs];
     out->len = (size_t)sqlite3_column_int64(st, 2);
     const unsigned char *t = sqlite3_column_text(st, 3);
     snprintf(out->hash, sizeof out->hash, "%s", t ? (const char *)t : "");
     t = sqlite3_column_text(st, 4);
     snprintf(out->content_type, sizeof out->content_type, "%s", t ? (const char *)t : "");
-    if (bs == JBODY_INLINE) {
+    if (raw == (JBODY_INLINE | JBODY_ZSTD)) {
+        out->data = out->len <= JNL_BODY_HARD_MAX
+                  ? unzstd(sqlite3_column_blob(st, 5), (size_t)sqlite3_column_bytes(st, 5), out->len) : NULL;
+        rc = out->data ? 0 : -EIO;
+    } else if (bs == JBODY_INLINE) {
         int n = sqlite3_column_bytes(st, 5);
         out->data = xmalloc((size_t)n + 1);
         if (n)
@@ -417,18 +444,11 @@ int jnl_q_body(struct jnl *j, const char *id, const char *endpoint, struct jnl_b
         if (sqlite3_prepare_v2(db, "SELECT data FROM bodies WHERE rowid = ?", -1, &b, NULL) == SQLITE_OK) {
             sqlite3_bind_int64(b, 1, rowid);
             if (sqlite3_step(b) == SQLITE_ROW && out->len <= JNL_BODY_HARD_MAX) {
-                out->data = xmalloc(out->len + 1);
-                size_t r = ZSTD_decompress(out->data, out->len, sqlite3_column_blob(b, 0),
-                                           (size_t)sqlite3_column_bytes(b, 0));
-                if (!ZSTD_isError(r) && r == out->len)
-                    rc = 0;
+                out->data = unzstd(sqlite3_column_blob(b, 0), (size_t)sqlite3_column_bytes(b, 0), out->len);
+                rc = out->data ? 0 : -EIO;
             }
         }
         sqlite3_finalize(b);
-        if (rc < 0) {
-            free(out->data);
-            out->data = NULL;
-        }
     }
     sqlite3_finalize(st);
     jstore_close_ro(db);

@@ -600,7 +600,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
               : m->body_len <= lim->body_max ? JBODY_COMPRESSED : JBODY_NOT_STORED;
     const void *zdata = NULL;
     size_t zlen = 0;
-    if (state == JBODY_COMPRESSED) {
+    bool zinline = state == JBODY_INLINE && lim->compress_min && m->body_len >= lim->compress_min;
+    if (state == JBODY_COMPRESSED || zinline) {
         size_t bound = ZSTD_compressBound(m->body_len);
         if (bound > s->zcap) {
             free(s->zbuf);
@@ -614,6 +615,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
             goto fail;
         }
         zdata = s->zbuf;
+        if (zinline && zlen < m->body_len)
+            state |= JBODY_ZSTD; /* kept compressed in the row */
     }
     struct buf *hj = &s->hj;
     buf_reset(hj);
@@ -646,7 +649,9 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     sqlite3_bind_int(st, 20, state);
     sqlite3_bind_int64(st, 21, (int64_t)m->body_len);
     sqlite3_bind_text(st, 22, m->body_hash, -1, SQLITE_STATIC);
-    if (state == JBODY_INLINE)
+    if (state == (JBODY_INLINE | JBODY_ZSTD))
+        sqlite3_bind_blob(st, 23, zdata, (int)zlen, SQLITE_STATIC);
+    else if (state == JBODY_INLINE)
         sqlite3_bind_blob(st, 23, m->body, (int)m->body_len, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 23);
@@ -672,6 +677,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
             snprintf(err, errlen, "body: %s", sqlite3_errmsg(p->db));
             goto fail;
         }
+        *stored_bytes = zlen;
+    } else if (state == (JBODY_INLINE | JBODY_ZSTD)) {
         *stored_bytes = zlen;
     } else if (state == JBODY_INLINE) {
         *stored_bytes = m->body_len;

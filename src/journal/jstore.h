@@ -18,10 +18,12 @@
 #define JSTORE_OPEN_MAX 8
 #define JSTORE_FORMAT   2   /* 2: headers as (interned name, value) pairs; 1: JSON text */
 
-enum { JBODY_NONE = 0, JBODY_INLINE = 1, JBODY_COMPRESSED = 2, JBODY_NOT_STORED = 3 };
+/* body_state: where the body is (the low two bits), and JBODY_ZSTD on an inline body kept as
+ * one zstd frame (body_size is then the size before compression). */
+enum { JBODY_NONE = 0, JBODY_INLINE = 1, JBODY_COMPRESSED = 2, JBODY_NOT_STORED = 3, JBODY_WHERE = 3, JBODY_ZSTD = 4 };
 
 struct jstore_limits {
-    uint64_t inline_max, body_max, search_body_max;
+    uint64_t inline_max, compress_min, body_max, search_body_max;
 };
 
 struct jstore;

@@ -32,6 +32,7 @@ static void limits_of(struct jnl *j, struct jstore_limits *l, int64_t *retention
 {
     uv_mutex_lock(&j->lock);
     l->inline_max = j->cfg.inline_max;
+    l->compress_min = j->cfg.compress_min;
     l->body_max = j->cfg.body_max;
     l->search_body_max = j->cfg.search_body_max;
     *retention = j->cfg.retention_ms;
@@ -90,9 +91,9 @@ static int put_group(struct jnl *j, struct jnl_batch *g, const struct jstore_lim
                         b->stored++;
                         t->raw += m->body_len;
                         t->stored += sb;
-                        t->inline_n += bs == JBODY_INLINE;
-                        t->compressed += bs == JBODY_COMPRESSED;
-                        t->skipped += bs == JBODY_NOT_STORED;
+                        t->inline_n += (bs & JBODY_WHERE) == JBODY_INLINE;
+                        t->compressed += (bs & JBODY_WHERE) == JBODY_COMPRESSED;
+                        t->skipped += (bs & JBODY_WHERE) == JBODY_NOT_STORED;
                     }
                     if (m->reimport_id > 0)
                         jstore_fail_delete(j->store, m->reimport_id);

@@ -531,6 +531,80 @@ static void test_header_names(void **state)
     uv_loop_close(&loop);
 }
 
+/* Inline bodies from compress_min on are kept zstd-compressed in the row, still "inline" to
+ * readers: /body, the detail's body_text and the stored bytes; one that does not compress is
+ * kept as it is. */
+static void test_inline_compressed(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct jnl_config c;
+    assert_int_equal(jnl_config_parse(NULL, NULL, &c), 0);
+    c.disk_floor = 0;
+    c.inline_max = 20000;
+    c.compress_min = 100;
+    struct jnl *j;
+    assert_int_equal(jnl_open(&j, &c, dir, &loop), 0);
+    atomic_store(&done_count, 0);
+    struct jnl_batch *b = jnl_batch_new(3);
+    size_t sizes[3] = {99, 12000, 3000};
+    unsigned char *copy[3];
+    unsigned x = 12345;
+    for (int i = 0; i < 3; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "z-%d", i);
+        add(&b->msgs[i], "NServiceBus.MessageId", id);
+        add(&b->msgs[i], "NServiceBus.ContentType", "application/json");
+        unsigned char *p = malloc(sizes[i]);
+        for (size_t k = 0; k < sizes[i]; k++) {
+            x = x * 1103515245u + 12345u;
+            p[k] = i == 2 ? (unsigned char)(x >> 16) : (unsigned char)("{\"order\":1,\"item\":\"widget\"}"[k % 27]);
+        }
+        b->msgs[i].body = p;
+        b->msgs[i].body_len = sizes[i];
+        copy[i] = malloc(sizes[i]);
+        memcpy(copy[i], p, sizes[i]);
+        jnl_msg_derive(&b->msgs[i], now_ms());
+    }
+    b->done = on_done;
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(1);
+    assert_int_equal(last_status, 0);
+    for (int i = 0; i < 3; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "z-%d", i);
+        struct jnl_body jb;
+        assert_int_equal(jnl_q_body(j, id, NULL, &jb), 0);
+        assert_string_equal(jb.state, "inline");
+        assert_int_equal(jb.len, sizes[i]);
+        assert_memory_equal(jb.data, copy[i], sizes[i]);
+        free(jb.data);
+    }
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(jnl_q_message(j, "z-1", NULL, &out), 0);
+    json_t *r = json_loads(out.data, 0, NULL);
+    assert_non_null(r);
+    const char *bt = json_string_value(json_object_get(r, "body_text"));
+    assert_non_null(bt);
+    assert_int_equal(strlen(bt), sizes[1]);
+    assert_memory_equal(bt, copy[1], sizes[1]);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "state")), "inline");
+    json_decref(r);
+    buf_release(&out);
+    struct jnl_stats st;
+    jnl_stats(j, &st);
+    assert_int_equal(st.bodies_inline, 3);
+    assert_true(st.body_bytes_stored < 99 + 12000 / 10 + 3000 + 100); /* the repetitive one shrank */
+    for (int i = 0; i < 3; i++)
+        free(copy[i]);
+    jnl_stop(j);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j);
+    uv_loop_close(&loop);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -555,6 +629,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_breaker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_refusal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inline_compressed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
