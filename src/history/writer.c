@@ -437,6 +437,25 @@ static int write_index_map(struct hist *h)
 
 /* ---- committer thread ---- */
 
+/* Drops the partitions past the retention (committer thread, the store open). */
+static void retention_pass(struct hist *h)
+{
+    pthread_mutex_lock(&h->lock);
+    int64_t retention = h->retention_ms;
+    pthread_mutex_unlock(&h->lock);
+    size_t dropped = 0;
+    if (hstore_drop_before(h->store, now_ms() - retention, &dropped) < 0)
+        log_error("history", "retention: could not drop expired partitions");
+    if (dropped) {
+        log_info("history", "retention: dropped %zu partition(s) older than %lld s", dropped,
+                 (long long)(retention / 1000));
+        hist__readers_prune(h); /* idle query readers let go of the dropped files */
+    }
+    pthread_mutex_lock(&h->lock);
+    h->st.partitions_dropped += dropped;
+    pthread_mutex_unlock(&h->lock);
+}
+
 /* Puts the hand-off's chunks in the store and commits it; on success frees them from their
  * series (they are at the head of the pending lists, in order). Committer thread. */
 static int commit_items(struct hist *h, const struct hcommit *items, size_t n, uint64_t *chunks)
@@ -447,10 +466,22 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
         h->store = NULL;
         return -EIO; /* the WAL keeps everything; retried at the next checkpoint */
     }
+    /* Retention first, so that the store knows the cutoff before the puts (after a restart
+     * the replayed chunks of dropped partitions are refused, not stored again). */
+    retention_pass(h);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct hseries *s = items[i].s;
         const struct hpending *p = items[i].p;
         rc = hstore_put(h->store, s->name, p->type, p->t_first, p->t_last, p->count, p->data, p->len);
+        if (rc == 1) {
+            /* Its partition is past the retention and already dropped: storing it would bring
+             * the partition back until the next retention pass. */
+            pthread_mutex_lock(&h->lock);
+            h->st.chunks_expired++;
+            pthread_mutex_unlock(&h->lock);
+            rc = 0;
+            continue;
+        }
         if (rc == -ERANGE || rc == -EBADMSG) {
             /* This chunk alone cannot be stored (the store says why): count it, go on. */
             log_error("history", "series %s: a chunk of %u samples at %lld was refused by the store (%s)",
@@ -497,20 +528,11 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
 /* Retention and the store's figures, after a commit. Committer thread. */
 static void store_housekeeping(struct hist *h, uint64_t chunks)
 {
-    pthread_mutex_lock(&h->lock);
-    int64_t retention = h->retention_ms;
-    pthread_mutex_unlock(&h->lock);
-    size_t dropped = 0;
-    if (hstore_drop_before(h->store, now_ms() - retention, &dropped) < 0)
-        log_error("history", "retention: could not drop expired partitions");
-    if (dropped)
-        log_info("history", "retention: dropped %zu partition(s) older than %lld s", dropped,
-                 (long long)(retention / 1000));
+    retention_pass(h);
     struct hstore_stats ss;
     hstore_stats(h->store, &ss);
     pthread_mutex_lock(&h->lock);
     h->st.chunks_committed += chunks;
-    h->st.partitions_dropped += dropped;
     h->st.store_bytes = ss.bytes;
     h->st.store_partitions = ss.partitions;
     pthread_mutex_unlock(&h->lock);
