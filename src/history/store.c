@@ -1538,7 +1538,7 @@ static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct 
     struct hs_meta m;
     struct hr_conn *c;
     sqlite3 *db;
-    sqlite3_stmt *st = NULL, *nst = NULL;
+    sqlite3_stmt *st = NULL;
     int rc, src;
 
     for (size_t i = 0; i < r->nconn; i++) {
@@ -1570,9 +1570,6 @@ static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct 
                            NULL, NULL);
         if (src == SQLITE_OK)
             src = sqlite3_prepare_v3(db, HR_READ_SQL, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
-        if (src == SQLITE_OK)
-            src = sqlite3_prepare_v3(db, HR_NEWEST_SQL, -1, SQLITE_PREPARE_PERSISTENT, &nst,
-                                     NULL);
         if (src != SQLITE_OK) {
             snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
             rc = -EBADMSG;
@@ -1580,7 +1577,6 @@ static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct 
     }
     if (rc < 0) {
         sqlite3_finalize(st);
-        sqlite3_finalize(nst);
         if (db)
             sqlite3_close(db);
         log_warn(HS_MOD, "store %s: skipping %s: %s", r->dir, path, err);
@@ -1602,7 +1598,7 @@ static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct 
     c->wal = m.wal;
     c->db = db;
     c->read = st;
-    c->newest = nst;
+    c->newest = NULL; /* prepared when first needed: most partitions are never asked */
     c->use = ++r->tick;
     *out = c;
     return 0;
@@ -1791,6 +1787,16 @@ int hstore_newest(struct hstore_reader *r, const char *series, int64_t from, int
             continue;
         if (rc < 0)
             return rc;
+        if (!c->newest &&
+            sqlite3_prepare_v3(c->db, HR_NEWEST_SQL, -1, SQLITE_PREPARE_PERSISTENT,
+                               &c->newest, NULL) != SQLITE_OK) {
+            char path[PATH_MAX];
+            path_fmt(path, sizeof path, r->dir, f.start, HS_DB);
+            log_warn(HS_MOD, "store %s: skipping %s: %s", r->dir, path, sqlite3_errmsg(c->db));
+            hr_mark_bad(r, &f, path);
+            hr_conn_close(r, (size_t)(c - r->conn));
+            continue;
+        }
         hr_bind(r, c->newest, &f, series, from, to);
         while ((src = sqlite3_step(c->newest)) == SQLITE_ROW) {
             if (hr_row(c->newest, out)) {
