@@ -8,16 +8,20 @@
  *   stream  hist__query_series with one reader kept between queries (the pool's case): the
  *           chunks pulled one partition at a time
  *
- * Both answers are compared byte for byte. Prints p50 and p99 wall and thread-CPU time per
+ * Both answers are compared byte for byte. With -DGATHER_ONLY, built against another store.c
+ * (e.g. `git show de69ae8:src/history/store.c`, before streaming; without hquery.c and
+ * writer.c), both rows are the gathering reader: the "before" figures with that store. Prints p50 and p99 wall and thread-CPU time per
  * query, and the chunk bytes each way held at most. The store is DIR/store: P points at 1 s
- * for D days in 1 h partitions (the default), the simulator's pattern (a sine in 0.01 steps);
+ * for D days in partitions of PART_HOURS (default 1 h, the store's default; bench/history's
+ * query phase uses 24 h), the simulator's pattern (a sine in 0.01 steps);
  * it is built on the first run and reused (delete it to rebuild).
  *
  * Build and run (from the top of the tree):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Isrc bench/query/bench_hquery.c src/history/[a-z]*.c \
  *       src/live/[a-z]*.c src/core/[a-z]*.c \
  *       $(pkg-config --cflags --libs libuv yaml-0.1 sqlite3) -lpthread -lm -o /tmp/bench_hquery
- *   /tmp/bench_hquery DIR [DAYS [POINTS [REPEATS]]]   (defaults 30, 10, 21)
+ *   /tmp/bench_hquery DIR [DAYS [POINTS [REPEATS [PART_HOURS]]]]   (defaults 30, 10, 21, 1)
+ * (the store is DIR/store-PART_HOURSh)
  * Note `uptime` with the figures: wall times depend on the machine's load. */
 #include <errno.h>
 #include <math.h>
@@ -59,10 +63,12 @@ static void die(const char *what, int rc)
 
 /* ---- the store ---- */
 
+static int64_t part_ms = H;
+
 static void build(const char *dir, int days, int points)
 {
     struct hstore *s;
-    int rc = hstore_open(dir, H, &s);
+    int rc = hstore_open(dir, part_ms, &s);
     if (rc < 0)
         die("hstore_open", rc);
     fprintf(stderr, "building %d days of %d points in %s ...\n", days, points, dir);
@@ -87,9 +93,11 @@ static void build(const char *dir, int days, int points)
                     die("hstore_put", rc);
             }
         }
-        rc = hstore_commit(s);
-        if (rc < 0)
-            die("hstore_commit", rc);
+        if ((hour + 1) % (part_ms / H) == 0 || hour + 1 == (int64_t)days * 24) {
+            rc = hstore_commit(s);
+            if (rc < 0)
+                die("hstore_commit", rc);
+        }
     }
     hstore_close(s);
 }
@@ -257,6 +265,7 @@ static void run_case(const char *label, const char *dir, struct hstore_reader *r
                     if (h > held[0])
                         held[0] = h;
                 } else {
+#ifndef GATHER_ONLY
                     struct hquery_stats st;
                     bool more;
                     int64_t nts;
@@ -266,6 +275,9 @@ static void run_case(const char *label, const char *dir, struct hstore_reader *r
                                             sizeof err, &st);
                     if (st.held_peak > held[1])
                         held[1] = st.held_peak;
+#else
+                    rc = gather_query(dir, &q, out, &held[1]);
+#endif
                 }
                 if (rc < 0)
                     die("query", rc);
@@ -300,8 +312,14 @@ int main(int argc, char **argv)
     int days = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 30;
     int points = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 10;
     int repeats = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 21;
+    int part_h = argc > 5 ? (int)strtol(argv[5], NULL, 10) : 1;
+    if (days < 1 || points < 1 || repeats < 1 || part_h < 1 || part_h > 24 * 366) {
+        fprintf(stderr, "bench_hquery: bad arguments\n");
+        return 2;
+    }
+    part_ms = part_h * H;
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/store", argv[1]);
+    snprintf(dir, sizeof dir, "%s/store-%dh", argv[1], part_h);
     log_set_level(LOG_WARN);
     struct stat sb;
     if (stat(dir, &sb) < 0)
@@ -311,8 +329,8 @@ int main(int argc, char **argv)
     if (rc < 0)
         die("hstore_reader_open", rc);
     int64_t end = T0 + (int64_t)days * 86400000LL - 1;
-    printf("%d points at 1 s for %d days in 1 h partitions; %d repeats; wall and thread CPU "
-           "per query, ms\n\n", points, days, repeats);
+    printf("%d points at 1 s for %d days in %d h partitions; %d repeats; wall and thread CPU "
+           "per query, ms\n\n", points, days, part_h, repeats);
     printf("| query | reader | wall p50 / p99 | CPU p50 / p99 | chunk bytes held at most |\n");
     printf("| --- | --- | ---: | ---: | ---: |\n");
     struct hist_query raw = {.from = end - H + 1, .to = end, .limit = 10000};
