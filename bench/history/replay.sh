@@ -8,12 +8,14 @@
 # 1 h partitions). After WARM seconds, and then every GAP seconds, it is killed with SIGKILL
 # and started again on the same data directory, ROUNDS times. For each restart it prints:
 # the WAL bytes on disk at the kill, the time from exec to "listening on" (wall), the history
-# module's own "N series recovered in X ms" line, opsd's CPU seconds at that moment
+# module's own "N series recovered in X ms" line (and the WAL replay's part of it), opsd's
+# CPU seconds at that moment
 # (utime + stime from /proc/PID/stat) and its RSS, and `uptime`'s load average.
 #
 # Usage: bench/history/replay.sh BUILD [N [ROUNDS [WARM [GAP]]]]
 #        (defaults: 1000000 points, 3 rounds, 90 s, 45 s)
-# Environment: HR_DIR (working directory, default /tmp/opsd-replay.XXXXXX, removed at the
+# Environment: HR_LOG (opsd log level, default info; debug shows the checkpoints), HR_DIR
+# (working directory, default /tmp/opsd-replay.XXXXXX, removed at the
 # end unless HR_KEEP=1). Traffic stays on 127.0.0.1; every process started here is stopped
 # on exit.
 set -euo pipefail
@@ -42,7 +44,7 @@ cat >"$DIR/opsd.yaml" <<EOF
 server:
   listen: 127.0.0.1:$PORT
   data_dir: $DIR/data
-  log_level: info
+  log_level: ${HR_LOG:-info}
 drivers:
   - type: simulator
     name: plant
@@ -60,7 +62,7 @@ cpu_s() { awk -v t="$ticks" '{print ($14 + $15) / t}' "/proc/$1/stat"; }
 rss_mb() { awk '/^VmRSS/ {print $2 / 1024}' "/proc/$1/status"; }
 load() { uptime | sed 's/.*load average: //'; }
 
-# start LOG: starts opsd, waits for "listening on"; prints the seconds it took
+# start LOG: starts opsd, waits for "listening on"; sets OPID and SECS (the seconds it took)
 start() {
   local log=$1 t0 t1
   t0=$(date +%s.%N)
@@ -69,7 +71,7 @@ start() {
   for _ in $(seq 1 6000); do
     if grep -q "listening on" "$log"; then
       t1=$(date +%s.%N)
-      awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}'
+      SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')
       return 0
     fi
     kill -0 "$OPID" 2>/dev/null || { echo "replay.sh: opsd exited" >&2; tail -20 "$log" >&2; exit 1; }
@@ -81,10 +83,10 @@ start() {
 
 echo "opsd: $N simulated points at 1 s, all recorded; kill -9 after ${WARM} s, then every ${GAP} s; $ROUNDS restarts"
 echo
-echo "| restart | WAL at kill (MB) | series recovered | history recovery (log) | exec to listening | opsd CPU s then | RSS MB then | load average |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
-first=$(start "$DIR/opsd-0.log")
-echo "first start (empty store): ${first} s" >&2
+echo "| restart | WAL at kill (MB) | series recovered | history recovery (log): wall, CPU | of which WAL replay: wall, CPU | exec to listening | opsd CPU s then | RSS MB then | load average |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+start "$DIR/opsd-0.log"
+echo "first start (empty store): ${SECS} s" >&2
 sleep "$WARM"
 for r in $(seq 1 "$ROUNDS"); do
   wal_mb=$(du -sm "$DIR/data/history/wal" | awk '{print $1}')
@@ -92,13 +94,15 @@ for r in $(seq 1 "$ROUNDS"); do
   wait "$OPID" 2>/dev/null || true
   OPID=
   ld=$(load)
-  secs=$(start "$DIR/opsd-$r.log")
+  start "$DIR/opsd-$r.log"
+  secs=$SECS
   cpu=$(cpu_s "$OPID")
   rss=$(rss_mb "$OPID")
-  rec=$(grep -o "[0-9]* series recovered in [0-9.]* ms" "$DIR/opsd-$r.log" | tail -1)
+  rec=$(grep -o "[0-9]* series recovered in [0-9.]* ms, [0-9.]* s CPU" "$DIR/opsd-$r.log" | tail -1)
   nser=${rec%% series*}
   ms=${rec##* in }
-  printf "| %d | %s | %s | %s | %s s | %.1f | %.0f | %s |\n" "$r" "$wal_mb" "$nser" "$ms" "$secs" "$cpu" "$rss" "$ld"
+  rep=$(grep -o "WAL replay: [0-9]* segments, [0-9.]* MB in [0-9.]* ms, [0-9.]* s CPU" "$DIR/opsd-$r.log" | tail -1 | sed 's/.* in //')
+  printf "| %d | %s | %s | %s | %s | %s s | %.1f | %.0f | %s |\n" "$r" "$wal_mb" "$nser" "$ms" "${rep:--}" "$secs" "$cpu" "$rss" "$ld"
   [ "$r" -lt "$ROUNDS" ] && sleep "$GAP"
 done
 kill -TERM "$OPID" 2>/dev/null || true
