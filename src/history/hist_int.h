@@ -287,8 +287,7 @@ int hist__query_series(struct hstore_reader *r, const char *point, struct hmem_c
                        size_t nmem, const struct hist_query *q, struct buf *out, bool *more,
                        int64_t *next_ts, uint32_t *next_skip, char *err, size_t errlen,
                        struct hquery_stats *st);
-/* Closes the idle readers' connections to partitions retention dropped (committer thread,
- * after a drop). */
+/* Prunes the idle readers (hstore_reader_prune): committer thread, at each retention pass. */
 void hist__readers_prune(struct hist *h);
 /* Closes the idle readers (hist_free). */
 void hist__readers_free(struct hist *h);

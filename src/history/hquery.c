@@ -20,8 +20,9 @@
  * Readers: opening a store reader lists the directory and opens a connection per partition
  * touched. A small pool of idle readers (HQ_POOL_MAX, one per query worker) keeps them, with
  * their open connections, from one query to the next. A reader is pruned (its connections to
- * partitions retention dropped are closed) when it returns to the pool and, for idle ones,
- * right after retention drops partitions (hist__readers_prune). */
+ * partitions retention dropped, and its WAL-mode ones to partitions that are no longer the
+ * newest, are closed) when it returns to the pool and, for idle ones, at every retention pass
+ * of the committer (hist__readers_prune). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -454,11 +454,13 @@ static void retention_pass(struct hist *h)
     size_t dropped = 0;
     if (hstore_drop_before(h->store, now_ms() - retention, &dropped) < 0)
         log_error("history", "retention: could not drop expired partitions");
-    if (dropped) {
+    if (dropped)
         log_info("history", "retention: dropped %zu partition(s) older than %lld s", dropped,
                  (long long)(retention / 1000));
-        hist__readers_prune(h); /* idle query readers let go of the dropped files */
-    }
+    /* Idle query readers let go of dropped files (their blocks are freed only then), and of
+     * WAL-mode connections to partitions that are no longer the newest (which would keep the
+     * store from sealing them). A stat of the directory per reader when nothing changed. */
+    hist__readers_prune(h);
     pthread_mutex_lock(&h->lock);
     h->st.partitions_dropped += dropped;
     pthread_mutex_unlock(&h->lock);
