@@ -1428,8 +1428,9 @@ static void stream_30_days(void **state)
                   (long long)sd_sqlite_peak);
     assert_true(sd_sqlite_peak < 30 * (256 << 10));
 
-    /* per interval: 1 h avg,min,max (the default), and 1 min twa over 2 days */
-    q = (struct hist_query){.point = "p", .from = SD_T0, .to = end, .interval_ms = 3600000};
+    /* per interval: 1 h avg,min,max (the default) over 5 days, 1 min twa over 2 days */
+    q = (struct hist_query){.point = "p", .from = SD_T0 + 17 * SD_DAY, .to = SD_T0 + 22 * SD_DAY,
+                            .interval_ms = 3600000};
     sd_compare(dir, r, &q, &more, &st, &ref_bytes);
     q = (struct hist_query){.point = "p", .from = SD_T0 + 19 * SD_DAY + 17,
                             .to = SD_T0 + 21 * SD_DAY, .interval_ms = 60000,
@@ -1459,8 +1460,8 @@ static void stream_30_days(void **state)
     } while (more && pages < 100);
     assert_false(more);
     assert_true(pages > 3);
-    /* one big raw page of 30 days (ends at the limit with a cursor) */
-    q = (struct hist_query){.point = "p", .from = SD_T0, .to = end, .limit = 200000};
+    /* one big raw page over 30 days (ends at the limit with a cursor) */
+    q = (struct hist_query){.point = "p", .from = SD_T0, .to = end, .limit = 100000};
     sd_compare(dir, r, &q, &more, &st, &ref_bytes);
     assert_true(more);
     /* the newest samples are in memory only, after the store's end */
