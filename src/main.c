@@ -321,6 +321,7 @@ static void metrics_text(void *ud, struct buf *out)
         {"opsd_history_chunks_committed_total", "counter", "Chunks committed to the store.", (double)hs.chunks_committed},
         {"opsd_history_partitions", "gauge", "Partition files in the store.", (double)hs.store_partitions},
         {"opsd_history_partitions_dropped_total", "counter", "Partitions dropped by retention.", (double)hs.partitions_dropped},
+        {"opsd_history_chunks_expired_total", "counter", "Chunks not stored because retention had dropped their partition.", (double)hs.chunks_expired},
         {"opsd_history_store_bytes", "gauge", "Bytes of the partition files.", (double)hs.store_bytes},
         {"opsd_history_series", "gauge", "Series known to the writer.", (double)hs.series},
         {"opsd_history_write_errors_total", "counter", "WAL or store writes that failed.", (double)hs.write_errors},

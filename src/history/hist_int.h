@@ -51,6 +51,7 @@
 #define HTAG_PACKED  2
 #define HBATCH_MAX_BYTES (4u << 20)   /* a batch is sealed at this size */
 #define HCHUNK_SAMPLES   120          /* an open chunk is closed at this many samples */
+#define HQ_POOL_MAX      4            /* idle store readers kept for queries (hquery.c) */
 
 struct hticket {
     void (*done)(void *ud, int status);
@@ -168,6 +169,11 @@ struct hist {
     size_t ncitems, citems_cap;
     uint64_t commit_seg;                 /* the segment that began with the hand-off's carry */
     uint64_t drop_seg;                   /* committed: segments before this one may go */
+
+    /* query workers: idle store readers, with their open partitions (hquery.c) */
+    pthread_mutex_t rpool_lock;
+    struct hstore_reader *rpool[HQ_POOL_MAX];
+    size_t nrpool;
 };
 
 /* ---- little-endian record helpers ---- */
@@ -266,5 +272,24 @@ struct hmem_chunk {
     uint8_t *data;
 };
 int hist__series_snapshot(struct hist *h, const char *name, struct hmem_chunk **out, size_t *n);
+
+/* hquery.c */
+/* What one series' query read and held. held_peak: the most chunk bytes held at once by the
+ * runs open in the engine (the streaming bound; gathering held all of `bytes`). */
+struct hquery_stats {
+    uint64_t chunks, bytes;
+    size_t held, held_peak;
+};
+/* Answers q for one series from store reader r (NULL: nothing on disk) and the writer's
+ * chunks mem[0..nmem) (their data are taken over and freed; the array stays the caller's), as
+ * hist_query_run does. st (may be NULL) gets what was read. Worker thread. */
+int hist__query_series(struct hstore_reader *r, const char *point, struct hmem_chunk *mem,
+                       size_t nmem, const struct hist_query *q, struct buf *out, bool *more,
+                       int64_t *next_ts, uint32_t *next_skip, char *err, size_t errlen,
+                       struct hquery_stats *st);
+/* Prunes the idle readers (hstore_reader_prune): committer thread, at each retention pass. */
+void hist__readers_prune(struct hist *h);
+/* Closes the idle readers (hist_free). */
+void hist__readers_free(struct hist *h);
 
 #endif

@@ -64,6 +64,7 @@ struct hist_stats {
     uint64_t chunks_committed;
     uint64_t checkpoints;
     uint64_t partitions_dropped;
+    uint64_t chunks_expired;    /* chunks not stored: retention had dropped their partition */
     uint64_t series;
     uint64_t store_bytes;
     uint64_t store_partitions;

@@ -466,6 +466,7 @@ int hist_open(struct hist **out, const struct hist_config *cfg, const char *data
     pthread_cond_init(&h->commit_wake, NULL);
     pthread_cond_init(&h->commit_idle, NULL);
     pthread_mutex_init(&h->series_lock, NULL);
+    pthread_mutex_init(&h->rpool_lock, NULL);
     int rc = hist__writer_start(h);
     if (rc < 0) {
         hist_config_release(&h->cfg);
@@ -516,5 +517,7 @@ void hist_free(struct hist *h)
     pthread_cond_destroy(&h->commit_wake);
     pthread_cond_destroy(&h->commit_idle);
     pthread_mutex_destroy(&h->series_lock);
+    hist__readers_free(h);
+    pthread_mutex_destroy(&h->rpool_lock);
     free(h);
 }

@@ -83,7 +83,7 @@
 #define HS_OPEN_MAX        8          /* writer: partitions open at once */
 #define HS_KEEP_OPEN       2          /* writer: partitions left open after a commit */
 #define HS_READER_OPEN_MAX 32         /* reader: partitions open at once */
-#define HR_CACHE_KIB       "1024"     /* reader: SQLite page cache per open partition */
+#define HR_CACHE_KIB       "128"      /* reader: SQLite page cache per open partition */
 #define HS_BUSY_MS         5000       /* SQLite busy timeout */
 #define HS_CACHE_KIB       16384      /* writer: SQLite page cache per open partition */
 #define HS_CKPT_PAGES      4000       /* writer: WAL auto-checkpoint (16 MB of 4 KiB pages) */
@@ -474,6 +474,8 @@ struct hstore {
     size_t nopen;
     uint64_t tick;
     int failed;          /* 0, or the code that failed the handle */
+    int64_t floor;       /* highest retention cutoff: partitions ending at or before it are
+                            gone and not created again */
     size_t t_parts;      /* totals over valid partitions (published in the atomics) */
     uint64_t t_bytes, t_chunks, t_samples;
     _Atomic size_t a_parts;
@@ -996,6 +998,8 @@ int hstore_put(struct hstore *s, const char *series, enum pt_type type, int64_t 
         return -EINVAL;
     if (t_last - start >= s->len)
         return -ERANGE;
+    if (start <= s->floor - s->len)
+        return 1; /* retention dropped its partition: do not create it again */
     rc = part_get(s, start, &p);
     if (rc < 0)
         return rc;
@@ -1082,6 +1086,8 @@ int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped)
         return -EINVAL;
     if (cutoff_ms < INT64_MIN + s->len)
         return 0;
+    if (cutoff_ms > s->floor)
+        s->floor = cutoff_ms;
     while (s->nent > 0 && s->ent[0].start <= cutoff_ms - s->len) {
         struct hs_ent *e = &s->ent[0];
         char path[PATH_MAX];
@@ -1343,6 +1349,12 @@ void hstore_close(struct hstore *s)
     "FROM series s JOIN chunks c ON c.series = s.id "                                          \
     "WHERE s.name = ?1 AND c.t_first BETWEEN ?2 - (SELECT max_span FROM meta) AND ?3 "         \
     "AND c.t_last >= ?2 ORDER BY c.t_first, c.seq"
+/* The same chunks newest first (the index read backwards), for hstore_newest. */
+#define HR_NEWEST_SQL                                                                          \
+    "SELECT c.type, c.t_first, c.t_last, c.count, c.data "                                     \
+    "FROM series s JOIN chunks c ON c.series = s.id "                                          \
+    "WHERE s.name = ?1 AND c.t_first BETWEEN ?2 - (SELECT max_span FROM meta) AND ?3 "         \
+    "AND c.t_last >= ?2 ORDER BY c.t_first DESC, c.seq DESC"
 
 struct hr_file {
     int64_t start;
@@ -1355,6 +1367,7 @@ struct hr_conn {
     bool wal;          /* opened in WAL mode */
     sqlite3 *db;
     sqlite3_stmt *read;
+    sqlite3_stmt *newest;
     uint64_t use;
 };
 
@@ -1378,6 +1391,14 @@ struct hstore_reader {
     struct hr_bad *bad;
     size_t nbad, capbad;
     uint64_t tick;
+    /* the read in progress (hstore_read_begin .. hstore_read_end) */
+    bool reading;
+    char series[LIVE_NAME_MAX + 1];
+    int64_t from, to;
+    size_t fi;                   /* next file to read */
+    struct hr_file cf;           /* the file being read, when cur is set */
+    struct hr_conn *cur;         /* its connection, its statement stepping */
+    bool insane;                 /* cf has chunks that are not sane */
 };
 
 static int cmp_file(const void *a, const void *b)
@@ -1388,6 +1409,7 @@ static int cmp_file(const void *a, const void *b)
 
 static void hr_conn_close(struct hstore_reader *r, size_t i)
 {
+    sqlite3_finalize(r->conn[i].newest);
     sqlite3_finalize(r->conn[i].read);
     sqlite3_close(r->conn[i].db);
     r->conn[i] = r->conn[--r->nconn];
@@ -1554,6 +1576,7 @@ static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct 
         }
     }
     if (rc < 0) {
+        sqlite3_finalize(st);
         if (db)
             sqlite3_close(db);
         log_warn(HS_MOD, "store %s: skipping %s: %s", r->dir, path, err);
@@ -1575,61 +1598,244 @@ static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct 
     c->wal = m.wal;
     c->db = db;
     c->read = st;
+    c->newest = NULL; /* prepared when first needed: most partitions are never asked */
     c->use = ++r->tick;
     *out = c;
     return 0;
 }
 
-/* Reads one partition. 0, fn's non-zero value, 1 when the file turned out bad (reported,
- * connection closed), or -EBUSY. */
-static int hr_read_part(struct hstore_reader *r, struct hr_conn *c, const struct hr_file *f,
-                        const char *series, int64_t from, int64_t to, hstore_chunk_fn fn,
-                        void *ud)
+/* A row of HR_READ_SQL or HR_NEWEST_SQL as a chunk; false when it is not sane. */
+static bool hr_row(sqlite3_stmt *st, struct hstore_chunk *out)
 {
-    sqlite3_stmt *st = c->read;
+    int64_t type = sqlite3_column_int64(st, 0);
+    int64_t count = sqlite3_column_int64(st, 3);
+
+    out->t_first = sqlite3_column_int64(st, 1);
+    out->t_last = sqlite3_column_int64(st, 2);
+    out->data = sqlite3_column_blob(st, 4);
+    out->len = (size_t)sqlite3_column_bytes(st, 4);
+    if (type < 0 || type > PT_STRING || count <= 0 || count > UINT32_MAX ||
+        out->t_first > out->t_last || !out->data || sqlite3_column_type(st, 4) != SQLITE_BLOB)
+        return false;
+    out->type = (enum pt_type)type;
+    out->count = (uint32_t)count;
+    return true;
+}
+
+/* Binds the series and f's part of [from, to] to st. */
+static void hr_bind(const struct hstore_reader *r, sqlite3_stmt *st, const struct hr_file *f,
+                    const char *series, int64_t from, int64_t to)
+{
     int64_t lo = from > f->start ? from : f->start;
     int64_t hi = to - f->start < r->len ? to : f->start + r->len - 1;
-    bool insane = false;
-    int src, rc = 0;
-
     sqlite3_bind_text(st, 1, series, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, lo);
     sqlite3_bind_int64(st, 3, hi);
-    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t type = sqlite3_column_int64(st, 0);
-        int64_t t_first = sqlite3_column_int64(st, 1);
-        int64_t t_last = sqlite3_column_int64(st, 2);
-        int64_t count = sqlite3_column_int64(st, 3);
-        const void *data = sqlite3_column_blob(st, 4);
-        size_t len = (size_t)sqlite3_column_bytes(st, 4);
+}
 
-        if (type < 0 || type > PT_STRING || count <= 0 || count > UINT32_MAX ||
-            t_first > t_last || !data || sqlite3_column_type(st, 4) != SQLITE_BLOB) {
-            insane = true;
-            continue;
-        }
-        rc = fn(ud, (enum pt_type)type, t_first, t_last, (uint32_t)count, data, len);
-        if (rc)
-            break;
-    }
-    sqlite3_reset(st);
-    if (insane)
-        log_warn(HS_MOD, "store %s: partition %" PRId64 ": skipped chunks of %s that are not "
-                 "sane (run hstore_verify / opsctl history verify)", r->dir, f->start, series);
-    if (rc)
-        return rc;
+/* After a statement of c ended with src (not a row): 0 when it is done, -EBUSY, or 1 when the
+ * file turned out bad (reported, c closed). */
+static int hr_step_end(struct hstore_reader *r, struct hr_conn *c, const struct hr_file *f,
+                       int src)
+{
+    char path[PATH_MAX];
+
     if (src == SQLITE_DONE)
         return 0;
     if ((src & 0xff) == SQLITE_BUSY || (src & 0xff) == SQLITE_LOCKED)
         return -EBUSY;
-    {
-        char path[PATH_MAX];
-        path_fmt(path, sizeof path, r->dir, f->start, HS_DB);
-        log_warn(HS_MOD, "store %s: skipping %s: %s", r->dir, path, sqlite3_errmsg(c->db));
-        hr_mark_bad(r, f, path);
-        hr_conn_close(r, (size_t)(c - r->conn));
-    }
+    path_fmt(path, sizeof path, r->dir, f->start, HS_DB);
+    log_warn(HS_MOD, "store %s: skipping %s: %s", r->dir, path, sqlite3_errmsg(c->db));
+    hr_mark_bad(r, f, path);
+    hr_conn_close(r, (size_t)(c - r->conn));
     return 1;
+}
+
+/* Ends the statement of the partition being read: reports its insane chunks, lets its
+ * connection go unless it is one to keep. */
+static void hr_part_done(struct hstore_reader *r)
+{
+    struct hr_conn *c = r->cur;
+
+    if (!c)
+        return;
+    sqlite3_reset(c->read);
+    if (r->insane)
+        log_warn(HS_MOD, "store %s: partition %" PRId64 ": skipped chunks of %s that are not "
+                 "sane (run hstore_verify / opsctl history verify)", r->dir, r->cf.start,
+                 r->series);
+    r->insane = false;
+    r->cur = NULL;
+    if (!hr_keep(r, c))
+        hr_conn_close(r, (size_t)(c - r->conn));
+}
+
+/* Lists DIR and learns the partition length (from the newest valid partition). 0 when there
+ * is something to read, 1 when the store holds no valid partition, or a negative code. */
+static int hr_prepare(struct hstore_reader *r)
+{
+    struct hr_conn *c;
+    int rc = hr_list(r);
+
+    if (rc < 0)
+        return rc;
+    for (size_t i = r->nfile; i-- > 0 && !r->len;) {
+        rc = hr_conn_get(r, &r->file[i], &c);
+        if (rc < 0)
+            return rc;
+    }
+    return r->len ? 0 : 1;
+}
+
+int hstore_read_begin(struct hstore_reader *r, const char *series, int64_t from, int64_t to)
+{
+    size_t n = series ? strnlen(series, LIVE_NAME_MAX + 1) : 0;
+    int rc;
+
+    if (!r || r->reading || n == 0 || n > LIVE_NAME_MAX || from > to)
+        return -EINVAL;
+    rc = hr_prepare(r);
+    if (rc < 0)
+        return rc;
+    memcpy(r->series, series, n + 1);
+    r->from = from;
+    r->to = to;
+    r->fi = rc == 1 ? r->nfile : 0;
+    r->cur = NULL;
+    r->insane = false;
+    r->reading = true;
+    return 0;
+}
+
+int hstore_next(struct hstore_reader *r, struct hstore_chunk *out)
+{
+    int rc, src;
+
+    if (!r || !r->reading)
+        return -EINVAL;
+    for (;;) {
+        if (r->cur) {
+            struct hr_conn *c = r->cur;
+            while ((src = sqlite3_step(c->read)) == SQLITE_ROW) {
+                if (hr_row(c->read, out))
+                    return 1;
+                r->insane = true;
+            }
+            sqlite3_reset(c->read);
+            rc = hr_step_end(r, c, &r->cf, src);
+            if (rc == 1) {
+                r->cur = NULL; /* closed */
+                r->insane = false;
+                continue;
+            }
+            hr_part_done(r);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (r->fi >= r->nfile)
+            return 0;
+        /* a copy: reading may close connections, never the listing */
+        struct hr_file f = r->file[r->fi++];
+        if (f.start > r->to) {
+            r->fi = r->nfile;
+            return 0;
+        }
+        if (f.start < r->from && r->from - f.start >= r->len)
+            continue;
+        struct hr_conn *c;
+        rc = hr_conn_get(r, &f, &c);
+        if (rc == 1)
+            continue;
+        if (rc < 0)
+            return rc;
+        hr_bind(r, c->read, &f, r->series, r->from, r->to);
+        r->cf = f;
+        r->cur = c;
+    }
+}
+
+void hstore_read_end(struct hstore_reader *r)
+{
+    if (!r || !r->reading)
+        return;
+    hr_part_done(r);
+    r->reading = false;
+}
+
+int hstore_newest(struct hstore_reader *r, const char *series, int64_t from, int64_t to,
+                  struct hstore_chunk *out)
+{
+    int rc, src;
+
+    memset(out, 0, sizeof *out);
+    if (!r || r->reading || !series || !*series || from > to)
+        return -EINVAL;
+    rc = hr_prepare(r);
+    if (rc)
+        return rc < 0 ? rc : 0;
+    for (size_t i = r->nfile; i-- > 0;) {
+        struct hr_file f = r->file[i];
+        struct hr_conn *c;
+        bool found = false, insane = false;
+        if (f.start > to)
+            continue;
+        if (f.start < from && from - f.start >= r->len)
+            break;
+        rc = hr_conn_get(r, &f, &c);
+        if (rc == 1)
+            continue;
+        if (rc < 0)
+            return rc;
+        if (!c->newest &&
+            sqlite3_prepare_v3(c->db, HR_NEWEST_SQL, -1, SQLITE_PREPARE_PERSISTENT,
+                               &c->newest, NULL) != SQLITE_OK) {
+            char path[PATH_MAX];
+            path_fmt(path, sizeof path, r->dir, f.start, HS_DB);
+            log_warn(HS_MOD, "store %s: skipping %s: %s", r->dir, path, sqlite3_errmsg(c->db));
+            hr_mark_bad(r, &f, path);
+            hr_conn_close(r, (size_t)(c - r->conn));
+            continue;
+        }
+        hr_bind(r, c->newest, &f, series, from, to);
+        while ((src = sqlite3_step(c->newest)) == SQLITE_ROW) {
+            if (hr_row(c->newest, out)) {
+                found = true;
+                break;
+            }
+            insane = true;
+        }
+        if (found) {
+            /* what the caller keeps: the data pointer dies with the reset */
+            out->data = NULL;
+            out->len = 0;
+        }
+        sqlite3_reset(c->newest);
+        if (insane)
+            log_warn(HS_MOD, "store %s: partition %" PRId64 ": skipped chunks of %s that are "
+                     "not sane (run hstore_verify / opsctl history verify)", r->dir, f.start,
+                     series);
+        if (found) {
+            if (!hr_keep(r, c))
+                hr_conn_close(r, (size_t)(c - r->conn));
+            return 1;
+        }
+        rc = hr_step_end(r, c, &f, src);
+        if (rc == 1)
+            continue;
+        if (!hr_keep(r, c))
+            hr_conn_close(r, (size_t)(c - r->conn));
+        if (rc < 0)
+            return rc;
+    }
+    memset(out, 0, sizeof *out);
+    return 0;
+}
+
+void hstore_reader_prune(struct hstore_reader *r)
+{
+    if (r && !r->reading)
+        (void)hr_list(r);
 }
 
 int hstore_reader_open(const char *dir, struct hstore_reader **out)
@@ -1667,43 +1873,23 @@ void hstore_reader_close(struct hstore_reader *r)
 int hstore_read(struct hstore_reader *r, const char *series, int64_t from, int64_t to,
                 hstore_chunk_fn fn, void *ud)
 {
-    struct hr_conn *c;
+    struct hstore_chunk ch;
     int rc;
 
     if (!r || !series || !*series || !fn || from > to)
         return -EINVAL;
-    rc = hr_list(r);
+    if (strnlen(series, LIVE_NAME_MAX + 1) > LIVE_NAME_MAX)
+        return 0; /* no such series can be stored */
+    rc = hstore_read_begin(r, series, from, to);
     if (rc < 0)
         return rc;
-    /* The partition length comes from the newest valid partition. */
-    for (size_t i = r->nfile; i-- > 0 && !r->len;) {
-        rc = hr_conn_get(r, &r->file[i], &c);
-        if (rc < 0)
-            return rc;
-    }
-    if (!r->len)
-        return 0;
-    for (size_t i = 0; i < r->nfile; i++) {
-        /* a copy: reading may close connections, never the listing */
-        struct hr_file f = r->file[i];
-        if (f.start > to)
-            break;
-        if (f.start < from && from - f.start >= r->len)
-            continue;
-        rc = hr_conn_get(r, &f, &c);
-        if (rc == 1)
-            continue;
-        if (rc < 0)
-            return rc;
-        rc = hr_read_part(r, c, &f, series, from, to, fn, ud);
-        if (rc == 1)
-            continue;
-        if (!hr_keep(r, c))
-            hr_conn_close(r, (size_t)(c - r->conn));
+    while ((rc = hstore_next(r, &ch)) == 1) {
+        rc = fn(ud, ch.type, ch.t_first, ch.t_last, ch.count, ch.data, ch.len);
         if (rc)
-            return rc;
+            break;
     }
-    return 0;
+    hstore_read_end(r);
+    return rc;
 }
 
 /* ---- listing and verification ----------------------------------------------------------- */

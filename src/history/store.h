@@ -71,6 +71,9 @@ void hstore_close(struct hstore *s);
  * t_first, t_last, count, type and bytes: a replay of the caller's write-ahead log) is accepted
  * and not stored twice; another chunk of the same series with the same t_first is stored
  * beside it.
+ * A chunk whose partition retention has already dropped (its end <= the highest cutoff given
+ * to hstore_drop_before on this handle) is not stored, so that a late or replayed chunk does
+ * not bring the partition back: the call returns 1 and changes nothing.
  * At most 8 partitions are open at once; a put that needs a ninth while all eight hold
  * uncommitted chunks first commits them (as hstore_commit would), so memory stays bounded.
  * Errors that change nothing, the handle stays usable:
@@ -106,6 +109,8 @@ int hstore_commit(struct hstore *s);
  * Works on a failed handle. -EIO, -EACCES, ... unlinking failed: the partitions deleted before
  * stay deleted, the others stay in the store. */
 int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped);
+/* (The cutoff is remembered, also when nothing is dropped or on failure: later puts into
+ * partitions ending at or before it return 1, see hstore_put.) */
 
 /* Totals over the store's valid partitions, kept up to date at open, commit and drop, so the
  * call costs four atomic loads. bytes = partition files plus their WAL files. Any thread may
@@ -144,6 +149,45 @@ typedef int (*hstore_chunk_fn)(void *ud, enum pt_type type, int64_t t_first, int
  * 5 s busy timeout), or -ENOENT, -EACCES, ... when DIR cannot be listed. */
 int hstore_read(struct hstore_reader *r, const char *series, int64_t from, int64_t to,
                 hstore_chunk_fn fn, void *ud);
+
+/* A chunk as hstore_next and hstore_newest hand it over. */
+struct hstore_chunk {
+    enum pt_type type;
+    int64_t t_first, t_last;
+    uint32_t count;
+    const void *data;       /* len bytes, valid until the next hstore_next or hstore_read_end
+                               (hstore_newest: NULL) */
+    size_t len;
+};
+
+/* The pull form of hstore_read, for a caller that consumes chunks as it goes (the query path):
+ * hstore_read_begin starts a read of the chunks of `series` (1 .. LIVE_NAME_MAX bytes, copied)
+ * that overlap [from, to]; each hstore_next returns the next one, in the order hstore_read
+ * calls fn, reading one partition at a time with one statement open, so memory does not grow
+ * with the range; hstore_read_end ends the read (after the last chunk, an error, or early).
+ * One read at a time per reader; hstore_read and hstore_newest are refused (-EINVAL) while
+ * one is in progress. Partitions are skipped and reported as by hstore_read.
+ * hstore_read_begin: 0, or -EINVAL (bad arguments, a read in progress), -EBUSY, -ENOENT,
+ * -EACCES, ... (then no read is in progress).
+ * hstore_next: 1 with *out, 0 at the end, or a negative code (-EBUSY); call hstore_read_end
+ * in every case. */
+int hstore_read_begin(struct hstore_reader *r, const char *series, int64_t from, int64_t to);
+int hstore_next(struct hstore_reader *r, struct hstore_chunk *out);
+void hstore_read_end(struct hstore_reader *r);
+
+/* The chunk of `series` overlapping [from, to] that hstore_read would hand over last (the
+ * greatest t_first, and at equal t_first the last stored), without its data: partitions are
+ * read newest first, each with one indexed lookup, until one has such a chunk. Returns 1 with
+ * *out (data NULL, len 0), 0 when there is none (*out zeroed), or a negative code as
+ * hstore_read. Not during a hstore_read_begin .. hstore_read_end read (-EINVAL). */
+int hstore_newest(struct hstore_reader *r, const char *series, int64_t from, int64_t to,
+                  struct hstore_chunk *out);
+
+/* Closes the reader's connections to partitions that are no longer in DIR (retention dropped
+ * them): an open connection would keep an unlinked file's blocks allocated. Costs a stat of
+ * DIR when DIR has not changed. A read in progress: nothing done (it prunes at its next
+ * begin). */
+void hstore_reader_prune(struct hstore_reader *r);
 
 /* One partition file, for `opsctl history partitions` and checks. Strings are valid only
  * during the callback. */

@@ -435,7 +435,36 @@ static int write_index_map(struct hist *h)
     return rc;
 }
 
+/* CPU seconds of the calling thread (recovery's figures in the log). */
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* ---- committer thread ---- */
+
+/* Drops the partitions past the retention (committer thread, the store open). */
+static void retention_pass(struct hist *h)
+{
+    pthread_mutex_lock(&h->lock);
+    int64_t retention = h->retention_ms;
+    pthread_mutex_unlock(&h->lock);
+    size_t dropped = 0;
+    if (hstore_drop_before(h->store, now_ms() - retention, &dropped) < 0)
+        log_error("history", "retention: could not drop expired partitions");
+    if (dropped)
+        log_info("history", "retention: dropped %zu partition(s) older than %lld s", dropped,
+                 (long long)(retention / 1000));
+    /* Idle query readers let go of dropped files (their blocks are freed only then), and of
+     * WAL-mode connections to partitions that are no longer the newest (which would keep the
+     * store from sealing them). A stat of the directory per reader when nothing changed. */
+    hist__readers_prune(h);
+    pthread_mutex_lock(&h->lock);
+    h->st.partitions_dropped += dropped;
+    pthread_mutex_unlock(&h->lock);
+}
 
 /* Puts the hand-off's chunks in the store and commits it; on success frees them from their
  * series (they are at the head of the pending lists, in order). Committer thread. */
@@ -447,10 +476,22 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
         h->store = NULL;
         return -EIO; /* the WAL keeps everything; retried at the next checkpoint */
     }
+    /* Retention first, so that the store knows the cutoff before the puts (after a restart
+     * the replayed chunks of dropped partitions are refused, not stored again). */
+    retention_pass(h);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct hseries *s = items[i].s;
         const struct hpending *p = items[i].p;
         rc = hstore_put(h->store, s->name, p->type, p->t_first, p->t_last, p->count, p->data, p->len);
+        if (rc == 1) {
+            /* Its partition is past the retention and already dropped: storing it would bring
+             * the partition back until the next retention pass. */
+            pthread_mutex_lock(&h->lock);
+            h->st.chunks_expired++;
+            pthread_mutex_unlock(&h->lock);
+            rc = 0;
+            continue;
+        }
         if (rc == -ERANGE || rc == -EBADMSG) {
             /* This chunk alone cannot be stored (the store says why): count it, go on. */
             log_error("history", "series %s: a chunk of %u samples at %lld was refused by the store (%s)",
@@ -497,20 +538,11 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
 /* Retention and the store's figures, after a commit. Committer thread. */
 static void store_housekeeping(struct hist *h, uint64_t chunks)
 {
-    pthread_mutex_lock(&h->lock);
-    int64_t retention = h->retention_ms;
-    pthread_mutex_unlock(&h->lock);
-    size_t dropped = 0;
-    if (hstore_drop_before(h->store, now_ms() - retention, &dropped) < 0)
-        log_error("history", "retention: could not drop expired partitions");
-    if (dropped)
-        log_info("history", "retention: dropped %zu partition(s) older than %lld s", dropped,
-                 (long long)(retention / 1000));
+    retention_pass(h);
     struct hstore_stats ss;
     hstore_stats(h->store, &ss);
     pthread_mutex_lock(&h->lock);
     h->st.chunks_committed += chunks;
-    h->st.partitions_dropped += dropped;
     h->st.store_bytes = ss.bytes;
     h->st.store_partitions = ss.partitions;
     pthread_mutex_unlock(&h->lock);
@@ -831,6 +863,7 @@ int hist__writer_start(struct hist *h)
     }
     /* Recovery: replay, then a checkpoint so the WAL starts afresh for this process. */
     uint64_t t0 = mono_ns();
+    double c0 = thread_cpu_s();
     struct wal_replay_stats rs;
     memset(&rs, 0, sizeof rs);
     rc = wal_replay(wdir, replay_one, h, &rs);
@@ -841,6 +874,8 @@ int hist__writer_start(struct hist *h)
     }
     if (h->carry_open)
         finish_carry(h);
+    uint64_t t_replay = mono_ns();
+    double c_replay = thread_cpu_s();
     /* Indices in the replayed records were the previous process's: forget them. */
     if (h->by_idx)
         memset(h->by_idx, 0, h->by_idx_cap * sizeof *h->by_idx);
@@ -863,8 +898,12 @@ int hist__writer_start(struct hist *h)
         hstore_close(h->store);
         return rc;
     }
-    log_info("history", "store %s: %u series recovered in %.1f ms", h->store_dir, h->nseries,
-             (double)(mono_ns() - t0) / 1e6);
+    log_info("history", "store %s: %u series recovered in %.1f ms, %.1f s CPU (WAL replay: %llu "
+             "segments, %.1f MB in %.1f ms, %.1f s CPU; then the first checkpoint: the open chunks "
+             "logged afresh and the closed ones committed to the store)", h->store_dir,
+             h->nseries, (double)(mono_ns() - t0) / 1e6, thread_cpu_s() - c0,
+             (unsigned long long)rs.segments, (double)rs.bytes / 1e6,
+             (double)(t_replay - t0) / 1e6, c_replay - c0);
     if (pthread_create(&h->thread, NULL, writer_main, h) != 0) {
         committer_stop(h);
         wal_close(h->wal);

@@ -21,7 +21,12 @@
 
 #include "core/buf.h"
 #include "core/jsonw.h"
+#include "history/hist_int.h"
 #include "history/query.h"
+#include "history/store.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
 
 #define OUT_MAX (64u << 20)
 
@@ -1127,6 +1132,370 @@ static void random_cross_check(void **state)
     buf_release(&got);
 }
 
+
+/* ---- the history reader's path (hquery.c): a store on disk, streamed ------------------------ */
+
+/* A 30-day series at 1 s in day partitions (2,592,000 samples in 21,600 chunks of 120, about
+ * 5 MB), plus backfilled chunks that overlap it and chunks in memory (pending, open, late),
+ * queried through hist__query_series: raw pages, aggregates per interval, N buckets. Each
+ * answer must be byte for byte the one of the gathering reader it replaces (every chunk of
+ * the range read into memory, sorted by first sample, then merged: reference below), while
+ * the chunk bytes held at once stay a few KB and SQLite's own memory stays within the
+ * reader's caches, whatever the range. */
+#define SD_DAY   INT64_C(86400000)
+#define SD_T0    INT64_C(1764460800000) /* a multiple of a day */
+#define SD_DAYS  30
+
+struct sd_chunk {
+    enum pt_type type;
+    int64_t t_first;
+    uint32_t count;
+    size_t len;
+    uint8_t *data;
+    size_t order;
+    struct chunk_dec dec;
+};
+
+struct sd_gather {
+    struct sd_chunk *c;
+    size_t n, cap;
+};
+
+static void sd_add(struct sd_gather *g, enum pt_type type, int64_t t_first, uint32_t count,
+                   const void *data, size_t len)
+{
+    if (g->n == g->cap) {
+        g->cap = g->cap ? g->cap * 2 : 1024;
+        g->c = realloc(g->c, g->cap * sizeof *g->c);
+        assert_non_null(g->c);
+    }
+    struct sd_chunk *c = &g->c[g->n];
+    memset(c, 0, sizeof *c);
+    c->type = type;
+    c->t_first = t_first;
+    c->count = count;
+    c->len = len;
+    c->data = malloc(len);
+    assert_non_null(c->data);
+    memcpy(c->data, data, len);
+    c->order = g->n++;
+}
+
+static int sd_on_stored(void *ud, enum pt_type type, int64_t t_first, int64_t t_last,
+                        uint32_t count, const void *data, size_t len)
+{
+    (void)t_last;
+    sd_add(ud, type, t_first, count, data, len);
+    return 0;
+}
+
+static int sd_cmp(const void *a, const void *b)
+{
+    const struct sd_chunk *x = a, *y = b;
+    if (x->t_first != y->t_first)
+        return (x->t_first > y->t_first) - (x->t_first < y->t_first);
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+struct sd_src {
+    struct sd_gather *g;
+    size_t next;
+};
+
+static int sd_next(void *p, struct hq_run *out)
+{
+    struct sd_src *s = p;
+    while (s->next < s->g->n) {
+        struct sd_chunk *c = &s->g->c[s->next++];
+        if (chunk_dec_init(&c->dec, c->type, c->data, c->len, c->count) < 0)
+            continue;
+        out->next = hq_chunk_next;
+        out->it = &c->dec;
+        out->close = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+/* The gathering reader, as hquery.c was: every chunk of the range in memory first. */
+static int sd_reference(const char *dir, const struct hmem_chunk *mem, size_t nmem,
+                        const struct hist_query *q, struct buf *out, bool *more,
+                        struct hq_cursor *next, size_t *bytes)
+{
+    struct sd_gather g = {0};
+    struct hstore_reader *r;
+    int64_t from = q->interval_ms || q->buckets ? q->from - 86400000LL : q->from;
+    assert_int_equal(hstore_reader_open(dir, &r), 0);
+    assert_int_equal(hstore_read(r, q->point, from, q->to, sd_on_stored, &g), 0);
+    hstore_reader_close(r);
+    for (size_t i = 0; i < nmem; i++) {
+        struct chunk_dec d;
+        int64_t ts;
+        struct pt_value v;
+        enum pt_quality qq;
+        if (chunk_dec_init(&d, mem[i].type, mem[i].data, mem[i].len, mem[i].count) == 0 &&
+            chunk_dec_next(&d, &ts, &v, &qq) == 1)
+            sd_add(&g, mem[i].type, ts, mem[i].count, mem[i].data, mem[i].len);
+    }
+    enum pt_type type = PT_DOUBLE;
+    int64_t newest = 0;
+    *bytes = 0;
+    for (size_t i = 0; i < g.n; i++) {
+        *bytes += g.c[i].len;
+        if (i == 0 || g.c[i].t_first >= newest) {
+            newest = g.c[i].t_first;
+            type = g.c[i].type;
+        }
+    }
+    qsort(g.c, g.n, sizeof *g.c, sd_cmp);
+    struct hq_params p = {0};
+    struct hq_cursor cur = {q->cursor_ts, q->cursor_skip};
+    p.type = type;
+    p.from = q->from;
+    p.to = q->to;
+    if (q->interval_ms || q->buckets) {
+        p.mode = HQ_AGG;
+        p.interval = q->interval_ms;
+        p.buckets = q->buckets;
+        p.aggs = q->aggs ? q->aggs : HQ_AGG_DEFAULT;
+    } else {
+        p.mode = HQ_RAW;
+        p.limit = (uint32_t)q->limit;
+        p.cursor = q->cursor_ts || q->cursor_skip ? &cur : NULL;
+    }
+    struct hquery *hq;
+    char err[256];
+    assert_int_equal(hq_new(&p, &hq, err, sizeof err), 0);
+    struct sd_src src = {&g, 0};
+    hq_set_source(hq, sd_next, &src);
+    struct hq_result res;
+    int rc = hq_run(hq, out, &res);
+    hq_free(hq);
+    *more = rc == 0 && res.more;
+    if (*more)
+        *next = res.next;
+    for (size_t i = 0; i < g.n; i++)
+        free(g.c[i].data);
+    free(g.c);
+    return rc;
+}
+
+/* One chunk of encoded samples [i0, i1) of the synthetic series (a 10-minute sine in 0.01
+ * steps, every 97th uncertain, every 1009th bad), shifted by `dv`. */
+static void sd_encode(struct chunk_enc *e, int64_t t0, int64_t step, size_t i0, size_t i1,
+                      double dv)
+{
+    chunk_enc_init(e, PT_DOUBLE);
+    for (size_t i = i0; i < i1; i++) {
+        struct pt_value v = {.type = PT_DOUBLE};
+        v.u.d = round(1000.0 * sin((double)i * 6.283185307179586 / 600.0)) / 100.0 + dv;
+        enum pt_quality q = i % 1009 == 0 ? Q_BAD : i % 97 == 0 ? Q_UNCERTAIN : Q_GOOD;
+        assert_int_equal(chunk_enc_add(e, t0 + (int64_t)i * step, &v, q), 0);
+    }
+}
+
+static void sd_put(struct hstore *s, struct chunk_enc *e)
+{
+    size_t len;
+    const uint8_t *d = chunk_enc_data(e, &len);
+    assert_int_equal(hstore_put(s, "p", PT_DOUBLE, chunk_enc_first(e), chunk_enc_last(e),
+                                chunk_enc_count(e), d, len), 0);
+    chunk_enc_release(e);
+}
+
+/* The in-memory chunks, fresh (hist__query_series takes their data over). */
+static struct hmem_chunk *sd_mem(size_t *n)
+{
+    struct hmem_chunk *m = calloc(3, sizeof *m);
+    assert_non_null(m);
+    struct chunk_enc e[3];
+    /* pending and open: just after the stored days; late: backfill into day 10 */
+    sd_encode(&e[0], SD_T0, 1000, SD_DAYS * 86400, SD_DAYS * 86400 + 120, 0);
+    sd_encode(&e[1], SD_T0, 1000, SD_DAYS * 86400 + 120, SD_DAYS * 86400 + 170, 0);
+    sd_encode(&e[2], SD_T0 + 10 * SD_DAY + 500, 1000, 0, 90, 0.5);
+    for (int i = 0; i < 3; i++) {
+        size_t len;
+        const uint8_t *d = chunk_enc_data(&e[i], &len);
+        m[i].type = PT_DOUBLE;
+        m[i].count = chunk_enc_count(&e[i]);
+        m[i].len = len;
+        m[i].data = malloc(len);
+        assert_non_null(m[i].data);
+        memcpy(m[i].data, d, len);
+        chunk_enc_release(&e[i]);
+    }
+    *n = 3;
+    return m;
+}
+
+static void sd_free_mem(struct hmem_chunk *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(m[i].data);
+    free(m);
+}
+
+/* Runs q both ways on fresh buffers and compares; returns the streamed stats. */
+static sqlite3_int64 sd_sqlite_peak; /* SQLite memory the last streamed query added at most */
+
+static void sd_compare(const char *dir, struct hstore_reader *r, struct hist_query *q,
+                       bool *more, struct hquery_stats *st, size_t *ref_bytes)
+{
+    struct buf a, b;
+    bool ma, mb;
+    int64_t nts = 0;
+    uint32_t nskip = 0;
+    struct hq_cursor rn = {0, 0};
+    char err[256] = "";
+    size_t nm;
+    struct hmem_chunk *m = sd_mem(&nm);
+
+    buf_init(&a, 64u << 20);
+    buf_init(&b, 64u << 20);
+    assert_int_equal(sd_reference(dir, m, nm, q, &a, &ma, &rn, ref_bytes), 0);
+    sqlite3_int64 used = sqlite3_memory_used();
+    (void)sqlite3_memory_highwater(1);
+    int rc = hist__query_series(r, q->point, m, nm, q, &b, &mb, &nts, &nskip, err, sizeof err, st);
+    sd_sqlite_peak = sqlite3_memory_highwater(0) - used;
+    if (rc != 0)
+        fail_msg("hist__query_series: %d %s", rc, err);
+    sd_free_mem(m, nm); /* data already taken: NULL */
+    assert_int_equal(ma, mb);
+    if (ma) {
+        assert_int_equal(rn.ts, nts);
+        assert_int_equal(rn.skip, nskip);
+        q->cursor_ts = nts;
+        q->cursor_skip = nskip;
+    }
+    assert_int_equal(a.len, b.len);
+    assert_true(a.len > 2);
+    assert_memory_equal(a.data, b.data, a.len);
+    *more = ma;
+    buf_release(&a);
+    buf_release(&b);
+}
+
+static void stream_30_days(void **state)
+{
+    (void)state;
+    char dir[256];
+    const char *base = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/test_query.XXXXXX", base && *base ? base : "/tmp");
+    assert_non_null(mkdtemp(dir));
+
+    struct hstore *s;
+    struct chunk_enc e;
+    assert_int_equal(hstore_open(dir, SD_DAY, &s), 0);
+    for (size_t i = 0; i < (size_t)SD_DAYS * 86400; i += 120) {
+        sd_encode(&e, SD_T0, 1000, i, i + 120, 0);
+        sd_put(s, &e);
+        if ((i + 120) % 86400 == 0)
+            assert_int_equal(hstore_commit(s), 0);
+    }
+    /* backfill stored beside the series: overlapping chunks at odd times in days 3 and 20,
+     * and one chunk of the same first sample as a stored one (another seq) */
+    sd_encode(&e, SD_T0 + 3 * SD_DAY + 250, 700, 0, 120, 0.25);
+    sd_put(s, &e);
+    sd_encode(&e, SD_T0 + 20 * SD_DAY + 3000, 1000, 0, 100, -0.5);
+    sd_put(s, &e);
+    sd_encode(&e, SD_T0 + 20 * SD_DAY + 3000, 1000, 0, 60, 1.5);
+    sd_put(s, &e);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+
+    struct hstore_reader *r;
+    assert_int_equal(hstore_reader_open(dir, &r), 0);
+    struct hquery_stats st;
+    size_t ref_bytes;
+    bool more;
+    int64_t end = SD_T0 + SD_DAYS * SD_DAY + 200000;
+
+    /* 30 days into 1,000 buckets, all aggregates */
+    struct hist_query q = {.point = "p", .from = SD_T0, .to = end, .buckets = 1000,
+                           .aggs = HQ_AGG_ALL};
+    sd_compare(dir, r, &q, &more, &st, &ref_bytes);
+    assert_false(more);
+    assert_true(ref_bytes > 1u << 20);          /* the gathering reader held all of it */
+    assert_true(st.bytes >= ref_bytes - 4096);  /* the stream read as much ... */
+    assert_true(st.held_peak < 16u << 10);      /* ... holding a few chunks at a time */
+    assert_int_equal(st.held, 0);
+    print_message("30 days, 1000 buckets: %llu chunks, %llu bytes read, at most %zu held "
+                  "(gathering: %zu)\n", (unsigned long long)st.chunks,
+                  (unsigned long long)st.bytes, st.held_peak, ref_bytes);
+    size_t peak30 = st.held_peak;
+    /* the reader's first query opened 30 partitions: each connection and its page cache */
+    print_message("SQLite memory added by that query: at most %lld bytes\n",
+                  (long long)sd_sqlite_peak);
+    assert_true(sd_sqlite_peak < 30 * (256 << 10));
+
+    /* per interval: 1 h avg,min,max (the default) over 5 days, 1 min twa over 2 days */
+    q = (struct hist_query){.point = "p", .from = SD_T0 + 17 * SD_DAY, .to = SD_T0 + 22 * SD_DAY,
+                            .interval_ms = 3600000};
+    sd_compare(dir, r, &q, &more, &st, &ref_bytes);
+    q = (struct hist_query){.point = "p", .from = SD_T0 + 19 * SD_DAY + 17,
+                            .to = SD_T0 + 21 * SD_DAY, .interval_ms = 60000,
+                            .aggs = HQ_AGG_TWA | HQ_AGG_COUNT | HQ_AGG_LAST};
+    sd_compare(dir, r, &q, &more, &st, &ref_bytes);
+    /* 3 days: the bound does not depend on the range */
+    q = (struct hist_query){.point = "p", .from = SD_T0, .to = SD_T0 + 3 * SD_DAY,
+                            .buckets = 1000, .aggs = HQ_AGG_ALL};
+    sd_compare(dir, r, &q, &more, &st, &ref_bytes);
+    assert_true(peak30 <= 2 * st.held_peak + 4096);
+
+    /* raw pages across the backfill of day 20 and the late chunk in memory, with cursors */
+    q = (struct hist_query){.point = "p", .from = SD_T0 + 10 * SD_DAY,
+                            .to = SD_T0 + 10 * SD_DAY + 100000, .limit = 37};
+    int pages = 0;
+    do {
+        sd_compare(dir, r, &q, &more, &st, &ref_bytes);
+        pages++;
+    } while (more && pages < 100);
+    assert_false(more);
+    q = (struct hist_query){.point = "p", .from = SD_T0 + 20 * SD_DAY + 2000,
+                            .to = SD_T0 + 20 * SD_DAY + 200000, .limit = 50};
+    pages = 0;
+    do {
+        sd_compare(dir, r, &q, &more, &st, &ref_bytes);
+        pages++;
+    } while (more && pages < 100);
+    assert_false(more);
+    assert_true(pages > 3);
+    /* one big raw page over 30 days (ends at the limit with a cursor) */
+    q = (struct hist_query){.point = "p", .from = SD_T0, .to = end, .limit = 100000};
+    sd_compare(dir, r, &q, &more, &st, &ref_bytes);
+    assert_true(more);
+    /* the newest samples are in memory only, after the store's end */
+    q = (struct hist_query){.point = "p", .from = SD_T0 + SD_DAYS * SD_DAY - 10000,
+                            .to = end, .limit = 1000};
+    sd_compare(dir, r, &q, &more, &st, &ref_bytes);
+    /* a series that does not exist, and a range with nothing in it */
+    q = (struct hist_query){.point = "nope", .from = SD_T0, .to = end, .buckets = 10};
+    {
+        struct buf b;
+        bool m2;
+        int64_t nts;
+        uint32_t nsk;
+        char err[128];
+        buf_init(&b, 1024);
+        assert_int_equal(hist__query_series(r, "nope", NULL, 0, &q, &b, &m2, &nts, &nsk, err,
+                                            sizeof err, &st), 0);
+        assert_int_equal(b.len, 2);
+        assert_memory_equal(b.data, "[]", 2);
+        buf_release(&b);
+    }
+    /* the same 30 days again on the reader kept open: hardly any new SQLite memory */
+    q = (struct hist_query){.point = "p", .from = SD_T0, .to = end, .buckets = 1000,
+                            .aggs = HQ_AGG_ALL};
+    sd_compare(dir, r, &q, &more, &st, &ref_bytes);
+    print_message("again: at most %lld bytes\n", (long long)sd_sqlite_peak);
+    assert_true(sd_sqlite_peak < 256 << 10);
+    hstore_reader_close(r);
+
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1155,6 +1524,7 @@ int main(void)
         cmocka_unit_test_setup(agg_output_cap, reset),
         cmocka_unit_test_setup(parse_aggs, reset),
         cmocka_unit_test_setup(random_cross_check, reset),
+        cmocka_unit_test(stream_30_days),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     truns_free();

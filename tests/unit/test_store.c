@@ -419,11 +419,202 @@ static void test_drop_before(void **state)
     hstore_stats(s, &st);
     assert_int_equal(st.partitions, 0);
     assert_int_equal(st.bytes, 0);
-    /* a new chunk after everything was dropped starts a new partition */
+    /* a chunk of a time retention has passed does not bring a partition back */
+    assert_int_equal(put(s, "a", T0 + 9 * H, T0 + 9 * H + M, 60), 1);
+    assert_int_equal(hstore_commit(s), 0);
+    assert_int_equal(count_files(dir), 0);
+    hstore_close(s);
+    /* a new handle has no cutoff until its first retention pass */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
     assert_int_equal(put(s, "a", T0 + 9 * H, T0 + 9 * H + M, 60), 0);
     assert_int_equal(hstore_commit(s), 0);
     assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
     assert_int_equal(g.n, 1);
+    hstore_close(s);
+}
+
+/* A chunk put again (a WAL replay, a late backfill) for a partition that retention dropped is
+ * refused with 1, changes nothing and creates no file; the partition that ends after the
+ * cutoff, and newer ones, still take chunks; the cutoff never goes back. */
+static void test_put_after_drop(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_stats st;
+    struct got g;
+    size_t dropped;
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(put(s, "a", T0 + i * H, T0 + i * H + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    /* cutoff in the middle of hour 2: hours 0 and 1 go, hour 2 stays */
+    assert_int_equal(hstore_drop_before(s, T0 + 2 * H + 30 * M, &dropped), 0);
+    assert_int_equal(dropped, 2);
+    assert_int_equal(count_files(dir), 2 * 3); /* hours 2 and 3, each with -wal and -shm */
+    /* the same chunk again, another chunk of the hour, the hour's very last millisecond */
+    assert_int_equal(put(s, "a", T0, T0 + M, 60), 1);
+    assert_int_equal(put(s, "b", T0 + H + 5 * M, T0 + H + 6 * M, 60), 1);
+    assert_int_equal(put(s, "a", T0 + 2 * H - 1, T0 + 2 * H - 1, 1), 1);
+    /* the partition the cutoff falls in still takes late chunks, before the cutoff too */
+    assert_int_equal(put(s, "a", T0 + 2 * H + 10 * M, T0 + 2 * H + 11 * M, 60), 0);
+    assert_int_equal(put(s, "a", T0 + 5 * H, T0 + 5 * H + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    assert_false(part_exists(dir, T0, ""));
+    assert_false(part_exists(dir, T0 + H, ""));
+    assert_int_equal(read_all(dir, "a", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 4);
+    assert_int_equal(g.c[0].t_first, T0 + 2 * H);
+    assert_int_equal(g.c[1].t_first, T0 + 2 * H + 10 * M);
+    assert_int_equal(read_all(dir, "b", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 3);
+    assert_int_equal(st.chunks, 4);
+    /* an earlier cutoff does not lower it */
+    assert_int_equal(hstore_drop_before(s, T0, &dropped), 0);
+    assert_int_equal(put(s, "a", T0 + H, T0 + H + M, 60), 1);
+    /* arguments are still checked first */
+    assert_int_equal(put(s, "", T0, T0 + M, 60), -EINVAL);
+    assert_int_equal(put(s, "a", T0 + 30 * M, T0 + 90 * M, 60), -ERANGE);
+    hstore_close(s);
+}
+
+/* The pull read: the same chunks in the same order as hstore_read, one partition at a time;
+ * hstore_newest finds the last of them without reading the others; a read can stop early;
+ * reads and lookups are refused while one is in progress. */
+static void test_pull_read(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_reader *r;
+    struct hstore_chunk ch;
+    struct got g;
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(put(s, "a", T0 + i * H, T0 + i * H + 10 * M, 60), 0);
+        assert_int_equal(put(s, "a", T0 + i * H + 20 * M, T0 + i * H + 30 * M, 60), 0);
+        assert_int_equal(put(s, "b", T0 + i * H + 20 * M, T0 + i * H + 30 * M, 60), 0);
+    }
+    /* same t_first twice (seq 0 and 1) in hour 5: the last one stored is the newest */
+    unsigned char data[40];
+    chunk_bytes(data, "a", T0 + 5 * H + 20 * M, sizeof data);
+    assert_int_equal(hstore_put(s, "a", PT_INT, T0 + 5 * H + 20 * M, T0 + 5 * H + 25 * M, 7,
+                                data, sizeof data), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    assert_int_equal(read_all(dir, "a", T0 + H + 25 * M, T0 + 5 * H + 20 * M, &g), 0);
+    assert_int_equal(g.n, 10);
+
+    assert_int_equal(hstore_reader_open(dir, &r), 0);
+    assert_int_equal(hstore_read_begin(r, "a", T0 + H + 25 * M, T0 + 5 * H + 20 * M), 0);
+    assert_int_equal(hstore_read_begin(r, "a", 0, 1), -EINVAL);
+    assert_int_equal(hstore_newest(r, "a", 0, INT64_MAX, &ch), -EINVAL);
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), -EINVAL);
+    size_t n = 0;
+    int rc;
+    while ((rc = hstore_next(r, &ch)) == 1) {
+        assert_true(n < g.n);
+        assert_int_equal(ch.t_first, g.c[n].t_first);
+        assert_int_equal(ch.t_last, g.c[n].t_last);
+        assert_int_equal(ch.count, g.c[n].count);
+        assert_int_equal(ch.type, g.c[n].type);
+        n++;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(n, g.n);
+    assert_int_equal(hstore_next(r, &ch), 0);
+    hstore_read_end(r);
+    assert_int_equal(hstore_next(r, &ch), -EINVAL);
+
+    assert_int_equal(hstore_newest(r, "a", 0, INT64_MAX, &ch), 1);
+    assert_int_equal(ch.t_first, T0 + 5 * H + 20 * M);
+    assert_int_equal(ch.type, PT_INT);
+    assert_int_equal(ch.count, 7);
+    assert_null(ch.data);
+    assert_int_equal(hstore_newest(r, "a", 0, T0 + 2 * H + 15 * M, &ch), 1);
+    assert_int_equal(ch.t_first, T0 + 2 * H);
+    assert_int_equal(ch.type, PT_DOUBLE);
+    /* overlapping only by its end */
+    assert_int_equal(hstore_newest(r, "a", T0 + 3 * H + 29 * M, T0 + 3 * H + 29 * M, &ch), 1);
+    assert_int_equal(ch.t_first, T0 + 3 * H + 20 * M);
+    assert_int_equal(hstore_newest(r, "a", T0 + 3 * H + 31 * M, T0 + 3 * H + 59 * M, &ch), 0);
+    assert_int_equal(hstore_newest(r, "zz", 0, INT64_MAX, &ch), 0);
+
+    /* stopping early, then a new read on the same reader */
+    assert_int_equal(hstore_read_begin(r, "b", 0, INT64_MAX), 0);
+    assert_int_equal(hstore_next(r, &ch), 1);
+    assert_int_equal(ch.t_first, T0 + 20 * M);
+    assert_int_equal(ch.len, 40);
+    unsigned char want[40];
+    chunk_bytes(want, "b", ch.t_first, sizeof want);
+    assert_memory_equal(ch.data, want, sizeof want);
+    hstore_read_end(r);
+    hstore_read_end(r); /* harmless */
+    assert_int_equal(read_all(dir, "b", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 6);
+    memset(&g, 0, sizeof g);
+    g.series = "b";
+    assert_int_equal(hstore_read(r, "b", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 6);
+    hstore_reader_close(r);
+    hstore_close(s);
+}
+
+/* Number of open descriptors of this process on path (an unlinked file shows " (deleted)"). */
+static int fds_on(const char *path)
+{
+    char link[300], target[600];
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    assert_non_null(d);
+    while ((e = readdir(d))) {
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        if (k <= 0)
+            continue;
+        target[k] = 0;
+        if (strncmp(target, path, strlen(path)) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A reader kept between queries lets go of partitions retention dropped when pruned (an open
+ * descriptor would keep the unlinked file's blocks). */
+static void test_reader_prune(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_reader *r;
+    struct got g = {.series = "a"};
+    size_t dropped;
+    char p0[512];
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(put(s, "a", T0 + i * H, T0 + i * H + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s); /* seals them all: the reader keeps its connections */
+    assert_int_equal(hstore_reader_open(dir, &r), 0);
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 5);
+    part_path(p0, sizeof p0, dir, T0, "");
+    assert_int_equal(fds_on(p0), 1);
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(hstore_drop_before(s, T0 + 2 * H, &dropped), 0);
+    assert_int_equal(dropped, 2);
+    assert_int_equal(fds_on(p0), 1); /* still held, unlinked */
+    hstore_reader_prune(r);
+    assert_int_equal(fds_on(p0), 0);
+    part_path(p0, sizeof p0, dir, T0 + 2 * H, "");
+    assert_int_equal(fds_on(p0), 1); /* the others stay open */
+    g.n = 0;
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 3);
+    hstore_reader_close(r);
     hstore_close(s);
 }
 
@@ -1141,6 +1332,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_put_commit_read, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_only_committed_visible, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_drop_before, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_put_after_drop, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_pull_read, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_reader_prune, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_sealing, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_partition_length_fixed, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_boundary_and_arguments, dir_setup, dir_teardown),
