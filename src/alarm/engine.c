@@ -48,6 +48,10 @@ struct cond {
     int64_t since, pending_since, shelved_until, ack_ts;
     double value, limit;
     char *message, *ack_user, *ack_comment;
+    /* the cached summary row (alarm_cond_row): valid when row_epoch == the engine's and the
+     * value and limit are still those it was encoded with */
+    uint32_t row_off, row_len, row_epoch;
+    double row_value, row_limit;
 };
 
 struct bound {
@@ -67,6 +71,15 @@ struct def_rt {
 struct strmap {
     uint32_t *slot;        /* index + 1, 0 empty */
     size_t mask;
+};
+
+/* Interned names (the groups, the areas): id = index into name[]; the strings belong to the
+ * configuration. */
+struct intern {
+    const char **name;
+    size_t n;
+    struct strmap map;
+    uint32_t *of_def;      /* per alarm_def: its id */
 };
 
 struct alarm_engine {
@@ -97,7 +110,13 @@ struct alarm_engine {
     uint64_t evaluations, events;
     uint64_t generation;
     struct buf msg;
+    struct intern groups, areas;
+    struct buf rows;       /* cached summary rows; emptied (row_epoch++) when full */
+    uint32_t row_epoch;
 };
+
+/* The row cache's size: past it, every cached row is forgotten and the cache starts over. */
+#define ROWS_CACHE_MAX (64u << 20)
 
 static int64_t default_now(void *ud) { return now_ms(); }
 
@@ -135,6 +154,40 @@ static uint32_t strmap_find(const struct strmap *m, const char *k,
 
 static const char *cond_key(const void *ud, uint32_t i) { return ((const struct alarm_engine *)ud)->conds[i].id; }
 static const char *def_key(const void *ud, uint32_t i) { return ((const struct alarm_engine *)ud)->cfg.defs[i].name; }
+static const char *intern_key(const void *ud, uint32_t i) { return ((const struct intern *)ud)->name[i]; }
+
+static void intern_release(struct intern *t)
+{
+    free(t->name);
+    free(t->map.slot);
+    free(t->of_def);
+    memset(t, 0, sizeof *t);
+}
+
+/* Interns name_of(def) of every alarm_def (at most ndefs distinct names). */
+static void intern_build(struct intern *t, const struct alarm_config *cfg, bool area)
+{
+    intern_release(t);
+    size_t cap = 16;
+    while (cap < cfg->ndefs * 2 + 2)
+        cap *= 2;
+    t->map.slot = xnew(uint32_t, cap);
+    t->map.mask = cap - 1;
+    t->name = xnew(const char *, cfg->ndefs ? cfg->ndefs : 1);
+    t->of_def = xnew(uint32_t, cfg->ndefs ? cfg->ndefs : 1);
+    for (size_t di = 0; di < cfg->ndefs; di++) {
+        const char *k = area ? cfg->defs[di].area : cfg->defs[di].group;
+        size_t s = hash_bytes(k, strlen(k)) & t->map.mask;
+        for (; t->map.slot[s]; s = (s + 1) & t->map.mask)
+            if (strcmp(t->name[t->map.slot[s] - 1], k) == 0)
+                break;
+        if (!t->map.slot[s]) {
+            t->name[t->n] = k;
+            t->map.slot[s] = (uint32_t)++t->n;
+        }
+        t->of_def[di] = t->map.slot[s] - 1;
+    }
+}
 
 /* ---- names ---- */
 
@@ -319,6 +372,8 @@ struct alarm_engine *alarm_engine_new(struct live *live)
     e->live = live;
     e->now = default_now;
     buf_init(&e->msg, 64 * 1024);
+    buf_init(&e->rows, ROWS_CACHE_MAX + 256 * 1024);
+    e->row_epoch = 1;
     return e;
 }
 
@@ -355,6 +410,9 @@ void alarm_engine_free(struct alarm_engine *e)
     free(e->timed);
     free(e->changed);
     buf_release(&e->msg);
+    buf_release(&e->rows);
+    intern_release(&e->groups);
+    intern_release(&e->areas);
     free(e);
 }
 
@@ -381,6 +439,7 @@ int alarm_engine_on_change(struct alarm_engine *e, alarm_change_fn fn, void *ud)
 
 static void mark_changed(struct alarm_engine *e, struct cond *c)
 {
+    c->row_epoch = 0; /* the cached row is stale */
     if (c->flags & CF_CHANGED)
         return;
     c->flags |= CF_CHANGED;
@@ -814,6 +873,8 @@ void alarm_engine_configure(struct alarm_engine *e, struct alarm_config *cfg)
     alarm_config_release(&old);
     strmap_build(&e->by_id, e->nconds, cond_key, e);
     strmap_build(&e->by_name, e->cfg.ndefs, def_key, e);
+    intern_build(&e->groups, &e->cfg, false);
+    intern_build(&e->areas, &e->cfg, true);
     bind_all(e);
     eval_all(e);
 }
@@ -834,6 +895,7 @@ int alarm_engine_restore(struct alarm_engine *e, const char *id, enum alarm_stat
     struct cond *c = &e->conds[i];
     if (e->cfg.defs[c->def].out_of_service)
         return 0;
+    c->row_epoch = 0;
     c->state = (uint8_t)st;
     c->since = since;
     if (isnan(c->value))
@@ -931,11 +993,29 @@ size_t alarm_engine_lookup(const struct alarm_engine *e, const char *name, uint3
 
 size_t alarm_engine_group(const struct alarm_engine *e, const char *group, uint32_t *out, size_t max)
 {
+    uint32_t g = alarm_engine_group_id(e, group);
     size_t n = 0;
-    for (uint32_t i = 0; i < e->nconds && n < max; i++)
-        if (strcmp(e->cfg.defs[e->conds[i].def].group, group) == 0)
+    for (uint32_t i = 0; g != UINT32_MAX && i < e->nconds && n < max; i++)
+        if (e->groups.of_def[e->conds[i].def] == g)
             out[n++] = i;
     return n;
+}
+
+uint32_t alarm_engine_group_id(const struct alarm_engine *e, const char *group)
+{
+    return strmap_find(&e->groups.map, group, intern_key, &e->groups);
+}
+
+uint32_t alarm_engine_area_id(const struct alarm_engine *e, const char *area)
+{
+    return strmap_find(&e->areas.map, area, intern_key, &e->areas);
+}
+
+size_t alarm_engine_group_count(const struct alarm_engine *e) { return e->groups.n; }
+
+uint32_t alarm_cond_group(const struct alarm_engine *e, uint32_t cond)
+{
+    return e->groups.of_def[e->conds[cond].def];
 }
 
 int alarm_engine_ack(struct alarm_engine *e, uint32_t ci, const char *user, const char *comment)
@@ -1066,6 +1146,13 @@ void alarm_filter_release(struct alarm_filter *f)
     memset(f, 0, sizeof *f);
 }
 
+void alarm_filter_bind(const struct alarm_engine *e, struct alarm_filter *f)
+{
+    f->group_id = f->group ? alarm_engine_group_id(e, f->group) : UINT32_MAX;
+    f->area_id = f->area ? alarm_engine_area_id(e, f->area) : UINT32_MAX;
+    f->bound = e->generation + 1;
+}
+
 bool alarm_filter_match(const struct alarm_engine *e, const struct alarm_filter *f, uint32_t ci)
 {
     const struct cond *c = &e->conds[ci];
@@ -1087,10 +1174,18 @@ bool alarm_filter_match(const struct alarm_engine *e, const struct alarm_filter 
         if (!(f->states & have))
             return false;
     }
-    if (f->group && strcmp(f->group, d->group) != 0)
-        return false;
-    if (f->area && strcmp(f->area, d->area) != 0)
-        return false;
+    if (f->bound == e->generation + 1) {
+        /* ids of this generation (alarm_filter_bind); UINT32_MAX (unknown) matches nothing */
+        if (f->group && f->group_id != e->groups.of_def[c->def])
+            return false;
+        if (f->area && f->area_id != e->areas.of_def[c->def])
+            return false;
+    } else {
+        if (f->group && strcmp(f->group, d->group) != 0)
+            return false;
+        if (f->area && strcmp(f->area, d->area) != 0)
+            return false;
+    }
     if (f->npriorities) {
         int p = d->thr[c->thr].priority, k;
         for (k = 0; k < f->npriorities && f->priorities[k] != p; k++) {
@@ -1142,6 +1237,36 @@ void alarm_cond_json(const struct alarm_engine *e, uint32_t ci, struct buf *out)
         buf_printf(out, ",\"ts\":%lld}", (long long)c->ack_ts);
     }
     buf_putc(out, '}');
+}
+
+const char *alarm_cond_row(struct alarm_engine *e, uint32_t ci, size_t *len)
+{
+    struct cond *c = &e->conds[ci];
+    if (c->row_epoch != e->row_epoch || memcmp(&c->row_value, &c->value, sizeof c->value) != 0 ||
+        memcmp(&c->row_limit, &c->limit, sizeof c->limit) != 0) {
+        if (e->rows.len > ROWS_CACHE_MAX) {
+            buf_reset(&e->rows);
+            if (++e->row_epoch == 0)
+                e->row_epoch = 1; /* 0 marks a stale row */
+        }
+        size_t off = e->rows.len;
+        alarm_cond_json(e, ci, &e->rows);
+        if (e->rows.overflow) { /* a row larger than the headroom: not cached */
+            e->rows.overflow = false;
+            e->rows.len = off;
+            buf_reset(&e->msg);
+            alarm_cond_json(e, ci, &e->msg);
+            *len = e->msg.len;
+            return e->msg.data;
+        }
+        c->row_off = (uint32_t)off;
+        c->row_len = (uint32_t)(e->rows.len - off);
+        c->row_epoch = e->row_epoch;
+        c->row_value = c->value;
+        c->row_limit = c->limit;
+    }
+    *len = c->row_len;
+    return e->rows.data + c->row_off;
 }
 
 struct sort_ctx {
