@@ -48,10 +48,9 @@ struct cond {
     int64_t since, pending_since, shelved_until, ack_ts;
     double value, limit;
     char *message, *ack_user, *ack_comment;
-    /* the cached summary row (alarm_cond_row): valid when row_epoch == the engine's and the
-     * value and limit are still those it was encoded with */
+    /* the cached summary row (alarm_cond_row): valid when row_epoch == the engine's; set to
+     * 0 by every change of what the row shows (an event, a new value or limit) */
     uint32_t row_off, row_len, row_epoch;
-    double row_value, row_limit;
 };
 
 struct bound {
@@ -116,7 +115,7 @@ struct alarm_engine {
 };
 
 /* The row cache's size: past it, every cached row is forgotten and the cache starts over. */
-#define ROWS_CACHE_MAX (64u << 20)
+#define ROWS_CACHE_MAX (4u << 20)
 
 static int64_t default_now(void *ud) { return now_ms(); }
 
@@ -311,7 +310,11 @@ void alarm_format_number(char *out, size_t outlen, double v, const char *fmt, si
         }
     }
     res[r] = '\0';
-    snprintf(out, outlen, "%s", res);
+    if (outlen) {
+        size_t n = r < outlen - 1 ? r : outlen - 1;
+        memcpy(out, res, n);
+        out[n] = '\0';
+    }
 }
 
 void alarm_format_message(struct buf *out, const char *tmpl, double value, double limit,
@@ -331,7 +334,10 @@ void alarm_format_message(struct buf *out, const char *tmpl, double value, doubl
         }
         const char *end = p[0] == '{' ? strchr(p, '}') : NULL;
         if (!end) {
-            buf_putc(out, *p++);
+            /* literal text: up to the next brace in one piece */
+            size_t run = 1 + strcspn(p + 1, "{}");
+            buf_append(out, p, run);
+            p += run;
             continue;
         }
         const char *name = p + 1, *colon = memchr(name, ':', (size_t)(end - name));
@@ -342,20 +348,20 @@ void alarm_format_message(struct buf *out, const char *tmpl, double value, doubl
         char t[512];
         if (IS("value") || IS("0")) {
             alarm_format_number(t, sizeof t, value, fmt, flen);
-            buf_printf(out, "%s", t);
+            jw_raw(out, t);
         } else if (IS("limit") || IS("1")) {
             alarm_format_number(t, sizeof t, limit, fmt, flen);
-            buf_printf(out, "%s", t);
+            jw_raw(out, t);
         } else if (IS("alarm")) {
-            buf_printf(out, "%s", alarm);
+            jw_raw(out, alarm);
         } else if (IS("threshold")) {
-            buf_printf(out, "%s", threshold);
+            jw_raw(out, threshold);
         } else if (IS("group")) {
-            buf_printf(out, "%s", group);
+            jw_raw(out, group);
         } else if (IS("area")) {
-            buf_printf(out, "%s", area);
+            jw_raw(out, area);
         } else if (IS("priority")) {
-            buf_printf(out, "%d", priority);
+            jw_int(out, priority);
         } else {
             buf_append(out, p, (size_t)(end - p + 1)); /* not a placeholder: as written */
         }
@@ -657,8 +663,11 @@ static void eval_def(struct alarm_engine *e, uint32_t di, int64_t now)
     }
     for (size_t k = 0; k < d->nthr; k++) {
         struct cond *c = &e->conds[rt->first + k];
+        double l = limit_of(e, &d->thr[k]);
+        if (memcmp(&c->value, &v, sizeof v) != 0 || memcmp(&c->limit, &l, sizeof l) != 0)
+            c->row_epoch = 0; /* the row shows them */
         c->value = v;
-        c->limit = limit_of(e, &d->thr[k]);
+        c->limit = l;
         step(e, c, now);
     }
 }
@@ -1157,6 +1166,16 @@ bool alarm_filter_match(const struct alarm_engine *e, const struct alarm_filter 
 {
     const struct cond *c = &e->conds[ci];
     const struct alarm_def *d = &e->cfg.defs[c->def];
+    bool bound = f->bound == e->generation + 1;
+    if (bound) {
+        /* ids of this generation (alarm_filter_bind), checked first: the cheapest test and
+         * the one that rejects most rows for a subscriber of one group. UINT32_MAX (an
+         * unknown name) matches nothing. */
+        if (f->group && f->group_id != e->groups.of_def[c->def])
+            return false;
+        if (f->area && f->area_id != e->areas.of_def[c->def])
+            return false;
+    }
     unsigned hide = c->flags & (CF_SHELVED | CF_SUPPRESSED | CF_OOS);
     if (f->states == 0) {
         if (c->state == AS_NORMAL && !hide)
@@ -1174,13 +1193,7 @@ bool alarm_filter_match(const struct alarm_engine *e, const struct alarm_filter 
         if (!(f->states & have))
             return false;
     }
-    if (f->bound == e->generation + 1) {
-        /* ids of this generation (alarm_filter_bind); UINT32_MAX (unknown) matches nothing */
-        if (f->group && f->group_id != e->groups.of_def[c->def])
-            return false;
-        if (f->area && f->area_id != e->areas.of_def[c->def])
-            return false;
-    } else {
+    if (!bound) {
         if (f->group && strcmp(f->group, d->group) != 0)
             return false;
         if (f->area && strcmp(f->area, d->area) != 0)
@@ -1214,9 +1227,13 @@ void alarm_cond_json(const struct alarm_engine *e, uint32_t ci, struct buf *out)
     jw_str(out, d->area);
     jw_raw(out, ",\"group\":");
     jw_str(out, d->group);
-    buf_printf(out, ",\"priority\":%d,\"state\":\"%s\",\"active\":%s,\"acked\":%s", t->priority,
-               alarm_state_name((enum alarm_state)c->state), is_active(c) ? "true" : "false",
-               c->state == AS_UNACK || c->state == AS_RTN_UNACK ? "false" : "true");
+    /* pieces appended directly, no printf: this runs once per changed row in a storm */
+    jw_raw(out, ",\"priority\":");
+    jw_int(out, t->priority);
+    jw_raw(out, ",\"state\":\"");
+    jw_raw(out, alarm_state_name((enum alarm_state)c->state));
+    jw_raw(out, is_active(c) ? "\",\"active\":true" : "\",\"active\":false");
+    jw_raw(out, c->state == AS_UNACK || c->state == AS_RTN_UNACK ? ",\"acked\":false" : ",\"acked\":true");
     jw_raw(out, ",\"value\":");
     jw_double(out, c->value);
     jw_raw(out, ",\"limit\":");
@@ -1225,16 +1242,21 @@ void alarm_cond_json(const struct alarm_engine *e, uint32_t ci, struct buf *out)
     jw_str(out, alarm_op_name(t->op));
     jw_raw(out, ",\"message\":");
     jw_str(out, c->message ? c->message : "");
-    buf_printf(out, ",\"since\":%lld,\"shelved\":%s,\"shelved_until\":%lld,\"suppressed\":%s,\"out_of_service\":%s",
-               (long long)c->since, c->flags & CF_SHELVED ? "true" : "false",
-               (long long)(c->flags & CF_SHELVED ? c->shelved_until : 0),
-               c->flags & CF_SUPPRESSED ? "true" : "false", c->flags & CF_OOS ? "true" : "false");
+    jw_raw(out, ",\"since\":");
+    jw_int(out, c->since);
+    jw_raw(out, c->flags & CF_SHELVED ? ",\"shelved\":true" : ",\"shelved\":false");
+    jw_raw(out, ",\"shelved_until\":");
+    jw_int(out, c->flags & CF_SHELVED ? c->shelved_until : 0);
+    jw_raw(out, c->flags & CF_SUPPRESSED ? ",\"suppressed\":true" : ",\"suppressed\":false");
+    jw_raw(out, c->flags & CF_OOS ? ",\"out_of_service\":true" : ",\"out_of_service\":false");
     if (c->ack_user) {
         jw_raw(out, ",\"ack\":{\"user\":");
         jw_str(out, c->ack_user);
         jw_raw(out, ",\"comment\":");
         jw_str(out, c->ack_comment ? c->ack_comment : "");
-        buf_printf(out, ",\"ts\":%lld}", (long long)c->ack_ts);
+        jw_raw(out, ",\"ts\":");
+        jw_int(out, c->ack_ts);
+        buf_putc(out, '}');
     }
     buf_putc(out, '}');
 }
@@ -1242,8 +1264,7 @@ void alarm_cond_json(const struct alarm_engine *e, uint32_t ci, struct buf *out)
 const char *alarm_cond_row(struct alarm_engine *e, uint32_t ci, size_t *len)
 {
     struct cond *c = &e->conds[ci];
-    if (c->row_epoch != e->row_epoch || memcmp(&c->row_value, &c->value, sizeof c->value) != 0 ||
-        memcmp(&c->row_limit, &c->limit, sizeof c->limit) != 0) {
+    if (c->row_epoch != e->row_epoch) {
         if (e->rows.len > ROWS_CACHE_MAX) {
             buf_reset(&e->rows);
             if (++e->row_epoch == 0)
@@ -1262,8 +1283,6 @@ const char *alarm_cond_row(struct alarm_engine *e, uint32_t ci, size_t *len)
         c->row_off = (uint32_t)off;
         c->row_len = (uint32_t)(e->rows.len - off);
         c->row_epoch = e->row_epoch;
-        c->row_value = c->value;
-        c->row_limit = c->limit;
     }
     *len = c->row_len;
     return e->rows.data + c->row_off;

@@ -216,9 +216,53 @@ static void test_service_restart(void **state)
     live_free(l);
 }
 
+/* qev_new copies every string of the event into its one allocation (the sink's strings are
+ * valid for the call only) and keeps absent ones NULL. */
+static void test_qev_copy(void **state)
+{
+    (void)state;
+    char alarm[] = "load-01", thr[] = "HH", area[] = "Intake", grp[] = "g1", msg[] = "too \"high\"",
+         user[] = "ann", ack_user[] = "bob";
+    struct alarm_event e = {.ts = 5, .kind = AEV_ACK, .alarm = alarm, .threshold = thr, .area = area,
+                            .group = grp, .state = AS_ACKED, .value = 2.5, .limit = 3, .priority = 4,
+                            .message = msg, .user = user, .comment = NULL, .since = 4, .shelved_until = 9,
+                            .suppressed = true, .out_of_service = false, .ack_user = ack_user,
+                            .ack_comment = "", .ack_ts = 6};
+    struct qev *q = qev_new(&e);
+    memset(alarm, 'x', sizeof alarm - 1); /* the copy does not point into the caller's strings */
+    memset(msg, 'x', sizeof msg - 1);
+    assert_string_equal(q->alarm, "load-01");
+    assert_string_equal(q->threshold, "HH");
+    assert_string_equal(q->area, "Intake");
+    assert_string_equal(q->group, "g1");
+    assert_string_equal(q->message, "too \"high\"");
+    assert_string_equal(q->user, "ann");
+    assert_null(q->comment);
+    assert_string_equal(q->ack_user, "bob");
+    assert_string_equal(q->ack_comment, "");
+    assert_int_equal(q->ts, 5);
+    assert_int_equal(q->kind, AEV_ACK);
+    assert_int_equal(q->state, AS_ACKED);
+    assert_int_equal(q->priority, 4);
+    assert_int_equal(q->since, 4);
+    assert_int_equal(q->shelved_until, 9);
+    assert_int_equal(q->ack_ts, 6);
+    assert_true(q->suppressed);
+    assert_false(q->oos);
+    assert_true(q->value == 2.5 && q->limit == 3);
+    qev_free(q);
+    struct alarm_event none = {.ts = 1, .kind = AEV_CLEAR};
+    q = qev_new(&none);
+    assert_null(q->alarm);
+    assert_null(q->message);
+    assert_null(q->ack_comment);
+    qev_free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qev_copy),
         cmocka_unit_test_setup_teardown(test_partitions_and_queries, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(test_service_restart, mkdir_tmp, rm_tmp),
     };
