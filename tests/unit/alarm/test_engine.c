@@ -533,6 +533,46 @@ static void test_filter_bind(void **state)
     }
 }
 
+/* Fixed decimals ("0.00", "#,##0.000", ...) give exactly printf's %.*f, whether formatted
+ * without printf or, near a tie or for large numbers, with it. */
+static void test_format_number_fixed(void **state)
+{
+    (void)state;
+    static const double edge[] = {0, 0.5, 1.5, 2.5, 0.125, 0.375, 1.005, 2.675, 0.285, 1.115, 9.995, 99.995,
+                                  0.0049, 0.005, 0.0051, 999999.995, 123456789.125, 1e11, 1e12, 1e15, 3e20,
+                                  4.35, 0.045, 1234.5678, 0.1, 0.7, 1e-7, 5e-10, 199.999999999};
+    unsigned seed = 12345;
+    char want[512], got[512], fmt[32];
+    for (int i = 0; i < 40000; i++) {
+        double v;
+        if (i < (int)(sizeof edge / sizeof *edge) * 10) {
+            v = edge[i / 10] * (i % 2 ? -1 : 1);
+        } else {
+            seed = seed * 1103515245u + 12345u;
+            double m = (double)(seed >> 8) / (double)(1u << 24);
+            seed = seed * 1103515245u + 12345u;
+            int e = (int)(seed >> 16) % 16 - 4;
+            v = m * pow(10, e) * ((seed >> 3) & 1 ? -1 : 1);
+            if (i % 7 == 0)
+                v = round(v * 1000) / 1000 + 0.0005; /* near ties at 3 decimals */
+        }
+        for (int dec = 0; dec <= 7; dec++) {
+            snprintf(fmt, sizeof fmt, "0%s%.*s", dec ? "." : "", dec, "0000000");
+            alarm_format_number(got, sizeof got, v, fmt, strlen(fmt));
+            snprintf(want, sizeof want, "%.*f", dec, fabs(v));
+            bool nonzero = strspn(want, "0.") != strlen(want);
+            char full[520];
+            snprintf(full, sizeof full, "%s%s", v < 0 && nonzero ? "-" : "", want);
+            if (strcmp(got, full) != 0)
+                fail_msg("%.17g with '%s': got '%s', printf '%s'", v, fmt, got, full);
+        }
+    }
+    alarm_format_number(got, sizeof got, 1234567.891, "#,##0.00", 8);
+    assert_string_equal(got, "1,234,567.89");
+    alarm_format_number(got, sizeof got, 0.5, "#,##0", 5);
+    assert_string_equal(got, "0"); /* printf's tie to even */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -547,6 +587,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reload_keeps_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_row_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_bind, setup, teardown),
+        cmocka_unit_test(test_format_number_fixed),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_each_expansion),
     };
