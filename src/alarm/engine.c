@@ -1245,49 +1245,74 @@ bool alarm_filter_match(const struct alarm_engine *e, const struct alarm_filter 
     return true;
 }
 
+/* A literal of known length. */
+#define RAW(out, lit) buf_append((out), (lit), sizeof(lit) - 1)
+
+/* jw_str for the row: one pass, and one copy when nothing needs escaping (names and
+ * messages almost never do). */
+static void put_str(struct buf *out, const char *s)
+{
+    size_t n = 0;
+    unsigned char c;
+    while ((c = (unsigned char)s[n]) != 0 && c >= 0x20 && c != '"' && c != '\\')
+        n++;
+    if (s[n]) {
+        jw_str(out, s);
+        return;
+    }
+    if (buf_reserve(out, n + 2) < 0)
+        return;
+    char *o = out->data + out->len;
+    o[0] = '"';
+    memcpy(o + 1, s, n);
+    o[n + 1] = '"';
+    out->len += n + 2;
+    out->data[out->len] = '\0';
+}
+
 void alarm_cond_json(const struct alarm_engine *e, uint32_t ci, struct buf *out)
 {
     const struct cond *c = &e->conds[ci];
     const struct alarm_def *d = &e->cfg.defs[c->def];
     const struct alarm_threshold_cfg *t = &d->thr[c->thr];
-    jw_raw(out, "{\"id\":");
-    jw_str(out, c->id);
-    jw_raw(out, ",\"alarm\":");
-    jw_str(out, d->name);
-    jw_raw(out, ",\"threshold\":");
-    jw_str(out, t->name);
-    jw_raw(out, ",\"area\":");
-    jw_str(out, d->area);
-    jw_raw(out, ",\"group\":");
-    jw_str(out, d->group);
+    RAW(out, "{\"id\":");
+    put_str(out, c->id);
+    RAW(out, ",\"alarm\":");
+    put_str(out, d->name);
+    RAW(out, ",\"threshold\":");
+    put_str(out, t->name);
+    RAW(out, ",\"area\":");
+    put_str(out, d->area);
+    RAW(out, ",\"group\":");
+    put_str(out, d->group);
     /* pieces appended directly, no printf: this runs once per changed row in a storm */
-    jw_raw(out, ",\"priority\":");
+    RAW(out, ",\"priority\":");
     jw_int(out, t->priority);
-    jw_raw(out, ",\"state\":\"");
+    RAW(out, ",\"state\":\"");
     jw_raw(out, alarm_state_name((enum alarm_state)c->state));
     jw_raw(out, is_active(c) ? "\",\"active\":true" : "\",\"active\":false");
     jw_raw(out, c->state == AS_UNACK || c->state == AS_RTN_UNACK ? ",\"acked\":false" : ",\"acked\":true");
-    jw_raw(out, ",\"value\":");
+    RAW(out, ",\"value\":");
     jw_double(out, c->value);
-    jw_raw(out, ",\"limit\":");
+    RAW(out, ",\"limit\":");
     jw_double(out, c->limit);
-    jw_raw(out, ",\"op\":");
-    jw_str(out, alarm_op_name(t->op));
-    jw_raw(out, ",\"message\":");
-    jw_str(out, c->message ? c->message : "");
-    jw_raw(out, ",\"since\":");
+    RAW(out, ",\"op\":");
+    put_str(out, alarm_op_name(t->op));
+    RAW(out, ",\"message\":");
+    put_str(out, c->message ? c->message : "");
+    RAW(out, ",\"since\":");
     jw_int(out, c->since);
     jw_raw(out, c->flags & CF_SHELVED ? ",\"shelved\":true" : ",\"shelved\":false");
-    jw_raw(out, ",\"shelved_until\":");
+    RAW(out, ",\"shelved_until\":");
     jw_int(out, c->flags & CF_SHELVED ? c->shelved_until : 0);
     jw_raw(out, c->flags & CF_SUPPRESSED ? ",\"suppressed\":true" : ",\"suppressed\":false");
     jw_raw(out, c->flags & CF_OOS ? ",\"out_of_service\":true" : ",\"out_of_service\":false");
     if (c->ack_user) {
-        jw_raw(out, ",\"ack\":{\"user\":");
-        jw_str(out, c->ack_user);
-        jw_raw(out, ",\"comment\":");
-        jw_str(out, c->ack_comment ? c->ack_comment : "");
-        jw_raw(out, ",\"ts\":");
+        RAW(out, ",\"ack\":{\"user\":");
+        put_str(out, c->ack_user);
+        RAW(out, ",\"comment\":");
+        put_str(out, c->ack_comment ? c->ack_comment : "");
+        RAW(out, ",\"ts\":");
         jw_int(out, c->ack_ts);
         buf_putc(out, '}');
     }

@@ -453,6 +453,17 @@ static void test_row_cache(void **state)
     assert_int_equal(alarm_engine_ack(f->e, hh, "ann", "seen \"it\""), 1);
     expect_rows_current(f);
     assert_non_null(strstr(alarm_cond_row(f->e, hh, &len1), "\"ack\":{\"user\":\"ann\""));
+    /* strings that need escaping take jw_str's way; plain ones are copied */
+    assert_non_null(strstr(alarm_cond_row(f->e, hh, &len1), "\"comment\":\"seen \\\"it\\\"\""));
+    uint32_t ll;
+    alarm_engine_lookup(f->e, "load/LL", &ll, 1);
+    assert_int_equal(alarm_engine_shelve(f->e, ll, f->now + 60000, "eve\tx", NULL), 1);
+    assert_int_equal(alarm_engine_ack(f->e, ll, "a\\b\n", "tab\there"), 0); /* nothing to ack */
+    assert_int_equal(alarm_engine_restore(f->e, "load/LL", AS_UNACK, 5, 1, 2, "line1\nline2 \x01", 0, false,
+                                          "u\"q", "c\\", 7), 0);
+    assert_non_null(strstr(alarm_cond_row(f->e, ll, &len1),
+                           "\"message\":\"line1\\nline2 \\u0001\""));
+    assert_non_null(strstr(alarm_cond_row(f->e, ll, &len1), "\"ack\":{\"user\":\"u\\\"q\",\"comment\":\"c\\\\\""));
     alarm_engine_set_deployment(f->e, "Startup", NULL); /* new limits */
     expect_rows_current(f);
     uint32_t h;
