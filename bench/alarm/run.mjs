@@ -21,7 +21,8 @@
 // an alarm-events query), generation and storage rates, the time from the last post until
 // the last event is durable, latency from the event's time ("since") to its arrival at the
 // subscribers (p50, p99, max; filtered and unfiltered), frames and fresh snapshots received,
-// opsd CPU (utime+stime) over the burst and peak RSS (VmHWM). Everything on 127.0.0.1.
+// opsd CPU (utime+stime, from /proc) from the first post until the last event is durable, also
+// per event (the figure that depends least on how busy the machine is), and peak RSS (VmHWM). Everything on 127.0.0.1.
 import { spawn, fork } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -319,7 +320,7 @@ async function run(name) {
       gen_rate: tGen ? Math.round(want / ((tGen - t0) / 1000)) : NaN,
       store_rate: tDur ? Math.round(want / ((tDur - t0) / 1000)) : NaN,
       durable_after_last_post_ms: tDur ? tDur - tPosted : NaN,
-      cpu_s: Math.round(cpu * 100) / 100, hwm_mib: hwmMiB(proc.pid), load_before: load0, load_after: loadavg(),
+      cpu_s: Math.round(cpu * 100) / 100, cpu_us_per_event: Math.round(cpu * 1e7 / want) / 10, hwm_mib: hwmMiB(proc.pid), load_before: load0, load_after: loadavg(),
       unfiltered: row('unfiltered'), filtered: row('filtered'),
     };
     return res;
@@ -339,10 +340,10 @@ for (const s of scenarios) {
   results.push(r);
   console.error(JSON.stringify(r));
 }
-console.log('| scenario | alarms x thr | events in burst | stored | dropped | burst s | generated/s | stored/s | durable after last post | opsd CPU s | peak RSS MiB | load avg before / after |');
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+console.log('| scenario | alarms x thr | events in burst | stored | dropped | burst s | generated/s | stored/s | durable after last post | opsd CPU s | opsd CPU µs/event | peak RSS MiB | load avg before / after |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const r of results) {
-  console.log(`| ${r.name} | ${r.alarms} x 4 | ${r.events} | ${r.stored} | ${r.dropped} | ${r.burst_s.toFixed(2)} | ${r.gen_rate} | ${r.store_rate} | ${r.durable_after_last_post_ms} ms | ${r.cpu_s} | ${r.hwm_mib} | ${r.load_before} / ${r.load_after} |`);
+  console.log(`| ${r.name} | ${r.alarms} x 4 | ${r.events} | ${r.stored} | ${r.dropped} | ${r.burst_s.toFixed(2)} | ${r.gen_rate} | ${r.store_rate} | ${r.durable_after_last_post_ms} ms | ${r.cpu_s} | ${r.cpu_us_per_event} | ${r.hwm_mib} | ${r.load_before} / ${r.load_after} |`);
 }
 console.log('');
 console.log('| scenario | subscribers | clients | rows/client | frames/client | fresh snapshots/client | latency p50 ms | p99 ms | max ms |');

@@ -159,6 +159,12 @@ uint64_t alarm_engine_generation(const struct alarm_engine *e);
 size_t alarm_engine_lookup(const struct alarm_engine *e, const char *name, uint32_t *out, size_t max);
 /* The conditions of a group. */
 size_t alarm_engine_group(const struct alarm_engine *e, const char *group, uint32_t *out, size_t max);
+/* Interned names: each distinct group (area) of the configuration has an id from 0 to
+ * count - 1, valid for one generation. UINT32_MAX: no such group (area). */
+uint32_t alarm_engine_group_id(const struct alarm_engine *e, const char *group);
+uint32_t alarm_engine_area_id(const struct alarm_engine *e, const char *area);
+size_t alarm_engine_group_count(const struct alarm_engine *e);
+uint32_t alarm_cond_group(const struct alarm_engine *e, uint32_t cond);
 
 /* Operator actions on one condition; each makes an event when it changes something.
  * Return 1 when something changed, 0 when not (already acknowledged, ...). */
@@ -181,6 +187,9 @@ struct alarm_filter {
     char *group, *area, *text;
     int priorities[8];       /* exact priorities; npriorities 0: any */
     int npriorities;
+    /* set by alarm_filter_bind: group and area as interned ids of one generation */
+    uint32_t group_id, area_id;
+    uint64_t bound;          /* that generation + 1; 0: not bound (names compared) */
 };
 
 enum alarm_sort { ASORT_PRIORITY, ASORT_TIME, ASORT_NAME };
@@ -190,9 +199,17 @@ int alarm_filter_states(const char *s, unsigned *mask);
 /* Parses "1,2" into the priority list. Returns 0 or -1. */
 int alarm_filter_priorities(const char *s, struct alarm_filter *f);
 void alarm_filter_release(struct alarm_filter *f);
+/* Resolves the filter's group and area to interned ids of the engine's current generation,
+ * so that alarm_filter_match compares numbers; a filter bound to an older generation (or
+ * never bound) is matched by name, with the same result. */
+void alarm_filter_bind(const struct alarm_engine *e, struct alarm_filter *f);
 bool alarm_filter_match(const struct alarm_engine *e, const struct alarm_filter *f, uint32_t cond);
 /* Appends the row of one condition as a JSON object. */
 void alarm_cond_json(const struct alarm_engine *e, uint32_t cond, struct buf *out);
+/* The same bytes as alarm_cond_json, encoded once per change of the condition (an event, or
+ * a new value or limit) and cached for every reader (the stream's subscribers). The pointer
+ * is valid until the next call or engine change; *len is set. */
+const char *alarm_cond_row(struct alarm_engine *e, uint32_t cond, size_t *len);
 /* Appends {"alarms":[rows...],"total":N} with at most limit rows, matching f, sorted. */
 void alarm_summary_json(const struct alarm_engine *e, const struct alarm_filter *f, enum alarm_sort s,
                         size_t limit, struct buf *out);

@@ -30,6 +30,9 @@ struct astore {
     sqlite3 *cur;                 /* the partition being written */
     int64_t cur_start;
     sqlite3_stmt *ins;
+    bool cur_v2;                  /* its ids are ts * 2^20 + n (no ts index); see store.c */
+    int64_t last_id;              /* v2: the largest id in it */
+    sqlite3_stmt *max_in;         /* v2: the largest id within an id range */
     sqlite3 *state;               /* state.db */
     sqlite3_stmt *upsert, *meta;
     uint64_t partitions_dropped;

@@ -48,6 +48,9 @@ struct cond {
     int64_t since, pending_since, shelved_until, ack_ts;
     double value, limit;
     char *message, *ack_user, *ack_comment;
+    /* the cached summary row (alarm_cond_row): valid when row_epoch == the engine's; set to
+     * 0 by every change of what the row shows (an event, a new value or limit) */
+    uint32_t row_off, row_len, row_epoch;
 };
 
 struct bound {
@@ -67,6 +70,15 @@ struct def_rt {
 struct strmap {
     uint32_t *slot;        /* index + 1, 0 empty */
     size_t mask;
+};
+
+/* Interned names (the groups, the areas): id = index into name[]; the strings belong to the
+ * configuration. */
+struct intern {
+    const char **name;
+    size_t n;
+    struct strmap map;
+    uint32_t *of_def;      /* per alarm_def: its id */
 };
 
 struct alarm_engine {
@@ -97,7 +109,13 @@ struct alarm_engine {
     uint64_t evaluations, events;
     uint64_t generation;
     struct buf msg;
+    struct intern groups, areas;
+    struct buf rows;       /* cached summary rows; emptied (row_epoch++) when full */
+    uint32_t row_epoch;
 };
+
+/* The row cache's size: past it, every cached row is forgotten and the cache starts over. */
+#define ROWS_CACHE_MAX (4u << 20)
 
 static int64_t default_now(void *ud) { return now_ms(); }
 
@@ -135,6 +153,40 @@ static uint32_t strmap_find(const struct strmap *m, const char *k,
 
 static const char *cond_key(const void *ud, uint32_t i) { return ((const struct alarm_engine *)ud)->conds[i].id; }
 static const char *def_key(const void *ud, uint32_t i) { return ((const struct alarm_engine *)ud)->cfg.defs[i].name; }
+static const char *intern_key(const void *ud, uint32_t i) { return ((const struct intern *)ud)->name[i]; }
+
+static void intern_release(struct intern *t)
+{
+    free(t->name);
+    free(t->map.slot);
+    free(t->of_def);
+    memset(t, 0, sizeof *t);
+}
+
+/* Interns name_of(def) of every alarm_def (at most ndefs distinct names). */
+static void intern_build(struct intern *t, const struct alarm_config *cfg, bool area)
+{
+    intern_release(t);
+    size_t cap = 16;
+    while (cap < cfg->ndefs * 2 + 2)
+        cap *= 2;
+    t->map.slot = xnew(uint32_t, cap);
+    t->map.mask = cap - 1;
+    t->name = xnew(const char *, cfg->ndefs ? cfg->ndefs : 1);
+    t->of_def = xnew(uint32_t, cfg->ndefs ? cfg->ndefs : 1);
+    for (size_t di = 0; di < cfg->ndefs; di++) {
+        const char *k = area ? cfg->defs[di].area : cfg->defs[di].group;
+        size_t s = hash_bytes(k, strlen(k)) & t->map.mask;
+        for (; t->map.slot[s]; s = (s + 1) & t->map.mask)
+            if (strcmp(t->name[t->map.slot[s] - 1], k) == 0)
+                break;
+        if (!t->map.slot[s]) {
+            t->name[t->n] = k;
+            t->map.slot[s] = (uint32_t)++t->n;
+        }
+        t->of_def[di] = t->map.slot[s] - 1;
+    }
+}
 
 /* ---- names ---- */
 
@@ -184,6 +236,39 @@ const char *alarm_op_name(enum alarm_op op)
 
 /* ---- formatting ---- */
 
+/* snprintf(out, "%.*f", dec, a) for a >= 0, without printf when that is certainly the same
+ * text: a * 10^dec below 10^12 (so the product is within 1e-4 of the exact one) and not
+ * within 1e-3 of a tie (where the product's rounding could decide differently from printf's
+ * exact decimal expansion). Messages of a storm format
+ * two numbers each, and printf's %f was a quarter of the loop's instructions. */
+static void fixed_decimal(char *out, size_t outlen, double a, int dec)
+{
+    static const double pow10[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
+    if (dec >= 0 && dec <= 9 && a < 1e12 / pow10[dec]) {
+        double p = a * pow10[dec], fl = floor(p), frac = p - fl;
+        if (fabs(frac - 0.5) > 1e-3) {
+            uint64_t r = (uint64_t)fl + (frac > 0.5);
+            char digits[24];
+            int n = 0;
+            do {
+                digits[n++] = (char)('0' + r % 10);
+                r /= 10;
+            } while (r);
+            while (n <= dec)
+                digits[n++] = '0'; /* at least one digit before the point */
+            size_t o = 0;
+            for (int i = n - 1; i >= 0 && o + 2 < outlen; i--) {
+                out[o++] = digits[i];
+                if (i == dec && dec > 0)
+                    out[o++] = '.';
+            }
+            out[o] = '\0';
+            return;
+        }
+    }
+    snprintf(out, outlen, "%.*f", dec, a);
+}
+
 void alarm_format_number(char *out, size_t outlen, double v, const char *fmt, size_t fmtlen)
 {
     if (!isfinite(v)) {
@@ -220,7 +305,7 @@ void alarm_format_number(char *out, size_t outlen, double v, const char *fmt, si
     if (intzeros > 30)
         intzeros = 30;
     char num[400];
-    snprintf(num, sizeof num, "%.*f", maxdec, fabs(v));
+    fixed_decimal(num, sizeof num, fabs(v), maxdec);
     char *dot = strchr(num, '.');
     size_t declen = 0;
     if (dot) {
@@ -258,7 +343,11 @@ void alarm_format_number(char *out, size_t outlen, double v, const char *fmt, si
         }
     }
     res[r] = '\0';
-    snprintf(out, outlen, "%s", res);
+    if (outlen) {
+        size_t n = r < outlen - 1 ? r : outlen - 1;
+        memcpy(out, res, n);
+        out[n] = '\0';
+    }
 }
 
 void alarm_format_message(struct buf *out, const char *tmpl, double value, double limit,
@@ -278,7 +367,10 @@ void alarm_format_message(struct buf *out, const char *tmpl, double value, doubl
         }
         const char *end = p[0] == '{' ? strchr(p, '}') : NULL;
         if (!end) {
-            buf_putc(out, *p++);
+            /* literal text: up to the next brace in one piece */
+            size_t run = 1 + strcspn(p + 1, "{}");
+            buf_append(out, p, run);
+            p += run;
             continue;
         }
         const char *name = p + 1, *colon = memchr(name, ':', (size_t)(end - name));
@@ -289,20 +381,20 @@ void alarm_format_message(struct buf *out, const char *tmpl, double value, doubl
         char t[512];
         if (IS("value") || IS("0")) {
             alarm_format_number(t, sizeof t, value, fmt, flen);
-            buf_printf(out, "%s", t);
+            jw_raw(out, t);
         } else if (IS("limit") || IS("1")) {
             alarm_format_number(t, sizeof t, limit, fmt, flen);
-            buf_printf(out, "%s", t);
+            jw_raw(out, t);
         } else if (IS("alarm")) {
-            buf_printf(out, "%s", alarm);
+            jw_raw(out, alarm);
         } else if (IS("threshold")) {
-            buf_printf(out, "%s", threshold);
+            jw_raw(out, threshold);
         } else if (IS("group")) {
-            buf_printf(out, "%s", group);
+            jw_raw(out, group);
         } else if (IS("area")) {
-            buf_printf(out, "%s", area);
+            jw_raw(out, area);
         } else if (IS("priority")) {
-            buf_printf(out, "%d", priority);
+            jw_int(out, priority);
         } else {
             buf_append(out, p, (size_t)(end - p + 1)); /* not a placeholder: as written */
         }
@@ -319,6 +411,8 @@ struct alarm_engine *alarm_engine_new(struct live *live)
     e->live = live;
     e->now = default_now;
     buf_init(&e->msg, 64 * 1024);
+    buf_init(&e->rows, ROWS_CACHE_MAX + 256 * 1024);
+    e->row_epoch = 1;
     return e;
 }
 
@@ -355,6 +449,9 @@ void alarm_engine_free(struct alarm_engine *e)
     free(e->timed);
     free(e->changed);
     buf_release(&e->msg);
+    buf_release(&e->rows);
+    intern_release(&e->groups);
+    intern_release(&e->areas);
     free(e);
 }
 
@@ -381,6 +478,7 @@ int alarm_engine_on_change(struct alarm_engine *e, alarm_change_fn fn, void *ud)
 
 static void mark_changed(struct alarm_engine *e, struct cond *c)
 {
+    c->row_epoch = 0; /* the cached row is stale */
     if (c->flags & CF_CHANGED)
         return;
     c->flags |= CF_CHANGED;
@@ -598,8 +696,11 @@ static void eval_def(struct alarm_engine *e, uint32_t di, int64_t now)
     }
     for (size_t k = 0; k < d->nthr; k++) {
         struct cond *c = &e->conds[rt->first + k];
+        double l = limit_of(e, &d->thr[k]);
+        if (memcmp(&c->value, &v, sizeof v) != 0 || memcmp(&c->limit, &l, sizeof l) != 0)
+            c->row_epoch = 0; /* the row shows them */
         c->value = v;
-        c->limit = limit_of(e, &d->thr[k]);
+        c->limit = l;
         step(e, c, now);
     }
 }
@@ -814,6 +915,8 @@ void alarm_engine_configure(struct alarm_engine *e, struct alarm_config *cfg)
     alarm_config_release(&old);
     strmap_build(&e->by_id, e->nconds, cond_key, e);
     strmap_build(&e->by_name, e->cfg.ndefs, def_key, e);
+    intern_build(&e->groups, &e->cfg, false);
+    intern_build(&e->areas, &e->cfg, true);
     bind_all(e);
     eval_all(e);
 }
@@ -834,6 +937,7 @@ int alarm_engine_restore(struct alarm_engine *e, const char *id, enum alarm_stat
     struct cond *c = &e->conds[i];
     if (e->cfg.defs[c->def].out_of_service)
         return 0;
+    c->row_epoch = 0;
     c->state = (uint8_t)st;
     c->since = since;
     if (isnan(c->value))
@@ -931,11 +1035,29 @@ size_t alarm_engine_lookup(const struct alarm_engine *e, const char *name, uint3
 
 size_t alarm_engine_group(const struct alarm_engine *e, const char *group, uint32_t *out, size_t max)
 {
+    uint32_t g = alarm_engine_group_id(e, group);
     size_t n = 0;
-    for (uint32_t i = 0; i < e->nconds && n < max; i++)
-        if (strcmp(e->cfg.defs[e->conds[i].def].group, group) == 0)
+    for (uint32_t i = 0; g != UINT32_MAX && i < e->nconds && n < max; i++)
+        if (e->groups.of_def[e->conds[i].def] == g)
             out[n++] = i;
     return n;
+}
+
+uint32_t alarm_engine_group_id(const struct alarm_engine *e, const char *group)
+{
+    return strmap_find(&e->groups.map, group, intern_key, &e->groups);
+}
+
+uint32_t alarm_engine_area_id(const struct alarm_engine *e, const char *area)
+{
+    return strmap_find(&e->areas.map, area, intern_key, &e->areas);
+}
+
+size_t alarm_engine_group_count(const struct alarm_engine *e) { return e->groups.n; }
+
+uint32_t alarm_cond_group(const struct alarm_engine *e, uint32_t cond)
+{
+    return e->groups.of_def[e->conds[cond].def];
 }
 
 int alarm_engine_ack(struct alarm_engine *e, uint32_t ci, const char *user, const char *comment)
@@ -1066,10 +1188,27 @@ void alarm_filter_release(struct alarm_filter *f)
     memset(f, 0, sizeof *f);
 }
 
+void alarm_filter_bind(const struct alarm_engine *e, struct alarm_filter *f)
+{
+    f->group_id = f->group ? alarm_engine_group_id(e, f->group) : UINT32_MAX;
+    f->area_id = f->area ? alarm_engine_area_id(e, f->area) : UINT32_MAX;
+    f->bound = e->generation + 1;
+}
+
 bool alarm_filter_match(const struct alarm_engine *e, const struct alarm_filter *f, uint32_t ci)
 {
     const struct cond *c = &e->conds[ci];
     const struct alarm_def *d = &e->cfg.defs[c->def];
+    bool bound = f->bound == e->generation + 1;
+    if (bound) {
+        /* ids of this generation (alarm_filter_bind), checked first: the cheapest test and
+         * the one that rejects most rows for a subscriber of one group. UINT32_MAX (an
+         * unknown name) matches nothing. */
+        if (f->group && f->group_id != e->groups.of_def[c->def])
+            return false;
+        if (f->area && f->area_id != e->areas.of_def[c->def])
+            return false;
+    }
     unsigned hide = c->flags & (CF_SHELVED | CF_SUPPRESSED | CF_OOS);
     if (f->states == 0) {
         if (c->state == AS_NORMAL && !hide)
@@ -1087,10 +1226,12 @@ bool alarm_filter_match(const struct alarm_engine *e, const struct alarm_filter 
         if (!(f->states & have))
             return false;
     }
-    if (f->group && strcmp(f->group, d->group) != 0)
-        return false;
-    if (f->area && strcmp(f->area, d->area) != 0)
-        return false;
+    if (!bound) {
+        if (f->group && strcmp(f->group, d->group) != 0)
+            return false;
+        if (f->area && strcmp(f->area, d->area) != 0)
+            return false;
+    }
     if (f->npriorities) {
         int p = d->thr[c->thr].priority, k;
         for (k = 0; k < f->npriorities && f->priorities[k] != p; k++) {
@@ -1104,44 +1245,105 @@ bool alarm_filter_match(const struct alarm_engine *e, const struct alarm_filter 
     return true;
 }
 
+/* A literal of known length. */
+#define RAW(out, lit) buf_append((out), (lit), sizeof(lit) - 1)
+
+/* jw_str for the row: one pass, and one copy when nothing needs escaping (names and
+ * messages almost never do). */
+static void put_str(struct buf *out, const char *s)
+{
+    size_t n = 0;
+    unsigned char c;
+    while ((c = (unsigned char)s[n]) != 0 && c >= 0x20 && c != '"' && c != '\\')
+        n++;
+    if (s[n]) {
+        jw_str(out, s);
+        return;
+    }
+    if (buf_reserve(out, n + 2) < 0)
+        return;
+    char *o = out->data + out->len;
+    o[0] = '"';
+    memcpy(o + 1, s, n);
+    o[n + 1] = '"';
+    out->len += n + 2;
+    out->data[out->len] = '\0';
+}
+
 void alarm_cond_json(const struct alarm_engine *e, uint32_t ci, struct buf *out)
 {
     const struct cond *c = &e->conds[ci];
     const struct alarm_def *d = &e->cfg.defs[c->def];
     const struct alarm_threshold_cfg *t = &d->thr[c->thr];
-    jw_raw(out, "{\"id\":");
-    jw_str(out, c->id);
-    jw_raw(out, ",\"alarm\":");
-    jw_str(out, d->name);
-    jw_raw(out, ",\"threshold\":");
-    jw_str(out, t->name);
-    jw_raw(out, ",\"area\":");
-    jw_str(out, d->area);
-    jw_raw(out, ",\"group\":");
-    jw_str(out, d->group);
-    buf_printf(out, ",\"priority\":%d,\"state\":\"%s\",\"active\":%s,\"acked\":%s", t->priority,
-               alarm_state_name((enum alarm_state)c->state), is_active(c) ? "true" : "false",
-               c->state == AS_UNACK || c->state == AS_RTN_UNACK ? "false" : "true");
-    jw_raw(out, ",\"value\":");
+    RAW(out, "{\"id\":");
+    put_str(out, c->id);
+    RAW(out, ",\"alarm\":");
+    put_str(out, d->name);
+    RAW(out, ",\"threshold\":");
+    put_str(out, t->name);
+    RAW(out, ",\"area\":");
+    put_str(out, d->area);
+    RAW(out, ",\"group\":");
+    put_str(out, d->group);
+    /* pieces appended directly, no printf: this runs once per changed row in a storm */
+    RAW(out, ",\"priority\":");
+    jw_int(out, t->priority);
+    RAW(out, ",\"state\":\"");
+    jw_raw(out, alarm_state_name((enum alarm_state)c->state));
+    jw_raw(out, is_active(c) ? "\",\"active\":true" : "\",\"active\":false");
+    jw_raw(out, c->state == AS_UNACK || c->state == AS_RTN_UNACK ? ",\"acked\":false" : ",\"acked\":true");
+    RAW(out, ",\"value\":");
     jw_double(out, c->value);
-    jw_raw(out, ",\"limit\":");
+    RAW(out, ",\"limit\":");
     jw_double(out, c->limit);
-    jw_raw(out, ",\"op\":");
-    jw_str(out, alarm_op_name(t->op));
-    jw_raw(out, ",\"message\":");
-    jw_str(out, c->message ? c->message : "");
-    buf_printf(out, ",\"since\":%lld,\"shelved\":%s,\"shelved_until\":%lld,\"suppressed\":%s,\"out_of_service\":%s",
-               (long long)c->since, c->flags & CF_SHELVED ? "true" : "false",
-               (long long)(c->flags & CF_SHELVED ? c->shelved_until : 0),
-               c->flags & CF_SUPPRESSED ? "true" : "false", c->flags & CF_OOS ? "true" : "false");
+    RAW(out, ",\"op\":");
+    put_str(out, alarm_op_name(t->op));
+    RAW(out, ",\"message\":");
+    put_str(out, c->message ? c->message : "");
+    RAW(out, ",\"since\":");
+    jw_int(out, c->since);
+    jw_raw(out, c->flags & CF_SHELVED ? ",\"shelved\":true" : ",\"shelved\":false");
+    RAW(out, ",\"shelved_until\":");
+    jw_int(out, c->flags & CF_SHELVED ? c->shelved_until : 0);
+    jw_raw(out, c->flags & CF_SUPPRESSED ? ",\"suppressed\":true" : ",\"suppressed\":false");
+    jw_raw(out, c->flags & CF_OOS ? ",\"out_of_service\":true" : ",\"out_of_service\":false");
     if (c->ack_user) {
-        jw_raw(out, ",\"ack\":{\"user\":");
-        jw_str(out, c->ack_user);
-        jw_raw(out, ",\"comment\":");
-        jw_str(out, c->ack_comment ? c->ack_comment : "");
-        buf_printf(out, ",\"ts\":%lld}", (long long)c->ack_ts);
+        RAW(out, ",\"ack\":{\"user\":");
+        put_str(out, c->ack_user);
+        RAW(out, ",\"comment\":");
+        put_str(out, c->ack_comment ? c->ack_comment : "");
+        RAW(out, ",\"ts\":");
+        jw_int(out, c->ack_ts);
+        buf_putc(out, '}');
     }
     buf_putc(out, '}');
+}
+
+const char *alarm_cond_row(struct alarm_engine *e, uint32_t ci, size_t *len)
+{
+    struct cond *c = &e->conds[ci];
+    if (c->row_epoch != e->row_epoch) {
+        if (e->rows.len > ROWS_CACHE_MAX) {
+            buf_reset(&e->rows);
+            if (++e->row_epoch == 0)
+                e->row_epoch = 1; /* 0 marks a stale row */
+        }
+        size_t off = e->rows.len;
+        alarm_cond_json(e, ci, &e->rows);
+        if (e->rows.overflow) { /* a row larger than the headroom: not cached */
+            e->rows.overflow = false;
+            e->rows.len = off;
+            buf_reset(&e->msg);
+            alarm_cond_json(e, ci, &e->msg);
+            *len = e->msg.len;
+            return e->msg.data;
+        }
+        c->row_off = (uint32_t)off;
+        c->row_len = (uint32_t)(e->rows.len - off);
+        c->row_epoch = e->row_epoch;
+    }
+    *len = c->row_len;
+    return e->rows.data + c->row_off;
 }
 
 struct sort_ctx {

@@ -20,7 +20,15 @@
  *   | priority  | INTEGER | threshold priority                                         |
  *   | message   | TEXT    | formatted message (the state name for a deployment change) |
  *   | user,comment | TEXT | operator actions                                           |
- *   indexes: (ts), (alarm, ts), (grp, ts): all inside the partition, so they stay small.
+ *   indexes: (alarm, ts), (grp, ts): inside the partition, so they stay small.
+ *
+ *   Partition files made by this version (PRAGMA user_version = 2) order events by time in
+ *   the table itself: id = ts * 2^20 + n, n counting the events of that millisecond in the
+ *   order they were written (so the table is ordered by (ts, order of writing) and a time
+ *   range is an id range), which saves the writer the index on ts (one B-tree insert per
+ *   event). A clock that steps back gets ids inside the earlier millisecond's range (the
+ *   largest id used there, looked up). Files of the earlier layout (user_version 0: id in
+ *   order of writing, an index ev_ts on ts) are read and written with that layout.
  *
  *   state.db: cond(id PRIMARY KEY, state, since, value, lim, message, shelved_until, oos,
  *             ack_user, ack_comment, ack_ts) WITHOUT ROWID; meta(key PRIMARY KEY, value).
@@ -46,11 +54,19 @@
 
 #define QUERY_LIMIT_MAX 100000
 
-static char *dupn(const char *s) { return s ? xstrdup(s) : NULL; }
-
+/* One allocation per event: the strings follow the struct (the loop thread makes about
+ * 10 of these per alarm transition in a storm, the writer frees them). */
 struct qev *qev_new(const struct alarm_event *ev)
 {
-    struct qev *q = xzalloc(sizeof *q);
+    const char *src[9] = {ev->alarm, ev->threshold, ev->area, ev->group, ev->message,
+                          ev->user, ev->comment, ev->ack_user, ev->ack_comment};
+    size_t len[9], total = sizeof(struct qev);
+    for (int i = 0; i < 9; i++) {
+        len[i] = src[i] ? strlen(src[i]) + 1 : 0;
+        total += len[i];
+    }
+    struct qev *q = xmalloc(total);
+    memset(q, 0, sizeof *q);
     q->ts = ev->ts;
     q->since = ev->since;
     q->shelved_until = ev->shelved_until;
@@ -62,33 +78,20 @@ struct qev *qev_new(const struct alarm_event *ev)
     q->priority = ev->priority;
     q->suppressed = ev->suppressed;
     q->oos = ev->out_of_service;
-    q->alarm = dupn(ev->alarm);
-    q->threshold = dupn(ev->threshold);
-    q->area = dupn(ev->area);
-    q->group = dupn(ev->group);
-    q->message = dupn(ev->message);
-    q->user = dupn(ev->user);
-    q->comment = dupn(ev->comment);
-    q->ack_user = dupn(ev->ack_user);
-    q->ack_comment = dupn(ev->ack_comment);
+    char **dst[9] = {&q->alarm, &q->threshold, &q->area, &q->group, &q->message,
+                     &q->user, &q->comment, &q->ack_user, &q->ack_comment};
+    char *p = (char *)(q + 1);
+    for (int i = 0; i < 9; i++) {
+        if (!src[i])
+            continue;
+        memcpy(p, src[i], len[i]);
+        *dst[i] = p;
+        p += len[i];
+    }
     return q;
 }
 
-void qev_free(struct qev *q)
-{
-    if (!q)
-        return;
-    free(q->alarm);
-    free(q->threshold);
-    free(q->area);
-    free(q->group);
-    free(q->message);
-    free(q->user);
-    free(q->comment);
-    free(q->ack_user);
-    free(q->ack_comment);
-    free(q);
-}
+void qev_free(struct qev *q) { free(q); }
 
 static int exec(sqlite3 *db, const char *sql, char *err, size_t errlen)
 {
@@ -101,10 +104,15 @@ static int exec(sqlite3 *db, const char *sql, char *err, size_t errlen)
     return 0;
 }
 
+#define ID_SHIFT    1048576LL     /* 2^20 ids per millisecond */
+#define ID_TS_LIMIT 8796093022207LL /* |ts| at most 2^43 - 1 ms: ts * 2^20 fits in 63 bits */
+
 static void close_cur(struct astore *s)
 {
     sqlite3_finalize(s->ins);
     s->ins = NULL;
+    sqlite3_finalize(s->max_in);
+    s->max_in = NULL;
     sqlite3_close(s->cur);
     s->cur = NULL;
     s->cur_start = -1;
@@ -161,6 +169,18 @@ static int64_t part_start(const struct astore *s, int64_t ts)
     return ts >= 0 ? ts - ts % p : ts - ((ts % p) + p) % p;
 }
 
+static int64_t int_query(sqlite3 *db, const char *sql, int64_t dflt)
+{
+    sqlite3_stmt *st;
+    int64_t v = dflt;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return dflt;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 static int open_part(struct astore *s, int64_t start, char *err, size_t errlen)
 {
     close_cur(s);
@@ -169,23 +189,76 @@ static int open_part(struct astore *s, int64_t start, char *err, size_t errlen)
              start + s->partition_ms);
     if (sqlite3_open_v2(path, &s->cur, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
             SQLITE_OK ||
-        exec(s->cur,
-             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
-             "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, alarm TEXT,"
-             " threshold TEXT, area TEXT, grp TEXT, kind INTEGER, state INTEGER, value REAL, lim REAL,"
-             " priority INTEGER, message TEXT, user TEXT, comment TEXT);"
-             "CREATE INDEX IF NOT EXISTS ev_ts ON events(ts);"
-             "CREATE INDEX IF NOT EXISTS ev_alarm ON events(alarm, ts);"
-             "CREATE INDEX IF NOT EXISTS ev_grp ON events(grp, ts);",
-             err, errlen) < 0 ||
-        sqlite3_prepare_v2(s->cur, "INSERT INTO events VALUES(NULL,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
-                           -1, &s->ins, NULL) != SQLITE_OK) {
-        if (!*err)
-            snprintf(err, errlen, "%s: %s", path, s->cur ? sqlite3_errmsg(s->cur) : "cannot open");
-        close_cur(s);
-        return -1;
+        exec(s->cur, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;", err, errlen) < 0)
+        goto fail;
+    /* a new file gets the layout ordered by time (user_version 2); an existing one keeps its own */
+    bool fresh = int_query(s->cur, "SELECT count(*) FROM sqlite_master WHERE name = 'events'", 0) == 0;
+    s->cur_v2 = fresh || int_query(s->cur, "PRAGMA user_version", 0) == 2;
+    if (s->cur_v2) {
+        if (exec(s->cur,
+                 "BEGIN;"
+                 "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, alarm TEXT,"
+                 " threshold TEXT, area TEXT, grp TEXT, kind INTEGER, state INTEGER, value REAL, lim REAL,"
+                 " priority INTEGER, message TEXT, user TEXT, comment TEXT);"
+                 "CREATE INDEX IF NOT EXISTS ev_alarm ON events(alarm, ts);"
+                 "CREATE INDEX IF NOT EXISTS ev_grp ON events(grp, ts);"
+                 "PRAGMA user_version = 2;"
+                 "COMMIT;",
+                 err, errlen) < 0 ||
+            sqlite3_prepare_v2(s->cur, "INSERT INTO events VALUES(?14,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+                               -1, &s->ins, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(s->cur, "SELECT max(id) FROM events WHERE id >= ?1 AND id < ?2", -1, &s->max_in,
+                               NULL) != SQLITE_OK)
+            goto fail;
+        s->last_id = int_query(s->cur, "SELECT max(id) FROM events", INT64_MIN);
+    } else if (exec(s->cur,
+                    "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, alarm TEXT,"
+                    " threshold TEXT, area TEXT, grp TEXT, kind INTEGER, state INTEGER, value REAL, lim REAL,"
+                    " priority INTEGER, message TEXT, user TEXT, comment TEXT);"
+                    "CREATE INDEX IF NOT EXISTS ev_ts ON events(ts);"
+                    "CREATE INDEX IF NOT EXISTS ev_alarm ON events(alarm, ts);"
+                    "CREATE INDEX IF NOT EXISTS ev_grp ON events(grp, ts);",
+                    err, errlen) < 0 ||
+               sqlite3_prepare_v2(s->cur,
+                                  "INSERT INTO events VALUES(NULL,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)", -1,
+                                  &s->ins, NULL) != SQLITE_OK) {
+        goto fail;
     }
     s->cur_start = start;
+    return 0;
+fail:
+    if (!*err)
+        snprintf(err, errlen, "%s: %s", path, s->cur ? sqlite3_errmsg(s->cur) : "cannot open");
+    close_cur(s);
+    return -1;
+}
+
+/* The id of the next event at ts in a v2 partition: ts * 2^20 + (events already at ts). */
+static int next_id(struct astore *s, int64_t ts, int64_t *id, char *err, size_t errlen)
+{
+    if (ts > ID_TS_LIMIT || ts < -ID_TS_LIMIT) {
+        snprintf(err, errlen, "event time %" PRId64 " out of range", ts);
+        return -1;
+    }
+    int64_t base = ts * ID_SHIFT, used = INT64_MIN;
+    if (s->last_id < base)
+        used = INT64_MIN; /* the usual case: time went forward */
+    else if (s->last_id < base + ID_SHIFT)
+        used = s->last_id; /* the same millisecond */
+    else {
+        /* the clock stepped back: the largest id already used in that millisecond */
+        sqlite3_reset(s->max_in);
+        sqlite3_bind_int64(s->max_in, 1, base);
+        sqlite3_bind_int64(s->max_in, 2, base + ID_SHIFT);
+        if (sqlite3_step(s->max_in) == SQLITE_ROW && sqlite3_column_type(s->max_in, 0) != SQLITE_NULL)
+            used = sqlite3_column_int64(s->max_in, 0);
+        sqlite3_reset(s->max_in);
+    }
+    *id = used == INT64_MIN ? base : used + 1;
+    if (*id >= base + ID_SHIFT) {
+        snprintf(err, errlen, "more than %lld events in the millisecond %" PRId64, ID_SHIFT, ts);
+        return -1;
+    }
     return 0;
 }
 
@@ -239,10 +312,18 @@ int astore_write(struct astore *s, struct qev **ev, size_t n, char *err, size_t 
         bind_text(st, 11, q->message);
         bind_text(st, 12, q->user);
         bind_text(st, 13, q->comment);
+        int64_t id = 0;
+        if (s->cur_v2) {
+            if (next_id(s, q->ts, &id, err, errlen) < 0)
+                goto fail;
+            sqlite3_bind_int64(st, 14, id);
+        }
         if (sqlite3_step(st) != SQLITE_DONE) {
             snprintf(err, errlen, "insert: %s", sqlite3_errmsg(s->cur));
             goto fail;
         }
+        if (s->cur_v2 && id > s->last_id)
+            s->last_id = id;
     }
     if (open_tx && exec(s->cur, "COMMIT", err, errlen) < 0)
         goto fail;
@@ -445,14 +526,24 @@ int alarm_events_query(const char *dir, const struct alarm_evq *q, struct buf *o
             snprintf(thr, sizeof thr, "%s", slash + 1);
         }
     }
-    char sql[1024];
-    snprintf(sql, sizeof sql,
+    /* sql[0]: files ordered by write (index on ts); sql[1]: files ordered by time (v2: the
+     * time range is also an id range, and id order is (ts, order of writing)) */
+    char where[512], sql[2][1024];
+    snprintf(where, sizeof where, "ts >= ?1 AND ts < ?2%s%s%s%s%s%s%s", q->alarm ? " AND alarm = ?3" : "",
+             thr[0] ? " AND threshold = ?4" : "", q->group ? " AND grp = ?5" : "", q->area ? " AND area = ?6" : "",
+             q->kind >= 0 ? " AND kind = ?7" : "", q->state >= 0 ? " AND state = ?8" : "",
+             q->text ? " AND (message LIKE ?9 OR alarm LIKE ?9 OR comment LIKE ?9)" : "");
+    const char *dir_sql = q->desc ? "DESC" : "ASC";
+    snprintf(sql[0], sizeof sql[0],
              "SELECT ts, alarm, threshold, area, grp, kind, state, value, lim, priority, message, user, comment "
-             "FROM events WHERE ts >= ?1 AND ts < ?2%s%s%s%s%s%s%s ORDER BY ts %s, id %s LIMIT ?10",
-             q->alarm ? " AND alarm = ?3" : "", thr[0] ? " AND threshold = ?4" : "", q->group ? " AND grp = ?5" : "",
-             q->area ? " AND area = ?6" : "", q->kind >= 0 ? " AND kind = ?7" : "", q->state >= 0 ? " AND state = ?8" : "",
-             q->text ? " AND (message LIKE ?9 OR alarm LIKE ?9 OR comment LIKE ?9)" : "", q->desc ? "DESC" : "ASC",
-             q->desc ? "DESC" : "ASC");
+             "FROM events WHERE %s ORDER BY ts %s, id %s LIMIT ?10",
+             where, dir_sql, dir_sql);
+    snprintf(sql[1], sizeof sql[1],
+             "SELECT ts, alarm, threshold, area, grp, kind, state, value, lim, priority, message, user, comment "
+             "FROM events WHERE id >= ?11 AND id < ?12 AND %s ORDER BY id %s LIMIT ?10",
+             where, dir_sql);
+    int64_t idfrom = q->from < -ID_TS_LIMIT ? -ID_TS_LIMIT : q->from > ID_TS_LIMIT ? ID_TS_LIMIT : q->from;
+    int64_t idto = q->to < -ID_TS_LIMIT ? -ID_TS_LIMIT : q->to > ID_TS_LIMIT ? ID_TS_LIMIT : q->to;
     char like[600];
     if (q->text)
         snprintf(like, sizeof like, "%%%s%%", q->text);
@@ -471,7 +562,8 @@ int alarm_events_query(const char *dir, const struct alarm_evq *q, struct buf *o
             continue; /* dropped by retention meanwhile */
         }
         sqlite3_busy_timeout(db, 2000);
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        bool v2 = int_query(db, "PRAGMA user_version", 0) == 2;
+        if (sqlite3_prepare_v2(db, sql[v2], -1, &st, NULL) != SQLITE_OK) {
             /* a partition created but without its table yet: nothing in it */
             sqlite3_close(db);
             continue;
@@ -493,6 +585,12 @@ int alarm_events_query(const char *dir, const struct alarm_evq *q, struct buf *o
         if (q->text)
             sqlite3_bind_text(st, 9, like, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 10, (sqlite3_int64)(limit - count + 1));
+        if (v2) {
+            /* a bound clamped to the id range covers every event there is (next_id refuses
+             * times past it) */
+            sqlite3_bind_int64(st, 11, idfrom * ID_SHIFT);
+            sqlite3_bind_int64(st, 12, idto >= ID_TS_LIMIT ? INT64_MAX : idto * ID_SHIFT);
+        }
         int s;
         while ((s = sqlite3_step(st)) == SQLITE_ROW) {
             if (count == limit) {

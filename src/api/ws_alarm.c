@@ -15,7 +15,11 @@
  * and they are at least as many as the rows the client has in view (so a snapshot is no
  * larger than the changes), the pending list is dropped and the next frame is a fresh
  * snapshot. Memory per subscription stays bounded by the number of conditions either way. After a reload (a new generation of the
- * engine's configuration, whose condition indices may differ) the next frame is a snapshot. */
+ * engine's configuration, whose condition indices may differ) the next frame is a snapshot.
+ *
+ * Cost per change: a filter's group and area are bound to the engine's interned ids (numbers
+ * compared, not strings), and a row is encoded once per change of its condition by the
+ * engine (alarm_cond_row) and copied into every frame that carries it. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +65,16 @@ static void sub_reset(struct ws_alarm_sub *s, const struct alarm_engine *e)
     s->flags = xnew(uint8_t, nconds ? nconds : 1);
     s->npending = 0;
     s->snapshot = true;
+    alarm_filter_bind(e, &s->f); /* group and area as ids of this generation */
+}
+
+/* Appends a condition's row: the engine encodes it once per change, every subscriber copies
+ * the same bytes. */
+static void put_row(struct alarm_engine *e, uint32_t ci, struct buf *tx)
+{
+    size_t len;
+    const char *row = alarm_cond_row(e, ci, &len);
+    buf_append(tx, row, len);
 }
 
 static void on_changes(void *ud, const uint32_t *conds, size_t n)
@@ -254,7 +268,7 @@ static void encode_snapshot(struct api *api, struct ws_alarm_sub *s, struct buf 
         s->flags[i] = 1;
         if (n++)
             buf_putc(tx, ',');
-        alarm_cond_json(e, i, tx);
+        put_row(e, i, tx);
     }
     buf_printf(tx, "],\"total\":%zu}", n);
     s->nview = n;
@@ -277,7 +291,7 @@ static void encode_changes(struct api *api, struct ws_alarm_sub *s, struct buf *
         if (alarm_filter_match(e, &s->f, ci)) {
             s->nview += !(s->flags[ci] & 1);
             s->flags[ci] |= 1;
-            alarm_cond_json(e, ci, tx);
+            put_row(e, ci, tx);
         } else {
             s->nview -= (s->flags[ci] & 1) != 0;
             s->flags[ci] &= (uint8_t)~1;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alarm/alarm.h"
@@ -216,9 +217,177 @@ static void test_service_restart(void **state)
     live_free(l);
 }
 
+/* qev_new copies every string of the event into its one allocation (the sink's strings are
+ * valid for the call only) and keeps absent ones NULL. */
+static void test_qev_copy(void **state)
+{
+    (void)state;
+    char alarm[] = "load-01", thr[] = "HH", area[] = "Intake", grp[] = "g1", msg[] = "too \"high\"",
+         user[] = "ann", ack_user[] = "bob";
+    struct alarm_event e = {.ts = 5, .kind = AEV_ACK, .alarm = alarm, .threshold = thr, .area = area,
+                            .group = grp, .state = AS_ACKED, .value = 2.5, .limit = 3, .priority = 4,
+                            .message = msg, .user = user, .comment = NULL, .since = 4, .shelved_until = 9,
+                            .suppressed = true, .out_of_service = false, .ack_user = ack_user,
+                            .ack_comment = "", .ack_ts = 6};
+    struct qev *q = qev_new(&e);
+    memset(alarm, 'x', sizeof alarm - 1); /* the copy does not point into the caller's strings */
+    memset(msg, 'x', sizeof msg - 1);
+    assert_string_equal(q->alarm, "load-01");
+    assert_string_equal(q->threshold, "HH");
+    assert_string_equal(q->area, "Intake");
+    assert_string_equal(q->group, "g1");
+    assert_string_equal(q->message, "too \"high\"");
+    assert_string_equal(q->user, "ann");
+    assert_null(q->comment);
+    assert_string_equal(q->ack_user, "bob");
+    assert_string_equal(q->ack_comment, "");
+    assert_int_equal(q->ts, 5);
+    assert_int_equal(q->kind, AEV_ACK);
+    assert_int_equal(q->state, AS_ACKED);
+    assert_int_equal(q->priority, 4);
+    assert_int_equal(q->since, 4);
+    assert_int_equal(q->shelved_until, 9);
+    assert_int_equal(q->ack_ts, 6);
+    assert_true(q->suppressed);
+    assert_false(q->oos);
+    assert_true(q->value == 2.5 && q->limit == 3);
+    qev_free(q);
+    struct alarm_event none = {.ts = 1, .kind = AEV_CLEAR};
+    q = qev_new(&none);
+    assert_null(q->alarm);
+    assert_null(q->message);
+    assert_null(q->ack_comment);
+    qev_free(q);
+}
+
+static int64_t int_of(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static void write_one(struct astore *s, int64_t ts, const char *msg)
+{
+    char err[256] = "";
+    struct qev *q = ev(ts, "a1", "HH", "g1", AEV_ACTIVE, AS_UNACK, msg);
+    if (astore_write(s, &q, 1, err, sizeof err) != 0)
+        fail_msg("astore_write: %s", err);
+    qev_free(q);
+}
+
+/* A new partition orders events by time in its ids (no index on ts): a clock that steps
+ * back, a batch with equal times and a reopened store keep (ts, order of writing); time
+ * ranges and both orders come out right. */
+static void test_time_ordered_ids(void **state)
+{
+    snprintf(sub, sizeof sub, "%s/alarm", dir);
+    struct astore s;
+    char err[256] = "";
+    assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
+    int64_t t0 = 1764460800000LL;
+    write_one(&s, t0 + 10, "m1");
+    write_one(&s, t0 + 5, "m2"); /* the clock stepped back */
+    struct qev *b[3] = {
+        ev(t0 + 10, "a2", "LL", "g2", AEV_ACTIVE, AS_UNACK, "m3"),
+        ev(t0 + 5, "a2", "LL", "g2", AEV_CLEAR, AS_NORMAL, "m4"),
+        ev(t0 + 10, "a3", "H", "g1", AEV_ACTIVE, AS_UNACK, "m5"),
+    };
+    assert_int_equal(astore_write(&s, b, 3, err, sizeof err), 0);
+    for (int i = 0; i < 3; i++)
+        qev_free(b[i]);
+    astore_close(&s);
+    assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
+    write_one(&s, t0 + 10, "m6"); /* after a restart, in the same millisecond */
+    write_one(&s, t0 + 7, "m7");
+    assert_int_equal(int_of(s.cur, "PRAGMA user_version"), 2);
+    assert_int_equal(int_of(s.cur, "SELECT count(*) FROM sqlite_master WHERE name = 'ev_ts'"), 0);
+    assert_int_equal(int_of(s.cur, "SELECT count(*) FROM events WHERE id / 1048576 != ts"), 0);
+    astore_close(&s);
+
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    struct alarm_evq q = {.from = t0, .to = t0 + HOUR, .kind = -1, .state = -1};
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 7);
+    const char *asc[] = {"m2", "m4", "m7", "m1", "m3", "m5", "m6"};
+    const char *p = out.data;
+    for (int i = 0; i < 7; i++) {
+        char needle[32];
+        snprintf(needle, sizeof needle, "\"message\":\"%s\"", asc[i]);
+        const char *hit = strstr(p, needle);
+        if (!hit)
+            fail_msg("%s not after the previous event in %s", asc[i], out.data);
+        p = hit;
+    }
+    q.desc = true;
+    q.limit = 2;
+    query(&q, &out);
+    assert_true(strstr(out.data, "\"m6\"") && strstr(out.data, "\"m5\"") && !strstr(out.data, "\"m3\""));
+    assert_true(strstr(out.data, "\"m6\"") < strstr(out.data, "\"m5\""));
+    q.desc = false;
+    q.limit = 0;
+    q.from = t0 + 5;
+    q.to = t0 + 8;
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 3); /* m2, m4, m7 */
+    q.from = INT64_MIN;
+    q.to = INT64_MAX;
+    q.group = "g2";
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 2);
+    buf_release(&out);
+}
+
+/* A partition written by the earlier layout (ids in order of writing, an index on ts) is
+ * still appended to and read with that layout. */
+static void test_earlier_layout(void **state)
+{
+    snprintf(sub, sizeof sub, "%s/alarm", dir);
+    assert_int_equal(mkdir(sub, 0750), 0);
+    int64_t t0 = 1764460800000LL;
+    char path[600];
+    snprintf(path, sizeof path, "%s/events-%013lld-%013lld.db", sub, (long long)t0, (long long)(t0 + HOUR));
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "PRAGMA journal_mode = WAL;"
+                                  "CREATE TABLE events(id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, alarm TEXT,"
+                                  " threshold TEXT, area TEXT, grp TEXT, kind INTEGER, state INTEGER, value REAL,"
+                                  " lim REAL, priority INTEGER, message TEXT, user TEXT, comment TEXT);"
+                                  "CREATE INDEX ev_ts ON events(ts);"
+                                  "CREATE INDEX ev_alarm ON events(alarm, ts);"
+                                  "CREATE INDEX ev_grp ON events(grp, ts);"
+                                  "INSERT INTO events VALUES(NULL, 1764460800020, 'a1', 'HH', 'A', 'g1', 0, 1,"
+                                  " 1.5, NULL, 1, 'old', NULL, NULL);",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    struct astore s;
+    char err[256] = "";
+    assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
+    write_one(&s, t0 + 10, "new");
+    assert_int_equal(int_of(s.cur, "PRAGMA user_version"), 0);
+    assert_int_equal(int_of(s.cur, "SELECT max(id) FROM events"), 2);
+    astore_close(&s);
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    struct alarm_evq q = {.from = t0, .to = t0 + HOUR, .kind = -1, .state = -1};
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 2);
+    assert_true(strstr(out.data, "\"new\"") < strstr(out.data, "\"old\"")); /* by time */
+    buf_release(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qev_copy),
+        cmocka_unit_test_setup_teardown(test_time_ordered_ids, mkdir_tmp, rm_tmp),
+        cmocka_unit_test_setup_teardown(test_earlier_layout, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(test_partitions_and_queries, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(test_service_restart, mkdir_tmp, rm_tmp),
     };

@@ -417,6 +417,173 @@ static void test_each_expansion(void **state)
     alarm_config_release(&c);
 }
 
+/* Every condition's cached row (alarm_cond_row) is byte for byte what alarm_cond_json writes
+ * now. */
+static void expect_rows_current(struct fx *f)
+{
+    struct buf want;
+    buf_init(&want, 1 << 16);
+    for (uint32_t i = 0; i < alarm_engine_cond_count(f->e); i++) {
+        buf_reset(&want);
+        alarm_cond_json(f->e, i, &want);
+        size_t len;
+        const char *row = alarm_cond_row(f->e, i, &len);
+        if (len != want.len || memcmp(row, want.data, len) != 0)
+            fail_msg("row %s: cached '%.*s', current '%s'", alarm_cond_id(f->e, i), (int)len, row, want.data);
+    }
+    buf_release(&want);
+}
+
+static void test_row_cache(void **state)
+{
+    struct fx *f = *state;
+    expect_rows_current(f);
+    size_t len1, len2;
+    uint32_t hh;
+    alarm_engine_lookup(f->e, "load/HH", &hh, 1);
+    const char *a = alarm_cond_row(f->e, hh, &len1);
+    const char *b = alarm_cond_row(f->e, hh, &len2);
+    assert_ptr_equal(a, b); /* unchanged: the same bytes, not encoded again */
+    assert_int_equal(len1, len2);
+    set(f, "t-1", 300); /* a new value without an event */
+    expect_rows_current(f);
+    set(f, "t-2", 300); /* an event */
+    expect_log(f, "load/HH active active_unack|");
+    expect_rows_current(f);
+    assert_int_equal(alarm_engine_ack(f->e, hh, "ann", "seen \"it\""), 1);
+    expect_rows_current(f);
+    assert_non_null(strstr(alarm_cond_row(f->e, hh, &len1), "\"ack\":{\"user\":\"ann\""));
+    /* strings that need escaping take jw_str's way; plain ones are copied */
+    assert_non_null(strstr(alarm_cond_row(f->e, hh, &len1), "\"comment\":\"seen \\\"it\\\"\""));
+    uint32_t ll;
+    alarm_engine_lookup(f->e, "load/LL", &ll, 1);
+    assert_int_equal(alarm_engine_shelve(f->e, ll, f->now + 60000, "eve\tx", NULL), 1);
+    assert_int_equal(alarm_engine_ack(f->e, ll, "a\\b\n", "tab\there"), 0); /* nothing to ack */
+    assert_int_equal(alarm_engine_restore(f->e, "load/LL", AS_UNACK, 5, 1, 2, "line1\nline2 \x01", 0, false,
+                                          "u\"q", "c\\", 7), 0);
+    assert_non_null(strstr(alarm_cond_row(f->e, ll, &len1),
+                           "\"message\":\"line1\\nline2 \\u0001\""));
+    assert_non_null(strstr(alarm_cond_row(f->e, ll, &len1), "\"ack\":{\"user\":\"u\\\"q\",\"comment\":\"c\\\\\""));
+    alarm_engine_set_deployment(f->e, "Startup", NULL); /* new limits */
+    expect_rows_current(f);
+    uint32_t h;
+    alarm_engine_lookup(f->e, "slow/H", &h, 1);
+    assert_int_equal(alarm_engine_shelve(f->e, h, f->now + 1000, "ann", NULL), 1);
+    expect_rows_current(f);
+    f->now += 1000;
+    alarm_engine_tick(f->e); /* shelving expires */
+    expect_rows_current(f);
+    assert_int_equal(alarm_engine_set_service(f->e, h, false, "ann", NULL), 1);
+    expect_rows_current(f);
+    /* restore without an event, then a reload (new condition indices) */
+    assert_int_equal(alarm_engine_restore(f->e, "load/LL", AS_ACKED, 5, 20, 10, "restored", 0, false, "u", "c", 6), 0);
+    expect_rows_current(f);
+    struct alarm_config c;
+    assert_int_equal(parse(base_yaml, &c, NULL), 0);
+    alarm_engine_configure(f->e, &c);
+    expect_rows_current(f);
+}
+
+/* A bound filter (interned ids) matches exactly what the same filter matches by name, and
+ * stays right after a reload (bound to the old generation: names again). */
+static void test_filter_bind(void **state)
+{
+    struct fx *f = *state;
+    set(f, "t-1", 300);
+    set(f, "t-2", 300);
+    set(f, "t-3", 20);
+    f->now += 2000;
+    alarm_engine_tick(f->e);
+    assert_int_equal(alarm_engine_group_count(f->e), 2);
+    assert_int_equal(alarm_engine_group_id(f->e, "nope"), UINT32_MAX);
+    assert_int_not_equal(alarm_engine_group_id(f->e, "g1"), alarm_engine_group_id(f->e, "g2"));
+    assert_int_equal(alarm_engine_area_id(f->e, "Intake"), alarm_engine_area_id(f->e, "Intake"));
+    uint32_t hh;
+    alarm_engine_lookup(f->e, "load/HH", &hh, 1);
+    assert_int_equal(alarm_cond_group(f->e, hh), alarm_engine_group_id(f->e, "g1"));
+    const char *groups[] = {NULL, "g1", "g2", "nope", ""};
+    const char *areas[] = {NULL, "Intake", "", "Outlet"};
+    for (int round = 0; round < 2; round++) {
+        for (size_t gi = 0; gi < sizeof groups / sizeof *groups; gi++) {
+            for (size_t ai = 0; ai < sizeof areas / sizeof *areas; ai++) {
+                struct alarm_filter byname = {0}, bound = {0};
+                assert_int_equal(alarm_filter_states("all", &byname.states), 0);
+                bound.states = byname.states;
+                if (groups[gi]) {
+                    byname.group = strdup(groups[gi]);
+                    bound.group = strdup(groups[gi]);
+                }
+                if (areas[ai]) {
+                    byname.area = strdup(areas[ai]);
+                    bound.area = strdup(areas[ai]);
+                }
+                alarm_filter_bind(f->e, &bound);
+                if (round == 1) { /* a reload after binding: the ids are of the old generation */
+                    struct alarm_config c;
+                    assert_int_equal(parse(base_yaml, &c, NULL), 0);
+                    alarm_engine_configure(f->e, &c);
+                }
+                size_t matched = 0;
+                for (uint32_t i = 0; i < alarm_engine_cond_count(f->e); i++) {
+                    bool m = alarm_filter_match(f->e, &byname, i);
+                    matched += m;
+                    if (m != alarm_filter_match(f->e, &bound, i))
+                        fail_msg("group %s area %s cond %s: bound and by-name differ", groups[gi] ? groups[gi] : "-",
+                                 areas[ai] ? areas[ai] : "-", alarm_cond_id(f->e, i));
+                }
+                if (groups[gi] && strcmp(groups[gi], "g1") == 0 && (!areas[ai] || strcmp(areas[ai], "Intake") == 0))
+                    assert_int_equal(matched, 2);
+                if (groups[gi] && strcmp(groups[gi], "g2") == 0 && (!areas[ai] || !areas[ai][0]))
+                    assert_int_equal(matched, 1);
+                if ((groups[gi] && strcmp(groups[gi], "nope") == 0) || (areas[ai] && strcmp(areas[ai], "Outlet") == 0))
+                    assert_int_equal(matched, 0);
+                alarm_filter_release(&byname);
+                alarm_filter_release(&bound);
+            }
+        }
+    }
+}
+
+/* Fixed decimals ("0.00", "#,##0.000", ...) give exactly printf's %.*f, whether formatted
+ * without printf or, near a tie or for large numbers, with it. */
+static void test_format_number_fixed(void **state)
+{
+    (void)state;
+    static const double edge[] = {0, 0.5, 1.5, 2.5, 0.125, 0.375, 1.005, 2.675, 0.285, 1.115, 9.995, 99.995,
+                                  0.0049, 0.005, 0.0051, 999999.995, 123456789.125, 1e11, 1e12, 1e15, 3e20,
+                                  4.35, 0.045, 1234.5678, 0.1, 0.7, 1e-7, 5e-10, 199.999999999};
+    unsigned seed = 12345;
+    char want[512], got[512], fmt[32];
+    for (int i = 0; i < 40000; i++) {
+        double v;
+        if (i < (int)(sizeof edge / sizeof *edge) * 10) {
+            v = edge[i / 10] * (i % 2 ? -1 : 1);
+        } else {
+            seed = seed * 1103515245u + 12345u;
+            double m = (double)(seed >> 8) / (double)(1u << 24);
+            seed = seed * 1103515245u + 12345u;
+            int e = (int)(seed >> 16) % 16 - 4;
+            v = m * pow(10, e) * ((seed >> 3) & 1 ? -1 : 1);
+            if (i % 7 == 0)
+                v = round(v * 1000) / 1000 + 0.0005; /* near ties at 3 decimals */
+        }
+        for (int dec = 0; dec <= 7; dec++) {
+            snprintf(fmt, sizeof fmt, "0%s%.*s", dec ? "." : "", dec, "0000000");
+            alarm_format_number(got, sizeof got, v, fmt, strlen(fmt));
+            snprintf(want, sizeof want, "%.*f", dec, fabs(v));
+            bool nonzero = strspn(want, "0.") != strlen(want);
+            char full[520];
+            snprintf(full, sizeof full, "%s%s", v < 0 && nonzero ? "-" : "", want);
+            if (strcmp(got, full) != 0)
+                fail_msg("%.17g with '%s': got '%s', printf '%s'", v, fmt, got, full);
+        }
+    }
+    alarm_format_number(got, sizeof got, 1234567.891, "#,##0.00", 8);
+    assert_string_equal(got, "1,234,567.89");
+    alarm_format_number(got, sizeof got, 0.5, "#,##0", 5);
+    assert_string_equal(got, "0"); /* printf's tie to even */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -429,6 +596,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_keeps_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_summary_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_keeps_state, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_row_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filter_bind, setup, teardown),
+        cmocka_unit_test(test_format_number_fixed),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_each_expansion),
     };
