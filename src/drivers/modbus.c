@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <math.h>
 #include <modbus/modbus.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -780,6 +781,7 @@ static int scan(struct mb_state *st, modbus_t **ctx)
 static void mb_thread(void *arg)
 {
     struct mb_state *st = arg;
+    pthread_setname_np(pthread_self(), "drv-modbus"); /* top -H, perf: which thread is which */
     const struct mb_config *c = st->c;
     modbus_t *ctx = NULL;
     int64_t backoff = MB_BACKOFF_MIN;

@@ -37,6 +37,7 @@
 #include <math.h>
 #include <mosquitto.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -970,6 +971,7 @@ static int mq_step(struct mq_state *st)
 static void mq_thread(void *arg)
 {
     struct mq_state *st = arg;
+    pthread_setname_np(pthread_self(), "drv-mqtt"); /* top -H, perf: which thread is which */
     const struct mq_config *c = st->c;
     int64_t backoff = 1000;
     bool first = true, connecting = false;

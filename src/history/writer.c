@@ -23,6 +23,7 @@
  * out of order even there closes it and starts another. Queries merge all of them. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -551,6 +552,7 @@ static void store_housekeeping(struct hist *h, uint64_t chunks)
 static void *committer_main(void *arg)
 {
     struct hist *h = arg;
+    pthread_setname_np(pthread_self(), "hist-commit"); /* top -H, perf: which thread is which */
     pthread_mutex_lock(&h->lock);
     for (;;) {
         while (!h->commit_busy && !h->commit_quit)
@@ -759,6 +761,7 @@ static void committer_stop(struct hist *h)
 static void *writer_main(void *arg)
 {
     struct hist *h = arg;
+    pthread_setname_np(pthread_self(), "hist-writer"); /* top -H, perf: which thread is which */
     h->next_checkpoint = now_ms() + h->commit_interval_ms;
     for (;;) {
         pthread_mutex_lock(&h->lock);

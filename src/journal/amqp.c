@@ -20,6 +20,7 @@
 #include <amqp_tcp_socket.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,6 +344,7 @@ static int consume(struct jnl_consumer *c, amqp_connection_state_t conn)
 static void consumer_main(void *arg)
 {
     struct jnl_consumer *c = arg;
+    pthread_setname_np(pthread_self(), "jnl-amqp"); /* top -H, perf: which thread is which */
     int64_t backoff = 250;
     unsigned failures = 0;
     while (!atomic_load(&c->stop)) {

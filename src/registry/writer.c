@@ -16,6 +16,7 @@
  * 500 not_durable: applied in memory, not yet on disk, still being retried); sending the
  * registration again would then meet its own handles (109). */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -48,6 +49,7 @@ static void keep_for_redo(struct reg_batch *redo, struct reg_batch *const *b, si
 static void *writer_main(void *arg)
 {
     struct reg *r = arg;
+    pthread_setname_np(pthread_self(), "reg-writer"); /* top -H, perf: which thread is which */
     /* Changes of failed transactions. The loop has applied them in memory already, so they
      * are written again, first, with the next transaction (every operation is idempotent and
      * they keep their order), retried every REDO_RETRY_MS while nothing else comes. */
