@@ -144,6 +144,8 @@ struct hist {
     pthread_mutex_t series_lock;
     struct hseries **series;             /* open addressing by name hash */
     uint32_t series_mask, nseries;
+    struct hseries **created;            /* [nseries], in the order the series were created:
+                                          * the committer's order (see collect_pending) */
     struct hseries **by_idx;             /* idx -> series for the current process */
     uint32_t by_idx_cap;
     int64_t next_checkpoint;
