@@ -15,41 +15,9 @@
 #include "api/messages_parse.h"
 #include "core/buf.h"
 #include "core/mem.h"
+#include "core/util.h"
 
 /* ---- fast reader ---- */
-
-static int hex4(const char *p)
-{
-    int v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0)
-            return -1;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
-static char *put_utf8(char *o, unsigned cp)
-{
-    if (cp < 0x80) {
-        *o++ = (char)cp;
-    } else if (cp < 0x800) {
-        *o++ = (char)(0xC0 | cp >> 6);
-        *o++ = (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        *o++ = (char)(0xE0 | cp >> 12);
-        *o++ = (char)(0x80 | (cp >> 6 & 0x3F));
-        *o++ = (char)(0x80 | (cp & 0x3F));
-    } else {
-        *o++ = (char)(0xF0 | cp >> 18);
-        *o++ = (char)(0x80 | (cp >> 12 & 0x3F));
-        *o++ = (char)(0x80 | (cp >> 6 & 0x3F));
-        *o++ = (char)(0x80 | (cp & 0x3F));
-    }
-    return o;
-}
 
 /* Bytes copied as they are: printable ASCII but the quote and the backslash. */
 static const bool plain[256] = {
@@ -90,8 +58,8 @@ static bool str(struct scan *s, struct buf *o)
         if (c < 0x20)
             return false;
         if (c >= 0x80) {
-            size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-            if ((size_t)(end - q) < n || !jnl_utf8_valid(q, n))
+            size_t n = utf8_seq_len((const unsigned char *)q, (size_t)(end - q));
+            if (!n)
                 return false;
             memcpy(w, q, n);
             w += n;
@@ -115,20 +83,20 @@ static bool str(struct scan *s, struct buf *o)
         case 'u': {
             if (end - p < 4)
                 return false;
-            int cp = hex4(p);
+            int cp = hex4_value(p);
             p += 4;
             if (cp <= 0 || (cp >= 0xDC00 && cp <= 0xDFFF))
                 return false; /* \u0000 or a lone low surrogate: jansson says why */
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 if (end - p < 6 || p[0] != '\\' || p[1] != 'u')
                     return false;
-                int lo = hex4(p + 2);
+                int lo = hex4_value(p + 2);
                 if (lo < 0xDC00 || lo > 0xDFFF)
                     return false;
                 p += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
-            w = put_utf8(w, (unsigned)cp); /* at most 4 bytes for 6 or 12 read */
+            w += utf8_put(w, (unsigned)cp); /* at most 4 bytes for 6 or 12 read */
             break;
         }
         default:
@@ -158,8 +126,6 @@ static bool headers(struct scan *s, struct scratch *x, struct jnl_msg *m)
         return true;
     do {
         if (m->nh >= JNL_HEADERS_MAX || !str(s, &x->name) || !take(s, ':') || !str(s, &x->val))
-            return false;
-        if (memchr(x->name.data, 0, x->name.len) || memchr(x->val.data, 0, x->val.len))
             return false;
         jnl_msg_add_header(m, x->name.data, x->val.data, x->val.len);
     } while (take(s, ','));

@@ -29,6 +29,14 @@ int64_t days_from_civil(int64_t y, unsigned m, unsigned d);
 /* Exactly n decimal digits at *p into *out, advancing *p; -1 (nothing moved) otherwise. */
 int parse_digits(const char **p, int n, int *out);
 
+/* Length of the UTF-8 sequence at s (n > 0 bytes left): 1 to 4, or 0 when it is not valid
+ * UTF-8 (a stray or overlong byte, a surrogate, past U+10FFFF, cut short). A NUL is valid. */
+size_t utf8_seq_len(const unsigned char *s, size_t n);
+/* Writes code point cp (at most U+10FFFF) at o as UTF-8; returns the bytes written (1-4). */
+size_t utf8_put(char *o, unsigned cp);
+/* The value of the four hex digits at p (either case), or -1. */
+int hex4_value(const char *p);
+
 /* FNV-1a 64-bit hash. */
 uint64_t hash_bytes(const void *p, size_t n);
 

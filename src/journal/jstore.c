@@ -79,7 +79,7 @@ struct jstore {
     ZSTD_CCtx *zc;
     bool careful;       /* a savepoint per message (see jstore_careful) */
     struct buf text;    /* full-text scratch */
-    struct buf hj;      /* headers JSON scratch */
+    struct buf hdrs;    /* a message's headers column (encode_headers) */
     void *zbuf;
     size_t zcap;
 };
@@ -441,7 +441,7 @@ int jstore_open(const char *dir, int64_t partition_ms, struct jstore **out)
     s->partition_ms = partition_ms;
     s->zc = ZSTD_createCCtx();
     buf_init(&s->text, 2u * JNL_BODY_HARD_MAX);
-    buf_init(&s->hj, 2u * JNL_HEADERS_MAX * (JNL_HEADER_VALUE_MAX + JNL_HEADER_NAME_MAX) + 64);
+    buf_init(&s->hdrs, 2u * JNL_HEADERS_MAX * (JNL_HEADER_VALUE_MAX + JNL_HEADER_NAME_MAX) + 64);
     int rc = fdb_open(s);
     if (rc < 0) {
         jstore_close(s);
@@ -466,7 +466,7 @@ void jstore_close(struct jstore *s)
     }
     ZSTD_freeCCtx(s->zc);
     buf_release(&s->text);
-    buf_release(&s->hj);
+    buf_release(&s->hdrs);
     free(s->zbuf);
     free(s->dir);
     free(s);
@@ -618,9 +618,9 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         if (zinline && zlen < m->body_len)
             state |= JBODY_ZSTD; /* kept compressed in the row */
     }
-    struct buf *hj = &s->hj;
-    buf_reset(hj);
-    if ((rc = encode_headers(p, m, hj)) != SQLITE_DONE) {
+    struct buf *hdrs = &s->hdrs;
+    buf_reset(hdrs);
+    if ((rc = encode_headers(p, m, hdrs)) != SQLITE_DONE) {
         snprintf(err, errlen, "header names: %s", sqlite3_errmsg(p->db));
         goto fail;
     }
@@ -655,7 +655,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         sqlite3_bind_blob(st, 23, m->body, (int)m->body_len, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 23);
-    sqlite3_bind_blob(st, 24, hj->data ? hj->data : "", (int)hj->len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 24, hdrs->data ? hdrs->data : "", (int)hdrs->len, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
         snprintf(err, errlen, "insert: %s", sqlite3_errmsg(p->db));

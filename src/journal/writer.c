@@ -151,10 +151,11 @@ static void process(struct jnl *j, struct jnl_batch *g)
     bool careful = false;
     for (int attempt = 0; attempt < COMMIT_TRIES; attempt++) {
         if (put_group(j, g, &lim, retention, careful, &t) < 0) {
+            /* A message the store refused: redo the group carefully, which finds it (a failed
+             * import) and keeps the others; a careful pass never gives up. */
             jstore_rollback(j->store);
-            careful = true; /* a message the store refused: find it, keep the others */
-            attempt--;
-            continue;
+            careful = true;
+            put_group(j, g, &lim, retention, true, &t);
         }
         rc = jstore_commit(j->store);
         if (rc == 0)

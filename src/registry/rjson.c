@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/util.h"
 #include "registry/reg_int.h"
 
 #define RJ_DEPTH_MAX 512
@@ -82,82 +83,13 @@ static void ws(struct parser *ps)
         ps->p++;
 }
 
-/* Length of the UTF-8 sequence at s (n bytes left), 0 when it is not valid UTF-8. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 static int hex4(const char *p, const char *end, unsigned *out)
 {
-    if (end - p < 4)
+    int v = end - p < 4 ? -1 : hex4_value(p);
+    if (v < 0)
         return -1;
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *out = v;
+    *out = (unsigned)v;
     return 0;
-}
-
-static size_t put_utf8(char *o, unsigned cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
 }
 
 /* At the opening quote. The unescaped text never is longer than the escaped one. */
@@ -191,7 +123,7 @@ static int string(struct parser *ps, struct rj *v)
         if (c < 0x20)
             return fail(ps, "control character in a string", p);
         if (c >= 0x80) {
-            size_t l = utf8_len((const unsigned char *)p, (size_t)(ps->end - p));
+            size_t l = utf8_seq_len((const unsigned char *)p, (size_t)(ps->end - p));
             if (!l)
                 return fail(ps, "invalid UTF-8 in a string", p);
             memcpy(o, p, l);
@@ -230,7 +162,7 @@ static int string(struct parser *ps, struct rj *v)
             } else if (cp == 0) {
                 return fail(ps, "\\u0000 is not allowed", esc);
             }
-            o += put_utf8(o, cp);
+            o += utf8_put(o, cp);
             break;
         }
         default:
