@@ -192,6 +192,17 @@ static int read_value(struct hreader *r, enum pt_type type, struct pt_value *v, 
     return r->bad ? -1 : 0;
 }
 
+/* Reads the value of one logged sample of series idx and adds it. -1 when malformed. */
+static int replay_sample(struct hist *h, struct hreader *r, uint64_t idx, int64_t ts, uint8_t q, char *sbuf)
+{
+    struct hseries *s = idx < h->by_idx_cap ? h->by_idx[idx] : NULL;
+    struct pt_value v;
+    if (!s || q > Q_BAD || read_value(r, s->type, &v, sbuf) < 0)
+        return -1;
+    series_add(h, s, ts, &v, (enum pt_quality)q);
+    return 0;
+}
+
 /* Applies a kind 1 record (samples). Returns the samples applied, or -1 when malformed. */
 static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
 {
@@ -208,11 +219,8 @@ static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
             uint8_t q = tag >> 4;
             last_idx = idx;
             last_ts = (uint64_t)ts;
-            struct hseries *s = idx < h->by_idx_cap ? h->by_idx[idx] : NULL;
-            struct pt_value v;
-            if (!s || q > Q_BAD || read_value(&r, s->type, &v, sbuf) < 0)
+            if (replay_sample(h, &r, idx, ts, q, sbuf) < 0)
                 return -1;
-            series_add(h, s, ts, &v, (enum pt_quality)q);
             applied++;
             continue;
         }
@@ -227,11 +235,8 @@ static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
         } else if (tag == HTAG_SAMPLE) {
             int64_t ts = (int64_t)hget_u64(&r);
             uint8_t q = hget_u8(&r);
-            struct hseries *s = idx < h->by_idx_cap ? h->by_idx[idx] : NULL;
-            struct pt_value v;
-            if (!s || q > Q_BAD || read_value(&r, s->type, &v, sbuf) < 0)
+            if (replay_sample(h, &r, idx, ts, q, sbuf) < 0)
                 return -1;
-            series_add(h, s, ts, &v, (enum pt_quality)q);
             applied++;
         } else {
             return -1;
