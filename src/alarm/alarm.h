@@ -239,6 +239,7 @@ struct alarms;
 struct alarm_stats {
     struct alarm_engine_stats engine;
     uint64_t queued, written, dropped, batches, write_errors, partitions, partitions_dropped;
+    uint64_t state_pending; /* conditions whose state is in the events, not yet in state.db */
 };
 
 /* Opens DATA/alarm/ (state restored from state.db), starts the writer thread and the

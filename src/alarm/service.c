@@ -8,10 +8,12 @@
  * what the disk takes), never waited for.
  *
  * Writer thread: waits for events, takes everything queued (at most BATCH_MAX), writes it in
- * one transaction per partition plus one for state.db (group commit: one fsync per batch,
- * however many events), then publishes how far it got and wakes the loop (uv_async) so that
- * barrier callbacks (REST answers waiting for durability) run there. Retention runs on the
- * writer once a minute.
+ * one transaction per partition (group commit: one fsync per batch, however many events),
+ * then publishes how far it got and wakes the loop (uv_async) so that barrier callbacks (REST
+ * answers waiting for durability) run there. The conditions' states go to state.db later,
+ * in one transaction (store.c explains why a crash loses none): once no event has come for
+ * STATE_IDLE_MS, at least every STATE_MAX_AGE_MS in a long storm, and at shutdown. Retention
+ * runs on the writer once a minute.
  *
  * Sequence numbers: every queued item gets seq = ++enqueued on the loop; the writer sets
  * durable = seq of the last item of a committed (or failed) batch; a barrier waits for the
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alarm/alarm.h"
 #include "alarm/astore.h"
@@ -33,6 +36,9 @@
 #define BATCH_MAX    20000
 #define TICK_MS      100
 #define RETENTION_EVERY_MS 60000
+#define STATE_IDLE_MS      200
+#define STATE_MAX_AGE_MS   30000
+#define STATE_RETRY_MS     5000
 
 struct waiter {
     struct waiter *next;
@@ -61,6 +67,7 @@ struct alarms {
     uint64_t durable;         /* seq of the last written item (writer writes, under mu) */
     uint64_t failed_upto;     /* seq of the last item of a failed batch */
     uint64_t written, batches, write_errors, dropped, partitions, partitions_dropped;
+    uint64_t state_pending;   /* conditions whose state is not yet in state.db */
     /* loop only */
     struct waiter *waiters, *waiters_tail;
 };
@@ -82,20 +89,53 @@ static void sink(void *ud, const struct alarm_event *ev)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* Writes the kept states to state.db (writer thread). A failure is logged and retried
+ * after STATE_RETRY_MS; the events are durable meanwhile. */
+static void flush_state(struct alarms *a, int64_t *retry_at)
+{
+    char err[512];
+    if (!a->store.dirty_n || now_ms() < *retry_at)
+        return;
+    if (astore_flush_state(&a->store, err, sizeof err) < 0) {
+        log_error("alarm", "writing the state of %zu conditions failed: %s (retried)", a->store.dirty_n, err);
+        *retry_at = now_ms() + STATE_RETRY_MS;
+    }
+    pthread_mutex_lock(&a->mu);
+    a->state_pending = a->store.dirty_n;
+    pthread_mutex_unlock(&a->mu);
+}
+
 static void *writer_main(void *arg)
 {
     struct alarms *a = arg;
     pthread_setname_np(pthread_self(), "alarm-writer"); /* top -H, perf: which thread is which */
     struct qev **batch = xnew(struct qev *, BATCH_MAX);
-    int64_t last_retention = 0, last_start = -2;
+    int64_t last_retention = 0, last_start = -2, retry_at = 0;
     char err[512];
     for (;;) {
         pthread_mutex_lock(&a->mu);
-        while (!a->count && !a->stop)
-            pthread_cond_wait(&a->cv, &a->mu);
-        if (!a->count && a->stop) {
+        bool idle = false;
+        while (!a->count && !a->stop && !idle) {
+            if (!a->store.dirty_n) {
+                pthread_cond_wait(&a->cv, &a->mu);
+                continue;
+            }
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_nsec += STATE_IDLE_MS * 1000000L;
+            until.tv_sec += until.tv_nsec / 1000000000L;
+            until.tv_nsec %= 1000000000L;
+            idle = pthread_cond_timedwait(&a->cv, &a->mu, &until) == ETIMEDOUT && !a->count;
+        }
+        if (!a->count) {
             pthread_mutex_unlock(&a->mu);
-            break;
+            if (a->stop) {
+                retry_at = 0;
+                flush_state(a, &retry_at);
+                break;
+            }
+            flush_state(a, &retry_at); /* idle */
+            continue;
         }
         size_t n = 0;
         while (a->count && n < BATCH_MAX) {
@@ -110,8 +150,10 @@ static void *writer_main(void *arg)
         if (rc < 0)
             log_error("alarm", "writing %zu events failed: %s", n, err);
         for (size_t i = 0; i < n; i++)
-            qev_free(batch[i]);
+            qev_free(batch[i]); /* those the store did not keep */
         int64_t now = now_ms();
+        if (a->store.dirty_n && now - a->store.dirty_since >= STATE_MAX_AGE_MS)
+            flush_state(a, &retry_at);
         int dropped = 0;
         bool recount = a->store.cur_start != last_start;
         if (now - last_retention >= RETENTION_EVERY_MS) {
@@ -129,6 +171,7 @@ static void *writer_main(void *arg)
             a->partitions = nparts;
         a->durable = upto;
         a->batches++;
+        a->state_pending = a->store.dirty_n;
         if (rc < 0) {
             a->failed_upto = upto;
             a->write_errors++;
@@ -209,7 +252,11 @@ int alarm_open(struct alarms **out, struct alarm_config *cfg, const char *data_d
     }
     a->ring = xnew(struct qev *, QUEUE_MAX);
     pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the idle wait of the writer */
+    pthread_cond_init(&a->cv, &ca);
+    pthread_condattr_destroy(&ca);
     a->e = alarm_engine_new(live);
     alarm_engine_configure(a->e, cfg);
     char *dep = NULL;
@@ -319,6 +366,7 @@ void alarm_stats(struct alarms *a, struct alarm_stats *out)
     out->write_errors = a->write_errors;
     out->partitions = a->partitions;
     out->partitions_dropped = a->partitions_dropped;
+    out->state_pending = a->state_pending;
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -367,6 +415,8 @@ void alarm_metrics_text(struct alarms *a, struct buf *out)
         {"opsd_alarm_partitions", "gauge", "Alarm event partition files.", s.partitions},
         {"opsd_alarm_partitions_dropped_total", "counter", "Alarm event partitions dropped by retention.",
          s.partitions_dropped},
+        {"opsd_alarm_state_pending", "gauge",
+         "Alarm conditions whose last state is durable in the events but not yet in state.db.", s.state_pending},
     };
     for (size_t i = 0; i < ARRAY_LEN(m); i++)
         buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", m[i].name, m[i].help, m[i].name, m[i].type,

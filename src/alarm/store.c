@@ -20,18 +20,33 @@
  *   | priority  | INTEGER | threshold priority                                         |
  *   | message   | TEXT    | formatted message (the state name for a deployment change) |
  *   | user,comment | TEXT | operator actions                                           |
+ *   | since, shelved_until, oos, ack_user, ack_comment, ack_ts | the condition's whole state |
+ *   |           |         | after the event (layout 3 only), so that state can be replayed |
  *   indexes: (alarm, ts), (grp, ts): inside the partition, so they stay small.
  *
- *   Partition files made by this version (PRAGMA user_version = 2) order events by time in
- *   the table itself: id = ts * 2^20 + n, n counting the events of that millisecond in the
- *   order they were written (so the table is ordered by (ts, order of writing) and a time
- *   range is an id range), which saves the writer the index on ts (one B-tree insert per
- *   event). A clock that steps back gets ids inside the earlier millisecond's range (the
- *   largest id used there, looked up). Files of the earlier layout (user_version 0: id in
- *   order of writing, an index ev_ts on ts) are read and written with that layout.
+ *   Layouts (PRAGMA user_version): files made by this version are layout 3. Layouts 2 and 3
+ *   order events by time in the table itself: id = ts * 2^20 + n, n counting the events of
+ *   that millisecond in the order they were written (so the table is ordered by (ts, order
+ *   of writing) and a time range is an id range), which saves the writer the index on ts
+ *   (one B-tree insert per event). A clock that steps back gets ids inside the earlier
+ *   millisecond's range (the largest id used there, looked up). Layout 3 adds the state
+ *   columns. Files of the earlier layouts (1, user_version 0: id in order of writing, an
+ *   index ev_ts on ts) are read and written with their own layout.
  *
  *   state.db: cond(id PRIMARY KEY, state, since, value, lim, message, shelved_until, oos,
- *             ack_user, ack_comment, ack_ts) WITHOUT ROWID; meta(key PRIMARY KEY, value).
+ *             ack_user, ack_comment, ack_ts) WITHOUT ROWID; meta(key PRIMARY KEY, value):
+ *             'deployment' (the active state) and 'events_upto' (below).
+ *
+ * The state is written lazily. Updating a condition's row in state.db for every event
+ * rewrites a random page of a large table per event (at 400,000 conditions, a storm's
+ * batches rewrote most of state.db each time: half the writer's cost). Instead the writer
+ * keeps the last event of each condition in memory (dirty) and writes them all in one
+ * transaction when the writer is idle or they are old (astore_flush_state), recording in
+ * 'events_upto' the largest event id they fold in. Every event is durable in its partition
+ * before it is acknowledged, so after a crash astore_load replays the layout 3 events with
+ * ids above 'events_upto' in id order. That order is the order of writing only while ids
+ * grow, so a batch with an id below one already written (the clock stepped back), or with
+ * events in a layout 1 or 2 file (which cannot be replayed), writes state.db at once.
  *
  * Invariants: retention never deletes rows, it unlinks whole files whose END is past the
  * retention; the writer is the only thread that writes; a query opens a file read-write (so
@@ -48,7 +63,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/jsonw.h"
+#include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
 
@@ -118,6 +135,82 @@ static void close_cur(struct astore *s)
     s->cur_start = -1;
 }
 
+/* ---- the conditions' last events, kept until state.db is written ---- */
+
+static bool is_deployment(const struct qev *q) { return q->kind == ASTORE_DEPLOYMENT; }
+
+static uint64_t cond_hash(const struct qev *q)
+{
+    if (is_deployment(q))
+        return 0x9e3779b97f4a7c15ULL;
+    return (hash_bytes(q->alarm, strlen(q->alarm)) * 31 + hash_bytes(q->threshold, strlen(q->threshold))) | 1;
+}
+
+static bool same_cond(const struct qev *a, const struct qev *b)
+{
+    if (is_deployment(a) || is_deployment(b))
+        return is_deployment(a) && is_deployment(b);
+    return strcmp(a->alarm, b->alarm) == 0 && strcmp(a->threshold, b->threshold) == 0;
+}
+
+static void dirty_slot_put(struct astore *s, uint64_t h, struct qev *q)
+{
+    size_t i = h & s->dirty_mask;
+    while (s->dirty_h[i] && (s->dirty_h[i] != h || !same_cond(s->dirty[i], q)))
+        i = (i + 1) & s->dirty_mask;
+    if (s->dirty_h[i]) {
+        qev_free(s->dirty[i]); /* an older state of the same condition */
+    } else {
+        s->dirty_h[i] = h;
+        s->dirty_n++;
+    }
+    s->dirty[i] = q;
+}
+
+/* Keeps q (taking it) as its condition's latest state, replacing an older one. */
+static void dirty_put(struct astore *s, struct qev *q)
+{
+    if ((s->dirty_n + 1) * 2 > s->dirty_mask) {
+        size_t old_mask = s->dirty_mask;
+        struct qev **old = s->dirty;
+        uint64_t *old_h = s->dirty_h;
+        s->dirty_mask = old_mask ? old_mask * 2 + 1 : 1023;
+        s->dirty = xnew(struct qev *, s->dirty_mask + 1);
+        s->dirty_h = xnew(uint64_t, s->dirty_mask + 1);
+        s->dirty_n = 0;
+        for (size_t i = 0; old && i <= old_mask; i++)
+            if (old_h[i])
+                dirty_slot_put(s, old_h[i], old[i]);
+        free(old);
+        free(old_h);
+    }
+    if (!s->dirty_n)
+        s->dirty_since = now_ms();
+    dirty_slot_put(s, cond_hash(q), q);
+}
+
+static void dirty_clear(struct astore *s)
+{
+    for (size_t i = 0; s->dirty && i <= s->dirty_mask; i++) {
+        if (s->dirty_h[i])
+            qev_free(s->dirty[i]);
+        s->dirty_h[i] = 0;
+    }
+    s->dirty_n = 0;
+}
+
+static int64_t int_query(sqlite3 *db, const char *sql, int64_t dflt)
+{
+    sqlite3_stmt *st;
+    int64_t v = dflt;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return dflt;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 int astore_open(struct astore *s, const char *dir, int64_t partition_ms, int64_t retention_ms,
                 char *err, size_t errlen)
 {
@@ -150,12 +243,16 @@ int astore_open(struct astore *s, const char *dir, int64_t partition_ms, int64_t
         astore_close(s);
         return -1;
     }
+    s->state_upto = s->max_id = int_query(s->state, "SELECT value FROM meta WHERE key = 'events_upto'", INT64_MIN);
     return 0;
 }
 
 void astore_close(struct astore *s)
 {
     close_cur(s);
+    dirty_clear(s);
+    free(s->dirty);
+    free(s->dirty_h);
     sqlite3_finalize(s->upsert);
     sqlite3_finalize(s->meta);
     sqlite3_close(s->state);
@@ -169,17 +266,6 @@ static int64_t part_start(const struct astore *s, int64_t ts)
     return ts >= 0 ? ts - ts % p : ts - ((ts % p) + p) % p;
 }
 
-static int64_t int_query(sqlite3 *db, const char *sql, int64_t dflt)
-{
-    sqlite3_stmt *st;
-    int64_t v = dflt;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        return dflt;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 static int open_part(struct astore *s, int64_t start, char *err, size_t errlen)
 {
@@ -191,21 +277,32 @@ static int open_part(struct astore *s, int64_t start, char *err, size_t errlen)
             SQLITE_OK ||
         exec(s->cur, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;", err, errlen) < 0)
         goto fail;
-    /* a new file gets the layout ordered by time (user_version 2); an existing one keeps its own */
+    /* a new file gets layout 3; an existing one keeps its own */
     bool fresh = int_query(s->cur, "SELECT count(*) FROM sqlite_master WHERE name = 'events'", 0) == 0;
-    s->cur_v2 = fresh || int_query(s->cur, "PRAGMA user_version", 0) == 2;
-    if (s->cur_v2) {
+    int64_t version = fresh ? 3 : int_query(s->cur, "PRAGMA user_version", 0);
+    s->cur_layout = version == 3 ? 3 : version == 2 ? 2 : 1;
+    if (s->cur_layout == 3) {
         if (exec(s->cur,
                  "BEGIN;"
                  "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, alarm TEXT,"
                  " threshold TEXT, area TEXT, grp TEXT, kind INTEGER, state INTEGER, value REAL, lim REAL,"
-                 " priority INTEGER, message TEXT, user TEXT, comment TEXT);"
+                 " priority INTEGER, message TEXT, user TEXT, comment TEXT, since INTEGER,"
+                 " shelved_until INTEGER, oos INTEGER, ack_user TEXT, ack_comment TEXT, ack_ts INTEGER);"
                  "CREATE INDEX IF NOT EXISTS ev_alarm ON events(alarm, ts);"
                  "CREATE INDEX IF NOT EXISTS ev_grp ON events(grp, ts);"
-                 "PRAGMA user_version = 2;"
+                 "PRAGMA user_version = 3;"
                  "COMMIT;",
                  err, errlen) < 0 ||
-            sqlite3_prepare_v2(s->cur, "INSERT INTO events VALUES(?14,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+            sqlite3_prepare_v2(s->cur,
+                               "INSERT INTO events VALUES(?14,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
+                               "?15,?16,?17,?18,?19,?20)",
+                               -1, &s->ins, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(s->cur, "SELECT max(id) FROM events WHERE id >= ?1 AND id < ?2", -1, &s->max_in,
+                               NULL) != SQLITE_OK)
+            goto fail;
+        s->last_id = int_query(s->cur, "SELECT max(id) FROM events", INT64_MIN);
+    } else if (s->cur_layout == 2) {
+        if (sqlite3_prepare_v2(s->cur, "INSERT INTO events VALUES(?14,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
                                -1, &s->ins, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(s->cur, "SELECT max(id) FROM events WHERE id >= ?1 AND id < ?2", -1, &s->max_in,
                                NULL) != SQLITE_OK)
@@ -233,7 +330,8 @@ fail:
     return -1;
 }
 
-/* The id of the next event at ts in a v2 partition: ts * 2^20 + (events already at ts). */
+/* The id of the next event at ts in a layout 2 or 3 partition: ts * 2^20 + (events already
+ * at ts). */
 static int next_id(struct astore *s, int64_t ts, int64_t *id, char *err, size_t errlen)
 {
     if (ts > ID_TS_LIMIT || ts < -ID_TS_LIMIT) {
@@ -281,7 +379,8 @@ static void bind_real(sqlite3_stmt *st, int i, double v)
 int astore_write(struct astore *s, struct qev **ev, size_t n, char *err, size_t errlen)
 {
     err[0] = '\0';
-    bool open_tx = false;
+    bool open_tx = false, replayable = true;
+    int64_t max_id = s->max_id;
     for (size_t i = 0; i < n; i++) {
         struct qev *q = ev[i];
         int64_t start = part_start(s, q->ts);
@@ -313,53 +412,99 @@ int astore_write(struct astore *s, struct qev **ev, size_t n, char *err, size_t 
         bind_text(st, 12, q->user);
         bind_text(st, 13, q->comment);
         int64_t id = 0;
-        if (s->cur_v2) {
+        if (s->cur_layout >= 2) {
             if (next_id(s, q->ts, &id, err, errlen) < 0)
                 goto fail;
             sqlite3_bind_int64(st, 14, id);
+        }
+        if (s->cur_layout == 3) {
+            sqlite3_bind_int64(st, 15, q->since);
+            sqlite3_bind_int64(st, 16, q->shelved_until);
+            sqlite3_bind_int(st, 17, q->oos);
+            bind_text(st, 18, q->ack_user);
+            bind_text(st, 19, q->ack_comment);
+            sqlite3_bind_int64(st, 20, q->ack_ts);
+            if (id <= max_id)
+                replayable = false; /* replay would apply it out of the order of writing */
+            else
+                max_id = id;
+        } else {
+            replayable = false;
         }
         if (sqlite3_step(st) != SQLITE_DONE) {
             snprintf(err, errlen, "insert: %s", sqlite3_errmsg(s->cur));
             goto fail;
         }
-        if (s->cur_v2 && id > s->last_id)
+        if (s->cur_layout >= 2 && id > s->last_id)
             s->last_id = id;
     }
     if (open_tx && exec(s->cur, "COMMIT", err, errlen) < 0)
         goto fail;
-    open_tx = false;
-    /* The state of each condition: only its last event in the batch is written (walking
-     * back, a hash set of the ids already written skips the older ones). */
-    if (exec(s->state, "BEGIN", err, errlen) < 0)
+    s->max_id = max_id;
+    for (size_t i = 0; i < n; i++) {
+        dirty_put(s, ev[i]);
+        ev[i] = NULL;
+    }
+    return replayable ? 0 : astore_flush_state(s, err, errlen);
+fail:
+    if (open_tx && s->cur) {
+        char e2[8];
+        exec(s->cur, "ROLLBACK", e2, sizeof e2);
+    }
+    close_cur(s);
+    return -1;
+}
+
+struct keyed {
+    const char *key; /* "alarm/threshold", cond's primary key */
+    struct qev *q;
+};
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    return strcmp(((const struct keyed *)a)->key, ((const struct keyed *)b)->key);
+}
+
+int astore_flush_state(struct astore *s, char *err, size_t errlen)
+{
+    if (!s->dirty_n)
+        return 0;
+    /* In key order, so that the B-tree is walked once rather than a page read and written
+     * back per row (hash order made 400,000 rows 4 times slower). */
+    struct keyed *rows = xnew(struct keyed, s->dirty_n);
+    struct buf keys;
+    buf_init(&keys, SIZE_MAX);
+    size_t n = 0;
+    for (size_t i = 0; i <= s->dirty_mask; i++) {
+        if (!s->dirty_h[i])
+            continue;
+        rows[n].q = s->dirty[i];
+        rows[n].key = (const char *)(uintptr_t)keys.len; /* an offset until keys stops growing */
+        if (!is_deployment(s->dirty[i]))
+            buf_printf(&keys, "%s/%s", s->dirty[i]->alarm, s->dirty[i]->threshold);
+        buf_putc(&keys, '\0');
+        n++;
+    }
+    for (size_t i = 0; i < n; i++)
+        rows[i].key = keys.data + (uintptr_t)rows[i].key;
+    qsort(rows, n, sizeof *rows, cmp_keyed);
+    if (exec(s->state, "BEGIN", err, errlen) < 0) {
+        free(rows);
+        buf_release(&keys);
         return -1;
-    size_t mask = 15;
-    while (mask < n * 2)
-        mask = mask * 2 + 1;
-    uint64_t *seen = xnew(uint64_t, mask + 1);
-    for (size_t i = n; i-- > 0;) {
-        struct qev *q = ev[i];
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct qev *q = rows[i].q;
         sqlite3_stmt *st;
-        uint64_t h = (q->kind == ASTORE_DEPLOYMENT ? 0x9e3779b97f4a7c15ULL
-                                                   : hash_bytes(q->alarm, strlen(q->alarm)) * 31 +
-                                                         hash_bytes(q->threshold, strlen(q->threshold))) | 1;
-        size_t slot = h & mask;
-        while (seen[slot] && seen[slot] != h)
-            slot = (slot + 1) & mask;
-        if (seen[slot] == h)
-            continue; /* a later event of this condition; two ids with equal 64-bit hashes in
-                       * one batch would keep only the later row (odds about n^2 / 2^65) */
-        seen[slot] = h;
-        if (q->kind == ASTORE_DEPLOYMENT) {
+        if (is_deployment(q)) {
             st = s->meta;
             sqlite3_reset(st);
             bind_text(st, 1, "deployment");
             bind_text(st, 2, q->message);
         } else {
-            char id[ALARM_ID_MAX * 2];
-            snprintf(id, sizeof id, "%s/%s", q->alarm, q->threshold);
             st = s->upsert;
             sqlite3_reset(st);
-            sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(st, 1, rows[i].key, -1, SQLITE_STATIC);
             sqlite3_bind_int(st, 2, q->state);
             sqlite3_bind_int64(st, 3, q->since);
             bind_real(st, 4, q->value);
@@ -371,21 +516,27 @@ int astore_write(struct astore *s, struct qev **ev, size_t n, char *err, size_t 
             bind_text(st, 10, q->ack_comment);
             sqlite3_bind_int64(st, 11, q->ack_ts);
         }
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            snprintf(err, errlen, "state: %s", sqlite3_errmsg(s->state));
-            exec(s->state, "ROLLBACK", err + strlen(err), 0);
-            free(seen);
-            return -1;
-        }
+        if (sqlite3_step(st) != SQLITE_DONE)
+            goto fail;
     }
-    free(seen);
-    return exec(s->state, "COMMIT", err, errlen);
+    sqlite3_reset(s->meta);
+    bind_text(s->meta, 1, "events_upto");
+    sqlite3_bind_int64(s->meta, 2, s->max_id);
+    if (sqlite3_step(s->meta) != SQLITE_DONE)
+        goto fail;
+    free(rows);
+    buf_release(&keys);
+    if (exec(s->state, "COMMIT", err, errlen) < 0)
+        return -1;
+    dirty_clear(s);
+    s->state_upto = s->max_id;
+    return 0;
 fail:
-    if (open_tx && s->cur) {
-        char e2[8];
-        exec(s->cur, "ROLLBACK", e2, sizeof e2);
-    }
-    close_cur(s);
+    free(rows);
+    buf_release(&keys);
+    snprintf(err, errlen, "state: %s", sqlite3_errmsg(s->state));
+    char e2[8];
+    exec(s->state, "ROLLBACK", e2, sizeof e2);
     return -1;
 }
 
@@ -412,6 +563,9 @@ int astore_retention(struct astore *s, int64_t now)
         int64_t a, b;
         if (parse_name(de->d_name, &a, &b) < 0 || b > now - s->retention_ms)
             continue;
+        char err[256];
+        if (astore_flush_state(s, err, sizeof err) < 0)
+            continue; /* its events may be the only record of a state: kept until written */
         if (a == s->cur_start)
             close_cur(s);
         char path[4400];
@@ -450,6 +604,106 @@ static double col_real(sqlite3_stmt *st, int i)
     return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
+struct part {
+    int64_t start, end;
+    char name[64];
+};
+
+struct part_list {
+    struct part *v;
+    size_t n;
+};
+
+static int cmp_part(const void *a, const void *b)
+{
+    const struct part *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The partition files of DIR that overlap [from, to), in time order (out->v malloc'd). */
+static void list_parts(const char *dir, int64_t from, int64_t to, struct part_list *out)
+{
+    DIR *d = opendir(dir);
+    size_t cap = 0;
+    struct dirent *de;
+    out->v = NULL;
+    out->n = 0;
+    while (d && (de = readdir(d))) {
+        struct part p;
+        if (parse_name(de->d_name, &p.start, &p.end) < 0 || p.end <= from || p.start >= to ||
+            strlen(de->d_name) >= sizeof p.name)
+            continue;
+        memcpy(p.name, de->d_name, strlen(de->d_name) + 1);
+        if (out->n == cap) {
+            cap = cap ? cap * 2 : 16;
+            out->v = xgrow(out->v, cap);
+        }
+        out->v[out->n++] = p;
+    }
+    if (d)
+        closedir(d);
+    if (out->n)
+        qsort(out->v, out->n, sizeof *out->v, cmp_part);
+}
+
+/* The layout 3 partitions' events after state.db's 'events_upto', in id order, kept as
+ * their conditions' latest states. Returns how many events were read. */
+static size_t replay_events(struct astore *s)
+{
+    int64_t upto = s->state_upto;
+    sqlite3_stmt *st;
+    struct part_list parts;
+    list_parts(s->dir, INT64_MIN, INT64_MAX, &parts);
+    size_t n = 0;
+    for (size_t k = 0; k < parts.n; k++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", s->dir, parts.v[k].name);
+        sqlite3 *db = NULL;
+        st = NULL;
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+            int_query(db, "PRAGMA user_version", 0) != 3 ||
+            sqlite3_prepare_v2(db,
+                               "SELECT id, ts, kind, alarm, threshold, state, since, value, lim, message,"
+                               " shelved_until, oos, ack_user, ack_comment, ack_ts, user FROM events"
+                               " WHERE id > ?1 ORDER BY id",
+                               -1, &st, NULL) != SQLITE_OK) {
+            sqlite3_close(db);
+            continue;
+        }
+        sqlite3_bind_int64(st, 1, upto);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            struct alarm_event ev = {
+                .ts = sqlite3_column_int64(st, 1),
+                .kind = (enum alarm_ev_kind)sqlite3_column_int(st, 2),
+                .alarm = col_text(st, 3),
+                .threshold = col_text(st, 4),
+                .state = (enum alarm_state)sqlite3_column_int(st, 5),
+                .since = sqlite3_column_int64(st, 6),
+                .value = col_real(st, 7),
+                .limit = col_real(st, 8),
+                .message = col_text(st, 9),
+                .shelved_until = sqlite3_column_int64(st, 10),
+                .out_of_service = sqlite3_column_int(st, 11) != 0,
+                .ack_user = col_text(st, 12),
+                .ack_comment = col_text(st, 13),
+                .ack_ts = sqlite3_column_int64(st, 14),
+                .user = col_text(st, 15),
+            };
+            if ((int)ev.kind != ASTORE_DEPLOYMENT && (!ev.alarm || !ev.threshold))
+                continue;
+            dirty_put(s, qev_new(&ev));
+            int64_t id = sqlite3_column_int64(st, 0);
+            if (id > s->max_id)
+                s->max_id = id;
+            n++;
+        }
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+    }
+    free(parts.v);
+    return n;
+}
+
 int astore_load(struct astore *s, struct alarm_engine *e, char **deployment)
 {
     *deployment = NULL;
@@ -470,21 +724,35 @@ int astore_load(struct astore *s, struct alarm_engine *e, char **deployment)
             *deployment = xstrdup(col_text(st, 0));
         sqlite3_finalize(st);
     }
+    /* then what happened after state.db was last written, and write it */
+    size_t replayed = replay_events(s);
+    for (size_t i = 0; s->dirty && i <= s->dirty_mask; i++) {
+        struct qev *q = s->dirty[i];
+        if (!s->dirty_h[i])
+            continue;
+        if (is_deployment(q)) {
+            if (q->message) {
+                free(*deployment);
+                *deployment = xstrdup(q->message);
+            }
+            continue;
+        }
+        char id[ALARM_ID_MAX * 2];
+        snprintf(id, sizeof id, "%s/%s", q->alarm, q->threshold);
+        if (alarm_engine_restore(e, id, (enum alarm_state)q->state, q->since, q->value, q->limit, q->message,
+                                 q->shelved_until, q->oos, q->ack_user, q->ack_comment, q->ack_ts) == 0)
+            n++; /* (a condition in state.db and in the events counts twice) */
+    }
+    if (replayed) {
+        char err[256];
+        log_info("alarm", "%zu events replayed into the saved state (%zu conditions)", replayed, s->dirty_n);
+        if (astore_flush_state(s, err, sizeof err) < 0)
+            log_warn("alarm", "cannot write the replayed state: %s (kept, written later)", err);
+    }
     return n;
 }
 
 /* ---- queries ---- */
-
-struct part {
-    int64_t start, end;
-    char name[64];
-};
-
-static int cmp_part(const void *a, const void *b)
-{
-    const struct part *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
 
 static const char *kind_name(int k)
 {
@@ -496,26 +764,10 @@ int alarm_events_query(const char *dir, const struct alarm_evq *q, struct buf *o
     size_t limit = q->limit ? q->limit : 1000;
     if (limit > QUERY_LIMIT_MAX)
         limit = QUERY_LIMIT_MAX;
-    DIR *d = opendir(dir);
-    struct part *parts = NULL;
-    size_t np = 0, cap = 0;
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        struct part p;
-        if (parse_name(de->d_name, &p.start, &p.end) < 0 || p.end <= q->from || p.start >= q->to ||
-            strlen(de->d_name) >= sizeof p.name)
-            continue;
-        memcpy(p.name, de->d_name, strlen(de->d_name) + 1);
-        if (np == cap) {
-            cap = cap ? cap * 2 : 16;
-            parts = xgrow(parts, cap);
-        }
-        parts[np++] = p;
-    }
-    if (d)
-        closedir(d);
-    if (np)
-        qsort(parts, np, sizeof *parts, cmp_part);
+    struct part_list pl;
+    list_parts(dir, q->from, q->to, &pl);
+    struct part *parts = pl.v;
+    size_t np = pl.n;
     /* the SQL: only the filters given */
     char alarm[ALARM_ID_MAX * 2] = "", thr[ALARM_ID_MAX] = "";
     if (q->alarm) {
@@ -562,7 +814,7 @@ int alarm_events_query(const char *dir, const struct alarm_evq *q, struct buf *o
             continue; /* dropped by retention meanwhile */
         }
         sqlite3_busy_timeout(db, 2000);
-        bool v2 = int_query(db, "PRAGMA user_version", 0) == 2;
+        bool v2 = int_query(db, "PRAGMA user_version", 0) >= 2; /* ids ordered by time */
         if (sqlite3_prepare_v2(db, sql[v2], -1, &st, NULL) != SQLITE_OK) {
             /* a partition created but without its table yet: nothing in it */
             sqlite3_close(db);

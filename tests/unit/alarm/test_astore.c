@@ -12,6 +12,7 @@
 #include "alarm/alarm.h"
 #include "alarm/astore.h"
 #include "core/buf.h"
+#include "core/util.h"
 #include "core/yconf.h"
 #include "live/live.h"
 
@@ -57,6 +58,16 @@ static void query(struct alarm_evq *q, struct buf *out)
     assert_int_equal(alarm_events_query(sub, q, out, err, sizeof err), 0);
 }
 
+static int64_t int_of(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 static void test_partitions_and_queries(void **state)
 {
     snprintf(sub, sizeof sub, "%s/alarm", dir);
@@ -76,7 +87,15 @@ static void test_partitions_and_queries(void **state)
     for (int i = 0; i < 6; i++)
         qev_free(b[i]);
     assert_int_equal(astore_partitions(sub), 3);
-    /* state.db keeps the last event of each condition of the batch */
+    /* state.db gets the last event of each condition, later: kept until flushed */
+    for (int i = 0; i < 6; i++)
+        assert_null(b[i]); /* the store took them (the last of each condition kept, others freed) */
+    assert_int_equal(s.dirty_n, 3);
+    assert_int_equal(int_of(s.state, "SELECT count(*) FROM cond"), 0);
+    assert_int_equal(astore_flush_state(&s, err, sizeof err), 0);
+    assert_int_equal(s.dirty_n, 0);
+    assert_int_equal(int_of(s.state, "SELECT value FROM meta WHERE key = 'events_upto'"),
+                     (t0 + 3 * HOUR) * 1048576);
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(s.state, "SELECT id, state FROM cond ORDER BY id", -1, &st, NULL), SQLITE_OK);
     const char *want[][2] = {{"a1/HH", "0"}, {"a2/LL", "3"}, {"a3/H", "1"}};
@@ -260,15 +279,6 @@ static void test_qev_copy(void **state)
     qev_free(q);
 }
 
-static int64_t int_of(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 static void write_one(struct astore *s, int64_t ts, const char *msg)
 {
@@ -290,7 +300,9 @@ static void test_time_ordered_ids(void **state)
     assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
     int64_t t0 = 1764460800000LL;
     write_one(&s, t0 + 10, "m1");
-    write_one(&s, t0 + 5, "m2"); /* the clock stepped back */
+    assert_int_equal(s.dirty_n, 1); /* its state is kept for later */
+    write_one(&s, t0 + 5, "m2");    /* the clock stepped back */
+    assert_int_equal(s.dirty_n, 0); /* so the state is written at once (replay goes by id) */
     struct qev *b[3] = {
         ev(t0 + 10, "a2", "LL", "g2", AEV_ACTIVE, AS_UNACK, "m3"),
         ev(t0 + 5, "a2", "LL", "g2", AEV_CLEAR, AS_NORMAL, "m4"),
@@ -303,7 +315,7 @@ static void test_time_ordered_ids(void **state)
     assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
     write_one(&s, t0 + 10, "m6"); /* after a restart, in the same millisecond */
     write_one(&s, t0 + 7, "m7");
-    assert_int_equal(int_of(s.cur, "PRAGMA user_version"), 2);
+    assert_int_equal(int_of(s.cur, "PRAGMA user_version"), 3);
     assert_int_equal(int_of(s.cur, "SELECT count(*) FROM sqlite_master WHERE name = 'ev_ts'"), 0);
     assert_int_equal(int_of(s.cur, "SELECT count(*) FROM events WHERE id / 1048576 != ts"), 0);
     astore_close(&s);
@@ -371,6 +383,7 @@ static void test_earlier_layout(void **state)
     assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
     write_one(&s, t0 + 10, "new");
     assert_int_equal(int_of(s.cur, "PRAGMA user_version"), 0);
+    assert_int_equal(s.dirty_n, 0); /* this layout cannot be replayed: state written at once */
     assert_int_equal(int_of(s.cur, "SELECT max(id) FROM events"), 2);
     astore_close(&s);
     struct buf out;
@@ -382,6 +395,66 @@ static void test_earlier_layout(void **state)
     buf_release(&out);
 }
 
+/* A crash after the events were durable but before state.db was written (astore_close
+ * without astore_flush_state): opening the service replays them, so the condition's state,
+ * its acknowledgement and the deployment come back, and state.db is then written. */
+static void test_state_replay(void **state)
+{
+    snprintf(sub, sizeof sub, "%s/alarm", dir);
+    struct astore s;
+    char err[256] = "";
+    assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
+    int64_t t0 = now_ms() - 1000;
+    struct alarm_event raised = {.ts = t0, .kind = AEV_ACTIVE, .alarm = "hot", .threshold = "H", .area = "",
+                                 .group = "g", .state = AS_UNACK, .value = 12, .limit = 10, .priority = 1,
+                                 .message = "hot 12.0", .since = t0};
+    struct alarm_event acked = raised;
+    acked.ts = t0 + 1;
+    acked.kind = AEV_ACK;
+    acked.state = AS_ACKED;
+    acked.user = acked.ack_user = "ann";
+    acked.comment = acked.ack_comment = "checked";
+    acked.ack_ts = t0 + 1;
+    struct alarm_event dep = {.ts = t0 + 2, .kind = (enum alarm_ev_kind)ASTORE_DEPLOYMENT, .alarm = "",
+                              .threshold = "", .area = "", .group = "", .message = "Startup", .user = "boss"};
+    struct qev *b[3] = {qev_new(&raised), qev_new(&acked), qev_new(&dep)};
+    assert_int_equal(astore_write(&s, b, 3, err, sizeof err), 0);
+    for (int i = 0; i < 3; i++)
+        qev_free(b[i]);
+    assert_int_equal(s.dirty_n, 2);
+    astore_close(&s); /* the crash: state.db never saw these */
+
+    uv_loop_t *loop = uv_default_loop();
+    struct live *l = live_new();
+    struct pt_meta m = {.type = PT_DOUBLE};
+    live_declare(l, "p-1", &m);
+    struct alarm_config c;
+    load(&c);
+    struct alarms *a;
+    assert_int_equal(alarm_open(&a, &c, dir, loop, l), 0);
+    assert_string_equal(alarm_engine_deployment(alarm_engine_of(a)), "Startup");
+    uint32_t ci;
+    assert_int_equal(alarm_engine_lookup(alarm_engine_of(a), "hot/H", &ci, 1), 1);
+    struct buf out;
+    buf_init(&out, 1 << 16);
+    alarm_cond_json(alarm_engine_of(a), ci, &out);
+    assert_non_null(strstr(out.data, "\"state\":\"active_ack\""));
+    assert_non_null(strstr(out.data, "\"message\":\"hot 12.0\""));
+    assert_non_null(strstr(out.data, "\"ack\":{\"user\":\"ann\",\"comment\":\"checked\""));
+    buf_release(&out);
+    alarm_stop(a);
+    uv_run(loop, UV_RUN_DEFAULT);
+    alarm_free(a);
+    live_free(l);
+
+    /* and state.db has them now: a second open replays nothing */
+    assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
+    assert_int_equal(int_of(s.state, "SELECT count(*) FROM cond WHERE id = 'hot/H' AND state = 2"), 1);
+    assert_int_equal(int_of(s.state, "SELECT count(*) FROM meta WHERE key = 'deployment' AND value = 'Startup'"), 1);
+    assert_int_equal(s.state_upto, (t0 + 2) * 1048576);
+    astore_close(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +463,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_earlier_layout, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(test_partitions_and_queries, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(test_service_restart, mkdir_tmp, rm_tmp),
+        cmocka_unit_test_setup_teardown(test_state_replay, mkdir_tmp, rm_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
