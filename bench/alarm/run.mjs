@@ -12,7 +12,9 @@
 //
 // Samples are posted as InfluxDB line protocol (POST /write) every 100 ms, 4 requests in
 // parallel per tick (the cheapest form for the load tool to build; the bodies are built
-// before the burst). The subscribers run in separate node processes (BENCH_SUB_PROCS, default
+// before the burst). The subscribers run in one C process, bench_alarm_sub (alarm_sub.c, built
+// with -DOPSD_BENCH=ON next to opsd, or named by BENCH_SUB_TOOL; BENCH_SUB_TOOL= for none),
+// else in separate node processes (BENCH_SUB_PROCS, default
 // 5, each holding its share of the subscriptions), so the publisher and the subscribers do not
 // slow each other down inside one event loop; each reports its latencies at the end over IPC.
 // The load average (/proc/loadavg) before and after each scenario is printed with the results:
@@ -24,7 +26,7 @@
 // opsd CPU (utime+stime, from /proc) from the first post until the last event is durable, also
 // per event (the figure that depends least on how busy the machine is), and peak RSS (VmHWM). Everything on 127.0.0.1.
 import { spawn, fork } from 'node:child_process';
-import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -184,8 +186,50 @@ async function subscriberProcess() {
   await new Promise(() => {});
 }
 
+// The subscribers in one C process (bench/alarm/alarm_sub.c), the cheapest load tool: used
+// when BENCH_SUB_TOOL names it or it was built next to opsd (BUILD/bench/bench_alarm_sub).
+// Same interface as subscriberProcesses.
+function subTool() {
+  if (process.env.BENCH_SUB_TOOL !== undefined) return process.env.BENCH_SUB_TOOL || null;
+  const p = join(dirname(opsdBin), 'bench', 'bench_alarm_sub');
+  return existsSync(p) ? p : null;
+}
+
+async function subscriberTool(tool, port, list) {
+  const args = ['--port', String(port)];
+  for (const x of list) args.push('--sub', `${x.kind}:${x.id}:${x.filter ? x.filter.group : '-'}`);
+  const child = spawn(tool, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  const lines = [];
+  let waiting = null;
+  child.stdout.on('data', (d) => {
+    out += d;
+    let i;
+    while ((i = out.indexOf('\n')) >= 0) { lines.push(out.slice(0, i)); out = out.slice(i + 1); }
+    if (waiting) waiting();
+  });
+  const next = (pred) => new Promise((resolve, reject) => {
+    const check = () => { const l = lines.find(pred); if (l) { waiting = null; resolve(l); } };
+    waiting = check;
+    child.once('exit', (c) => reject(new Error(`bench_alarm_sub exited ${c}`)));
+    check();
+  });
+  await next((l) => l === 'ready');
+  return {
+    start(t0) { child.stdin.write(`t0 ${t0}\n`); },
+    async finish() {
+      const cpu = cpuSeconds(child.pid);
+      const done = new Promise((r) => child.once('exit', r));
+      child.stdin.write('finish\n');
+      await done;
+      return lines.filter((l) => l.startsWith('{')).map((l) => ({ ...JSON.parse(l), tool_cpu_s: cpu }));
+    },
+  };
+}
+
 // Starts the subscriber processes (the subscriptions dealt round robin) and waits until every
-// subscription has its first snapshot. Returns {start(t0), finish() -> [{kind, s}]}.
+// subscription has its first snapshot. Returns {start(t0), finish() -> [per kind: {kind,
+// clients, rows, frames, snapshots, p50, p99, max}]}.
 async function subscriberProcesses(wsUrl, list) {
   const nproc = Math.max(1, Math.min(list.length, Number(process.env.BENCH_SUB_PROCS || 5)));
   const procs = [];
@@ -207,7 +251,17 @@ async function subscriberProcesses(wsUrl, list) {
         p.child.on('message', (m) => { if (m.results) resolve(m.results); });
         p.child.send({ finish: true });
       })));
-      return all.flat().map((r) => ({ kind: r.kind, s: r }));
+      const subs = all.flat();
+      return [...new Set(subs.map((x) => x.kind))].map((kind) => {
+        const ss = subs.filter((x) => x.kind === kind);
+        const lat = ss.flatMap((x) => x.lat);
+        return {
+          kind, clients: ss.length, rows: ss.reduce((a, x) => a + x.rows, 0) / ss.length,
+          frames: ss.reduce((a, x) => a + x.frames, 0) / ss.length,
+          snapshots: ss.reduce((a, x) => a + x.snapshots - 1, 0) / ss.length,
+          p50: pct(lat, 50), p99: pct(lat, 99), max: pct(lat, 100),
+        };
+      });
     },
   };
 }
@@ -254,7 +308,8 @@ async function run(name) {
     } else {
       for (let i = 0; i < 25; i++) list.push({ kind: 'filtered', id: `f${i}`, filter: { group: `group-${String(i % 10).padStart(2, '0')}`, state: 'active' } });
     }
-    const subp = await subscriberProcesses(wsUrl, list);
+    const tool = subTool();
+    const subp = tool ? await subscriberTool(tool, port, list) : await subscriberProcesses(wsUrl, list);
 
     // The burst: 50 ticks of 100 ms; ticks 0..24 move n/25 alarms each high (t1 = 160: 400),
     // ticks 25..49 move them low (t1 = -40: 200). Bodies built beforehand.
@@ -304,15 +359,9 @@ async function run(name) {
     const dropped = await metric(url, 'opsd_alarm_events_dropped_total');
     const subs = await subp.finish();
     const row = (kind) => {
-      const ss = subs.filter((x) => x.kind === kind).map((x) => x.s);
-      if (!ss.length) return null;
-      const lat = ss.flatMap((s) => s.lat);
-      return {
-        clients: ss.length, rows: ss.reduce((a, s) => a + s.rows, 0) / ss.length,
-        frames: ss.reduce((a, s) => a + s.frames, 0) / ss.length,
-        snapshots: ss.reduce((a, s) => a + s.snapshots - 1, 0) / ss.length,
-        p50: pct(lat, 50), p99: pct(lat, 99), max: pct(lat, 100),
-      };
+      const r = subs.find((x) => x.kind === kind);
+      return r ? { clients: r.clients, rows: r.rows, frames: r.frames, snapshots: r.snapshots, p50: r.p50, p99: r.p99, max: r.max,
+        tool: tool ? 'C' : 'node', tool_cpu_s: r.tool_cpu_s } : null;
     };
     const res = {
       name, alarms: n, conditions: 4 * n, events: want, stored, dropped,
@@ -346,12 +395,12 @@ for (const r of results) {
   console.log(`| ${r.name} | ${r.alarms} x 4 | ${r.events} | ${r.stored} | ${r.dropped} | ${r.burst_s.toFixed(2)} | ${r.gen_rate} | ${r.store_rate} | ${r.durable_after_last_post_ms} ms | ${r.cpu_s} | ${r.cpu_us_per_event} | ${r.hwm_mib} | ${r.load_before} / ${r.load_after} |`);
 }
 console.log('');
-console.log('| scenario | subscribers | clients | rows/client | frames/client | fresh snapshots/client | latency p50 ms | p99 ms | max ms |');
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+console.log('| scenario | subscribers | clients | rows/client | frames/client | fresh snapshots/client | latency p50 ms | p99 ms | max ms | load tool (CPU s) |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const r of results) {
   for (const k of ['unfiltered', 'filtered']) {
     const x = r[k];
     if (!x) continue;
-    console.log(`| ${r.name} | ${k} | ${x.clients} | ${Math.round(x.rows)} | ${Math.round(x.frames)} | ${x.snapshots} | ${x.p50} | ${x.p99} | ${x.max} |`);
+    console.log(`| ${r.name} | ${k} | ${x.clients} | ${Math.round(x.rows)} | ${Math.round(x.frames)} | ${x.snapshots} | ${x.p50} | ${x.p99} | ${x.max} | ${x.tool}${x.tool_cpu_s !== undefined ? ` (${x.tool_cpu_s}, all kinds)` : ''} |`);
   }
 }

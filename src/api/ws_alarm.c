@@ -11,11 +11,14 @@
  * adds the changed conditions that match the filter now or were in view (so a condition that
  * leaves the filter is sent as removed). A frame is encoded when the socket is writeable, from
  * the current state, so a burst between two writes costs one row per condition, not one per
- * event. When more than SNAPSHOT_AFTER changes wait (a reader that is far behind, or a storm)
- * and they are at least as many as the rows the client has in view (so a snapshot is no
- * larger than the changes), the pending list is dropped and the next frame is a fresh
- * snapshot. Memory per subscription stays bounded by the number of conditions either way. After a reload (a new generation of the
- * engine's configuration, whose condition indices may differ) the next frame is a snapshot.
+ * event, and a reader that is far behind gets each changed row once, as it is when sent: the
+ * backlog is bounded by the conditions in the filter's scope, never by the events. When more
+ * than SNAPSHOT_AFTER changes wait and a fresh snapshot would be less than half as many rows
+ * (most pending rows leave the view: a storm that clears), the pending list is dropped and
+ * the next frame is the snapshot. (Dropping it whenever many changes waited sent a storm's
+ * subscribers snapshot after snapshot of their growing view: 10 MB each at 100,000 alarms.)
+ * After a reload (a new generation of the engine's configuration, whose condition indices
+ * may differ) the next frame is a snapshot.
  *
  * Cost per change: a filter's group and area are bound to the engine's interned ids (numbers
  * compared, not strings), and a row is encoded once per change of its condition by the
@@ -98,14 +101,6 @@ static void on_changes(void *ud, const uint32_t *conds, size_t n)
                     continue;
                 if (!(s->flags[ci] & 1) && !alarm_filter_match(e, &s->f, ci))
                     continue;
-                if (s->npending >= SNAPSHOT_AFTER && s->npending >= s->nview) {
-                    /* far behind: a fresh snapshot instead of a backlog */
-                    for (size_t p = 0; p < s->npending; p++)
-                        s->flags[s->pending[p]] &= (uint8_t)~2;
-                    s->npending = 0;
-                    s->snapshot = true;
-                    break;
-                }
                 if (s->npending == s->cap) {
                     s->cap = s->cap ? s->cap * 2 : 64;
                     s->pending = xgrow(s->pending, s->cap);
@@ -276,6 +271,27 @@ static void encode_snapshot(struct api *api, struct ws_alarm_sub *s, struct buf 
     s->snapshot = false;
 }
 
+/* Far behind: is a fresh snapshot less than half the rows of the pending changes? Then
+ * they are dropped and it is sent instead. */
+static bool snapshot_is_smaller(struct alarm_engine *e, struct ws_alarm_sub *s)
+{
+    if (s->npending < SNAPSHOT_AFTER)
+        return false;
+    size_t after = s->nview;
+    for (size_t i = 0; i < s->npending; i++) {
+        uint32_t ci = s->pending[i];
+        bool in = (s->flags[ci] & 1) != 0, match = alarm_filter_match(e, &s->f, ci);
+        after = after + match - in;
+    }
+    if (after * 2 >= s->npending)
+        return false;
+    for (size_t i = 0; i < s->npending; i++)
+        s->flags[s->pending[i]] &= (uint8_t)~2;
+    s->npending = 0;
+    s->snapshot = true;
+    return true;
+}
+
 static void encode_changes(struct api *api, struct ws_alarm_sub *s, struct buf *tx)
 {
     struct alarm_engine *e = alarm_engine_of(api->alarms);
@@ -314,7 +330,7 @@ int ws_alarm_encode(struct ws_alarms *c, struct buf *tx)
         c->rr = (k + 1) % c->nsubs; /* the next frame starts after the one served now */
         if (s->generation != alarm_engine_generation(alarm_engine_of(c->api->alarms)))
             sub_reset(s, alarm_engine_of(c->api->alarms)); /* pending indices are stale */
-        if (s->snapshot) {
+        if (s->snapshot || snapshot_is_smaller(alarm_engine_of(c->api->alarms), s)) {
             encode_snapshot(c->api, s, tx);
             return 1;
         }

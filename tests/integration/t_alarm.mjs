@@ -2,7 +2,8 @@
 // ack with user and comment (viewer refused, unknown names change nothing), shelving,
 // deployment switch (admin) re-evaluating, events query, a storm of 9,000 events all stored,
 // the WebSocket summary subscription with a filter (snapshot, exactly the matching changes,
-// removals, a fresh snapshot after a storm), and a restart keeping the state.
+// removals, a storm's rows each once and a snapshot when its view empties), and a restart
+// keeping the state.
 // docs/API.md "Alarms". Clients: fetch and the npm package `ws`.
 import { join } from 'node:path';
 import { test, finish, assert, assertEq, sleep, failTest } from './lib/harness.mjs';
@@ -191,14 +192,44 @@ await test('events query: by alarm, group, kind, text, time range; errors', asyn
 
 const stormEvents = async () => (await as('GET', '/api/v1/alarm-events?group=storm&limit=100000')).json.count;
 
-await test('a storm of 9,000 events: every one stored; a filtered subscriber gets a fresh snapshot, another nothing', async () => {
+await test('a storm of 9,000 events: every one stored; a filtered subscriber gets each row once, a snapshot when the view empties, another nothing', async () => {
   ws.send({ op: 'subscribe_alarms', id: 'st', filter: { group: 'storm', state: 'active' } });
   await ws.next((x) => x.op === 'alarms' && x.id === 'st', 5000, 'the storm snapshot');
   ws.take();
-  for (const v of [3000, 0, 3000]) {
-    const r = await as('POST', '/api/v1/samples', { samples: [{ point: 'count', value: v }] });
-    assertEq(r.status, 200, 'samples');
-  }
+  const view = new Map();
+  let snapshots = 0, rows = 0;
+  // Applies the subscriber's frames until its view holds `want` rows and nothing more waits.
+  const follow = async (want, what) => {
+    const deadline = Date.now() + 8000;
+    while (Date.now() < deadline) {
+      const m = await ws.next((x) => x.id === 'st' && (x.op === 'alarms' || x.op === 'alarm_changes'), 8000, what);
+      if (m.op === 'alarms') {
+        snapshots++;
+        view.clear();
+        for (const a of m.alarms) view.set(a.id, a);
+      } else {
+        for (const c of m.changes) {
+          rows++;
+          if (c.removed) view.delete(c.id);
+          else view.set(c.id, c);
+        }
+      }
+      if (view.size === want && !ws.msgs.some((x) => x.id === 'st')) return;
+    }
+    throw new Error(`${what}: the view has ${view.size} rows, not ${want}`);
+  };
+  const post = async (v) => assertEq((await as('POST', '/api/v1/samples', { samples: [{ point: 'count', value: v }] })).status, 200, 'samples');
+  await post(3000);
+  await follow(3000, 'raised');
+  assertEq([snapshots, rows].join(), '0,3000', 'the 3,000 raised rows as changes, each once');
+  assert([...view.values()].every((a) => a.group === 'storm' && a.state === 'active_unack'), 'only matching rows');
+  // All 3,000 clear at once: a snapshot (empty) is smaller than 3,000 removals.
+  await post(0);
+  await follow(0, 'cleared');
+  assertEq(snapshots, 1, 'a fresh snapshot instead of 3,000 removed rows');
+  await post(3000);
+  await follow(3000, 'raised again');
+  assertEq(snapshots, 1, 'raised again: changes');
   let n = 0;
   for (let i = 0; i < 100 && n !== 9000; i++) {
     n = await stormEvents();
@@ -206,17 +237,7 @@ await test('a storm of 9,000 events: every one stored; a filtered subscriber get
   }
   assertEq(n, 9000, 'events stored (3,000 raised, cleared, raised)');
   assertEq((await as('GET', '/api/v1/alarms?group=storm&state=active&limit=1')).json.total, 3000, 'active');
-  // More than 2,000 changes at once: the subscriber is sent the state, not a backlog.
-  let last = null;
-  const deadline = Date.now() + 8000;
-  while (Date.now() < deadline) {
-    const m = await ws.next((x) => x.id === 'st' && (x.op === 'alarms' || x.op === 'alarm_changes'), 8000, 'storm frames');
-    if (m.op === 'alarms') last = m;
-    if (last && last.total === 3000 && !ws.msgs.some((x) => x.id === 'st')) break;
-  }
-  assert(last, 'a fresh snapshot after the storm');
-  assertEq(last.total, 3000, 'the snapshot holds every active storm alarm');
-  assert(last.alarms.every((a) => a.group === 'storm' && a.state === 'active_unack'), 'only matching rows');
+  assert([...view.values()].every((a) => a.group === 'storm' && a.state === 'active_unack'), 'only matching rows');
   assertEq(ws.take((x) => x.id === 'a1').length, 0, 'the intake subscriber got nothing from the storm');
   const m = await metrics(d, ops);
   assertEq(m.get('opsd_alarm_events_dropped_total'), 0, 'nothing dropped');
@@ -264,6 +285,28 @@ await test('a restart keeps every condition, the deployment and the events', asy
   assertEq((await as('GET', '/api/v1/deployment/state')).json.state, 'Startup', 'deployment');
   assertEq((await as('GET', '/api/v1/alarms?group=storm&state=active&limit=1')).json.total, 3000, 'storm state');
   assertEq(await stormEvents(), 9000, 'events kept');
+}, { timeout: 40000 });
+
+await test('kill -9 right after an answer: the state comes back from the events (state.db is written later)', async () => {
+  const key = (r) => JSON.stringify(r.json.alarms.map((a) => [a.id, a.state, a.message, a.ack && a.ack.comment, a.since]));
+  assertEq((await as('POST', '/api/v1/samples', { samples: [{ point: 'count', value: 0 }] })).status, 200, 'clear');
+  assertEq((await as('POST', '/api/v1/samples', { samples: [{ point: 'count', value: 3000 }] })).status, 200, 'raise');
+  const before = await as('GET', '/api/v1/alarms?state=all&group=storm&sort=name&limit=5000');
+  // An acknowledgement is answered once durable; SIGKILL follows at once, well inside the
+  // writer's 200 ms wait before it writes state.db.
+  const acked = await as('POST', '/api/v1/alarms/ack', { alarms: ['s-1'], comment: 'seen before the crash' });
+  const st = await d.stop('SIGKILL', 5000);
+  assertEq(acked.status, 200, 'ack');
+  assertEq(st.signal, 'SIGKILL', 'killed');
+  d = await startOpsd(work, { config });
+  assert(/events replayed into the saved state/.test(d.log()), `the state was replayed: ${d.log().slice(-400)}`);
+  const after = await as('GET', '/api/v1/alarms?state=all&group=storm&sort=name&limit=5000');
+  assertEq(after.json.alarms.length, 3000, 'every storm condition');
+  const s1 = after.json.alarms.find((a) => a.id === 's-1/H');
+  assertEq([s1.state, s1.ack && s1.ack.comment].join(), 'active_ack,seen before the crash', 'the ack kept');
+  const others = (r) => ({ json: { alarms: r.json.alarms.filter((a) => a.id !== 's-1/H') } });
+  assertEq(key(others(after)), key(others(before)), 'the other states, messages and times');
+  assertEq((await as('GET', '/api/v1/deployment/state')).json.state, 'Startup', 'deployment');
 }, { timeout: 40000 });
 
 await test('alarm: no sanitizer report in the opsd logs', async () => {
