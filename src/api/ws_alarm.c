@@ -44,8 +44,8 @@ struct ws_alarm_sub {
     size_t nconds;
     size_t nview;                /* conditions with the in-view bit */
     uint64_t generation;         /* the engine's configuration the flags belong to */
-    uint32_t *pending;
-    size_t npending, cap;
+    uint32_t *pending;           /* pending[done .. npending) wait to be sent */
+    size_t done, npending, cap;
     bool snapshot;
 };
 
@@ -66,7 +66,7 @@ static void sub_reset(struct ws_alarm_sub *s, const struct alarm_engine *e)
     s->nview = 0;
     s->generation = alarm_engine_generation(e);
     s->flags = xnew(uint8_t, nconds ? nconds : 1);
-    s->npending = 0;
+    s->done = s->npending = 0;
     s->snapshot = true;
     alarm_filter_bind(e, &s->f); /* group and area as ids of this generation */
 }
@@ -101,14 +101,19 @@ static void on_changes(void *ud, const uint32_t *conds, size_t n)
                     continue;
                 if (!(s->flags[ci] & 1) && !alarm_filter_match(e, &s->f, ci))
                     continue;
-                if (s->npending == s->cap) {
+                if (s->npending == s->cap && s->done) {
+                    /* the sent front makes room (once per fill, not once per frame) */
+                    memmove(s->pending, s->pending + s->done, (s->npending - s->done) * sizeof *s->pending);
+                    s->npending -= s->done;
+                    s->done = 0;
+                } else if (s->npending == s->cap) {
                     s->cap = s->cap ? s->cap * 2 : 64;
                     s->pending = xgrow(s->pending, s->cap);
                 }
                 s->flags[ci] |= 2;
                 s->pending[s->npending++] = ci;
             }
-            wake |= s->snapshot || s->npending;
+            wake |= s->snapshot || s->npending > s->done;
         }
         if (wake)
             lws_callback_on_writable(c->wsi);
@@ -241,7 +246,7 @@ int ws_alarm_unsubscribe(struct ws_alarms *c, const char *id)
 bool ws_alarm_ready(const struct ws_alarms *c)
 {
     for (int k = 0; c && k < c->nsubs; k++)
-        if (c->subs[k]->snapshot || c->subs[k]->npending)
+        if (c->subs[k]->snapshot || c->subs[k]->npending > c->subs[k]->done)
             return true;
     return false;
 }
@@ -267,7 +272,7 @@ static void encode_snapshot(struct api *api, struct ws_alarm_sub *s, struct buf 
     }
     buf_printf(tx, "],\"total\":%zu}", n);
     s->nview = n;
-    s->npending = 0;
+    s->done = s->npending = 0;
     s->snapshot = false;
 }
 
@@ -275,19 +280,19 @@ static void encode_snapshot(struct api *api, struct ws_alarm_sub *s, struct buf 
  * they are dropped and it is sent instead. */
 static bool snapshot_is_smaller(struct alarm_engine *e, struct ws_alarm_sub *s)
 {
-    if (s->npending < SNAPSHOT_AFTER)
+    if (s->npending - s->done < SNAPSHOT_AFTER)
         return false;
     size_t after = s->nview;
-    for (size_t i = 0; i < s->npending; i++) {
+    for (size_t i = s->done; i < s->npending; i++) {
         uint32_t ci = s->pending[i];
         bool in = (s->flags[ci] & 1) != 0, match = alarm_filter_match(e, &s->f, ci);
         after = after + match - in;
     }
-    if (after * 2 >= s->npending)
+    if (after * 2 >= s->npending - s->done)
         return false;
-    for (size_t i = 0; i < s->npending; i++)
+    for (size_t i = s->done; i < s->npending; i++)
         s->flags[s->pending[i]] &= (uint8_t)~2;
-    s->npending = 0;
+    s->done = s->npending = 0;
     s->snapshot = true;
     return true;
 }
@@ -298,9 +303,9 @@ static void encode_changes(struct api *api, struct ws_alarm_sub *s, struct buf *
     jw_raw(tx, "{\"op\":\"alarm_changes\",\"id\":");
     jw_str(tx, s->id);
     jw_raw(tx, ",\"changes\":[");
-    size_t n = s->npending < CHANGES_PER_FRAME ? s->npending : CHANGES_PER_FRAME;
+    size_t left = s->npending - s->done, n = left < CHANGES_PER_FRAME ? left : CHANGES_PER_FRAME;
     for (size_t i = 0; i < n; i++) {
-        uint32_t ci = s->pending[i];
+        uint32_t ci = s->pending[s->done + i];
         if (i)
             buf_putc(tx, ',');
         s->flags[ci] &= (uint8_t)~2;
@@ -316,8 +321,9 @@ static void encode_changes(struct api *api, struct ws_alarm_sub *s, struct buf *
             jw_raw(tx, ",\"removed\":true}");
         }
     }
-    memmove(s->pending, s->pending + n, (s->npending - n) * sizeof *s->pending);
-    s->npending -= n;
+    s->done += n;
+    if (s->done == s->npending)
+        s->done = s->npending = 0;
     jw_raw(tx, "]}");
 }
 
@@ -334,7 +340,7 @@ int ws_alarm_encode(struct ws_alarms *c, struct buf *tx)
             encode_snapshot(c->api, s, tx);
             return 1;
         }
-        if (s->npending) {
+        if (s->npending > s->done) {
             encode_changes(c->api, s, tx);
             return 1;
         }
