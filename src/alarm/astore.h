@@ -49,12 +49,13 @@ struct astore {
 int astore_open(struct astore *s, const char *dir, int64_t partition_ms, int64_t retention_ms,
                 char *err, size_t errlen);
 void astore_close(struct astore *s);
-/* Writes events (one transaction per partition touched). Returns 0 or -1 (nothing partial
- * is claimed: the caller counts the batch as failed). On success the store keeps the events
- * that carry a condition's latest state for state.db, setting their slots in ev to NULL
- * (the caller frees the others: qev_free(NULL) is a no-op). state.db is written at once
- * only when the events could not be replayed from their partition (see store.c); otherwise
- * astore_flush_state writes it later. */
+/* Writes events (one transaction per partition touched). The store takes the events it
+ * committed, setting their slots in ev to NULL (it keeps each condition's latest state for
+ * state.db; the caller frees what is left: qev_free(NULL) is a no-op). Returns 0, or -1 with
+ * err when a transaction failed: the events of the partitions committed before it are taken
+ * (NULL), the others are left for a retry. state.db is written at once only when the events
+ * could not be replayed from their partition (see store.c), otherwise by astore_flush_state
+ * later; a failure there also returns -1, with every event taken. */
 int astore_write(struct astore *s, struct qev **ev, size_t n, char *err, size_t errlen);
 /* Writes the kept conditions' states to state.db in one transaction. Returns 0 (also when
  * there was nothing to write) or -1 with err, keeping them for the next try. */

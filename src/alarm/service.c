@@ -9,7 +9,8 @@
  *
  * Writer thread: waits for events, takes everything queued (at most BATCH_MAX), writes it in
  * one transaction per partition (group commit: one fsync per batch, however many events),
- * then publishes how far it got and wakes the loop (uv_async) so that barrier callbacks (REST
+ * retrying a failed write with back-off until it succeeds (write_batch), then publishes how
+ * far it got and wakes the loop (uv_async) so that barrier callbacks (REST
  * answers waiting for durability) run there. The conditions' states go to state.db later,
  * in one transaction (store.c explains why a crash loses none): once no event has come for
  * STATE_IDLE_MS, at least every STATE_MAX_AGE_MS in a long storm, and at shutdown. Retention
@@ -39,6 +40,9 @@
 #define STATE_IDLE_MS      200
 #define STATE_MAX_AGE_MS   30000
 #define STATE_RETRY_MS     5000
+#define WRITE_RETRY_MS     100   /* first wait after a failed write, doubled up to ... */
+#define WRITE_RETRY_MAX_MS 5000
+#define WRITE_FAIL_TELL_MS 10000 /* waiters are told of a failure that lasts this long */
 
 struct waiter {
     struct waiter *next;
@@ -105,13 +109,84 @@ static void flush_state(struct alarms *a, int64_t *retry_at)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* Waits until `until` (now_ms) or stop, whichever comes first (writer thread, mu held). */
+static void wait_until(struct alarms *a, int64_t until)
+{
+    while (!a->stop) {
+        int64_t left = until - now_ms();
+        if (left <= 0)
+            return;
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        t.tv_sec += left / 1000;
+        t.tv_nsec += (left % 1000) * 1000000L;
+        t.tv_sec += t.tv_nsec / 1000000000L;
+        t.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&a->cv, &a->mu, &t);
+    }
+}
+
+/* Writes a batch; what fails (a full disk, an I/O error) is retried with back-off until it
+ * is stored or opsd stops, while the loop goes on queueing (a full queue drops and counts).
+ * Waiters on the batch are told of a failure that lasts WRITE_FAIL_TELL_MS (their action is
+ * applied; its events are still retried). Returns how many events were stored. */
+static size_t write_batch(struct alarms *a, struct qev **batch, size_t n, uint64_t upto)
+{
+    char err[512];
+    size_t stored = 0;
+    int64_t first_fail = 0, backoff = WRITE_RETRY_MS;
+    bool told = false;
+    for (;;) {
+        int rc = astore_write(&a->store, batch, n, err, sizeof err);
+        size_t left = 0;
+        for (size_t i = 0; i < n; i++)
+            if (batch[i])
+                batch[left++] = batch[i]; /* not taken by the store: not written */
+        stored += n - left;
+        n = left;
+        if (!n) {
+            if (rc < 0)
+                log_error("alarm", "writing the alarm states failed: %s (retried)", err);
+            if (first_fail)
+                log_info("alarm", "alarm events written again after %.1f s of failures",
+                         (double)(now_ms() - first_fail) / 1000);
+            return stored;
+        }
+        int64_t now = now_ms();
+        if (!first_fail) {
+            first_fail = now;
+            log_error("alarm", "writing %zu alarm events failed: %s (retried until it succeeds)", n, err);
+        }
+        pthread_mutex_lock(&a->mu);
+        a->write_errors++;
+        if (!told && now - first_fail >= WRITE_FAIL_TELL_MS) {
+            a->failed_upto = upto;
+            told = true;
+            uv_async_send(&a->async);
+        }
+        wait_until(a, now + backoff);
+        bool stop = a->stop;
+        pthread_mutex_unlock(&a->mu);
+        if (stop) {
+            log_error("alarm", "%zu alarm events not stored at shutdown: %s", n, err);
+            for (size_t i = 0; i < n; i++)
+                qev_free(batch[i]);
+            pthread_mutex_lock(&a->mu);
+            a->failed_upto = upto;
+            a->dropped += n;
+            pthread_mutex_unlock(&a->mu);
+            return stored;
+        }
+        backoff = backoff * 2 > WRITE_RETRY_MAX_MS ? WRITE_RETRY_MAX_MS : backoff * 2;
+    }
+}
+
 static void *writer_main(void *arg)
 {
     struct alarms *a = arg;
     pthread_setname_np(pthread_self(), "alarm-writer"); /* top -H, perf: which thread is which */
     struct qev **batch = xnew(struct qev *, BATCH_MAX);
     int64_t last_retention = 0, last_start = -2, retry_at = 0;
-    char err[512];
     for (;;) {
         pthread_mutex_lock(&a->mu);
         bool idle = false;
@@ -146,11 +221,7 @@ static void *writer_main(void *arg)
         uint64_t upto = a->enqueued - a->count;
         pthread_mutex_unlock(&a->mu);
 
-        int rc = astore_write(&a->store, batch, n, err, sizeof err);
-        if (rc < 0)
-            log_error("alarm", "writing %zu events failed: %s", n, err);
-        for (size_t i = 0; i < n; i++)
-            qev_free(batch[i]); /* those the store did not keep */
+        size_t stored = write_batch(a, batch, n, upto);
         int64_t now = now_ms();
         if (a->store.dirty_n && now - a->store.dirty_since >= STATE_MAX_AGE_MS)
             flush_state(a, &retry_at);
@@ -172,12 +243,7 @@ static void *writer_main(void *arg)
         a->durable = upto;
         a->batches++;
         a->state_pending = a->store.dirty_n;
-        if (rc < 0) {
-            a->failed_upto = upto;
-            a->write_errors++;
-        } else {
-            a->written += n;
-        }
+        a->written += stored;
         pthread_mutex_unlock(&a->mu);
         uv_async_send(&a->async);
     }
@@ -411,7 +477,7 @@ void alarm_metrics_text(struct alarms *a, struct buf *out)
         {"opsd_alarm_events_dropped_total", "counter", "Alarm events dropped because the queue was full.", s.dropped},
         {"opsd_alarm_queue_events", "gauge", "Alarm events waiting for the writer.", s.queued},
         {"opsd_alarm_batches_total", "counter", "Alarm event batches committed.", s.batches},
-        {"opsd_alarm_write_errors_total", "counter", "Alarm event batches that failed.", s.write_errors},
+        {"opsd_alarm_write_errors_total", "counter", "Failed attempts to write alarm events (each is retried until it succeeds).", s.write_errors},
         {"opsd_alarm_partitions", "gauge", "Alarm event partition files.", s.partitions},
         {"opsd_alarm_partitions_dropped_total", "counter", "Alarm event partitions dropped by retention.",
          s.partitions_dropped},

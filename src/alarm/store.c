@@ -376,17 +376,31 @@ static void bind_real(sqlite3_stmt *st, int i, double v)
         sqlite3_bind_double(st, i, v);
 }
 
+/* The events ev[from, to) are committed: their states are kept for state.db. */
+static void take(struct astore *s, struct qev **ev, size_t from, size_t to, int64_t max_id)
+{
+    s->max_id = max_id;
+    for (size_t i = from; i < to; i++) {
+        dirty_put(s, ev[i]);
+        ev[i] = NULL;
+    }
+}
+
 int astore_write(struct astore *s, struct qev **ev, size_t n, char *err, size_t errlen)
 {
     err[0] = '\0';
     bool open_tx = false, replayable = true;
     int64_t max_id = s->max_id;
+    size_t first = 0; /* ev[first, i) are in the open transaction */
     for (size_t i = 0; i < n; i++) {
         struct qev *q = ev[i];
         int64_t start = part_start(s, q->ts);
         if (start != s->cur_start) {
             if (open_tx && exec(s->cur, "COMMIT", err, errlen) < 0)
                 goto fail;
+            if (open_tx)
+                take(s, ev, first, i, max_id);
+            first = i;
             open_tx = false;
             if (open_part(s, start, err, errlen) < 0)
                 goto fail;
@@ -440,11 +454,7 @@ int astore_write(struct astore *s, struct qev **ev, size_t n, char *err, size_t 
     }
     if (open_tx && exec(s->cur, "COMMIT", err, errlen) < 0)
         goto fail;
-    s->max_id = max_id;
-    for (size_t i = 0; i < n; i++) {
-        dirty_put(s, ev[i]);
-        ev[i] = NULL;
-    }
+    take(s, ev, first, n, max_id);
     return replayable ? 0 : astore_flush_state(s, err, errlen);
 fail:
     if (open_tx && s->cur) {
@@ -452,6 +462,10 @@ fail:
         exec(s->cur, "ROLLBACK", e2, sizeof e2);
     }
     close_cur(s);
+    if (!replayable && first) {
+        char e2[256];
+        astore_flush_state(s, e2, sizeof e2); /* what was committed; kept on failure */
+    }
     return -1;
 }
 

@@ -177,7 +177,7 @@ static void action_durable(void *ud, int status)
         buf_printf(&r->resp, "{\"%s\":%zu,\"unchanged\":%zu}\n", a->verb, a->changed, a->unchanged);
         rest_json(r, 200);
     } else if (r) {
-        rest_error(r, 500, "not_durable", "the action was applied but its events could not be stored (%s)",
+        rest_error(r, 500, "not_durable", "the action was applied but its events could not be stored for 10 s (%s); they are retried",
                    strerror(-status));
     }
     rest_complete(a->d);

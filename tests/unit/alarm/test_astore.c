@@ -395,6 +395,102 @@ static void test_earlier_layout(void **state)
     buf_release(&out);
 }
 
+/* A batch over two partitions whose second cannot be written (its file name is taken by a
+ * directory): the first partition's events are committed and taken, the rest are left for
+ * a retry, which stores them once the obstacle is gone; nothing is lost or doubled. */
+static void test_partial_write(void **state)
+{
+    snprintf(sub, sizeof sub, "%s/alarm", dir);
+    struct astore s;
+    char err[256] = "", path[600];
+    assert_int_equal(astore_open(&s, sub, HOUR, 2 * HOUR, err, sizeof err), 0);
+    int64_t t0 = 1764460800000LL;
+    snprintf(path, sizeof path, "%s/events-%013lld-%013lld.db", sub, (long long)(t0 + HOUR),
+             (long long)(t0 + 2 * HOUR));
+    assert_int_equal(mkdir(path, 0750), 0);
+    struct qev *b[3] = {
+        ev(t0 + 1, "a1", "HH", "g1", AEV_ACTIVE, AS_UNACK, "one"),
+        ev(t0 + 2, "a2", "HH", "g1", AEV_ACTIVE, AS_UNACK, "two"),
+        ev(t0 + HOUR + 1, "a1", "HH", "g1", AEV_CLEAR, AS_NORMAL, "three"),
+    };
+    assert_int_equal(astore_write(&s, b, 3, err, sizeof err), -1);
+    assert_true(err[0] != '\0');
+    assert_null(b[0]);
+    assert_null(b[1]);
+    assert_non_null(b[2]);
+    assert_int_equal(rmdir(path), 0);
+    assert_int_equal(astore_write(&s, b + 2, 1, err, sizeof err), 0);
+    assert_null(b[2]);
+    astore_close(&s);
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    struct alarm_evq q = {.from = t0, .to = t0 + 3 * HOUR, .kind = -1, .state = -1};
+    query(&q, &out);
+    assert_int_equal(count_of(out.data), 3);
+    buf_release(&out);
+}
+
+static void stop_loop(uv_timer_t *t) { uv_stop(t->data); }
+
+/* The service retries a failed write until it succeeds: the barrier (a REST answer) waits
+ * meanwhile, and the event is stored once. */
+static void test_write_retry(void **state)
+{
+    char sub2[300], path[700];
+    snprintf(sub2, sizeof sub2, "%s/alarm", dir);
+    assert_int_equal(mkdir(sub2, 0750), 0);
+    int64_t now = now_ms(), start = now - now % HOUR;
+    for (int k = 0; k < 2; k++) { /* this hour's and the next (the test may cross it) */
+        snprintf(path, sizeof path, "%s/events-%013lld-%013lld.db", sub2, (long long)(start + k * HOUR),
+                 (long long)(start + (k + 1) * HOUR));
+        assert_int_equal(mkdir(path, 0750), 0);
+    }
+    uv_loop_t *loop = uv_default_loop();
+    struct live *l = live_new();
+    struct pt_meta m = {.type = PT_DOUBLE};
+    uint32_t p = live_declare(l, "p-1", &m);
+    struct alarm_config c;
+    load(&c);
+    struct alarms *a;
+    assert_int_equal(alarm_open(&a, &c, dir, loop, l), 0);
+    live_set_double(l, p, 6, now);
+    live_flush(l);
+    barrier_status = 1;
+    alarm_barrier(a, on_barrier, loop);
+    uv_timer_t t;
+    uv_timer_init(loop, &t);
+    t.data = loop;
+    uv_timer_start(&t, stop_loop, 500, 0);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(barrier_status, 1); /* not answered: still being retried */
+    struct alarm_stats st;
+    alarm_stats(a, &st);
+    assert_true(st.write_errors >= 2);
+    assert_int_equal(st.written, 0);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/events-%013lld-%013lld.db", sub2, (long long)(start + k * HOUR),
+                 (long long)(start + (k + 1) * HOUR));
+        assert_int_equal(rmdir(path), 0);
+    }
+    uv_timer_start(&t, stop_loop, 10000, 0);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(barrier_status, 0);
+    alarm_stats(a, &st);
+    assert_int_equal(st.written, 1);
+    assert_int_equal(st.dropped, 0);
+    uv_close((uv_handle_t *)&t, NULL);
+    alarm_stop(a);
+    uv_run(loop, UV_RUN_DEFAULT);
+    struct buf out;
+    buf_init(&out, 1 << 16);
+    struct alarm_evq q = {.from = 0, .to = INT64_MAX, .kind = -1, .state = -1};
+    assert_int_equal(alarm_events_query(sub2, &q, &out, path, sizeof path), 0);
+    assert_int_equal(count_of(out.data), 1);
+    buf_release(&out);
+    alarm_free(a);
+    live_free(l);
+}
+
 /* A crash after the events were durable but before state.db was written (astore_close
  * without astore_flush_state): opening the service replays them, so the condition's state,
  * its acknowledgement and the deployment come back, and state.db is then written. */
@@ -464,6 +560,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_partitions_and_queries, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(test_service_restart, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(test_state_replay, mkdir_tmp, rm_tmp),
+        cmocka_unit_test_setup_teardown(test_partial_write, mkdir_tmp, rm_tmp),
+        cmocka_unit_test_setup_teardown(test_write_retry, mkdir_tmp, rm_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
