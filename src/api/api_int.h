@@ -135,6 +135,9 @@ int ws_filter(struct api *api, struct lws *wsi);
 int ws_established(struct api *api, struct lws *wsi, void **user);
 int ws_receive(struct ws_client *c, const void *in, size_t len);
 int ws_writeable(struct ws_client *c);
+/* Whether opsd has sent its close frame: the client's answer then is not echoed (RFC 6455
+ * 5.5.1: one close frame per endpoint). */
+bool ws_close_sent(const struct ws_client *c);
 void ws_closed(struct ws_client *c);
 void ws_init(struct api *api);
 void ws_release(struct api *api);

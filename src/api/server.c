@@ -354,6 +354,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         return pss->ws ? ws_receive(pss->ws, in, len) : -1;
     case LWS_CALLBACK_SERVER_WRITEABLE:
         return pss->ws ? ws_writeable(pss->ws) : 0;
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+        /* nonzero: lws closes without echoing the client's close frame */
+        return pss->ws ? ws_close_sent(pss->ws) : 0;
     case LWS_CALLBACK_CLOSED:
         if (pss->ws) {
             ws_closed(pss->ws);

@@ -456,6 +456,8 @@ int ws_receive(struct ws_client *c, const void *in, size_t len)
     return 0;
 }
 
+bool ws_close_sent(const struct ws_client *c) { return c->kill_sent; }
+
 int ws_writeable(struct ws_client *c)
 {
     if (c->kill) {

@@ -143,6 +143,44 @@ await test('paced subscribes (one at a time): 64 accepted, then too_many_subscri
   await waitClients(0);
 }, { timeout: 40000 });
 
+// A refused client on a raw socket: the frames opsd sends until it closes the TCP connection.
+// RFC 6455 5.5.1: an endpoint sends one close frame; opsd sent its own first, so the client's
+// answer must not be echoed (browsers log "Close received after close" and report 1006).
+async function refusedRaw(port) {
+  const { connect } = await import('node:net');
+  return withTimeout(new Promise((resolve, reject) => {
+    const sock = connect(port, '127.0.0.1');
+    let buf = Buffer.alloc(0), upgraded = false;
+    const frames = [];
+    sock.on('connect', () => sock.write('GET /api/v1/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n' +
+      'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n'));
+    sock.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      if (!upgraded) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        if (!buf.slice(0, 12).toString().startsWith('HTTP/1.1 101')) return reject(new Error(`no upgrade: ${buf.slice(0, 40)}`));
+        upgraded = true;
+        buf = buf.slice(end + 4);
+      }
+      while (buf.length >= 2 && buf.length >= 2 + (buf[1] & 0x7f)) { /* small frames only */
+        const len = buf[1] & 0x7f, op = buf[0] & 0x0f;
+        frames.push({ op, code: op === 8 && len >= 2 ? buf.readUInt16BE(2) : null });
+        buf = buf.slice(2 + len);
+        if (op === 8 && frames.length === 1) /* answer with a masked close (zero key), code 1000 */
+          sock.write(Buffer.from([0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe8]));
+      }
+    });
+    sock.on('close', () => {
+      const [first, ...rest] = frames;
+      resolve(first && first.op === 8
+        ? `close ${first.code}, then ${rest.length ? `${rest.length} more frame(s) (op ${rest.map((f) => f.op)})` : 'nothing after our close answer'}`
+        : `frames ${JSON.stringify(frames)}`);
+    });
+    sock.on('error', reject);
+  }), 8000, 'the raw refused client');
+}
+
 await test('max_clients: 100 connections all served, the 101st is closed with 1013', async () => {
   const clients = [];
   try {
@@ -164,6 +202,8 @@ await test('max_clients: 100 connections all served, the 101st is closed with 10
       status = e.status || e.message;
     }
     assertEq(status, "upgrade accepted (101), then closed 1013 'too many clients, try again later'", 'the 101st client');
+    assertEq(await refusedRaw(d.port), 'close 1013, then nothing after our close answer',
+      'the close handshake on the wire: one close frame from opsd (none echoed after ours)');
     await healthy();
   } finally {
     clients.forEach((c) => c.close());
