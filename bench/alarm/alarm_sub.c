@@ -1,12 +1,14 @@
 /* alarm_sub.c - bench_alarm_sub: the alarm summary subscribers of bench/alarm/run.mjs in one
  * C process, so that on a 2-core machine the load tool costs far less than the server.
  *
- *   bench_alarm_sub --port P [--host 127.0.0.1] --sub KIND:ID:GROUP ...
+ *   bench_alarm_sub --port P [--host 127.0.0.1] --sub KIND:ID:GROUP ... [--live POINT]
  *
  * Each --sub is one WebSocket connection to /api/v1/stream that sends
  *   {"op":"subscribe_alarms","id":ID,"filter":{"group":GROUP,"state":"active"}}
  * (GROUP "-": no filter). KIND is a label the results are grouped by ("filtered",
- * "unfiltered"). The program prints "ready" once every subscription has had its first
+ * "unfiltered"). --live adds a connection of kind "live" subscribed to one point's live
+ * values (interval 50 ms): the latency of its updates (arrival minus the value's time) shows
+ * whether the storm delays the live data. The program prints "ready" once every subscription has had its first
  * snapshot, then takes commands on stdin, one per line:
  *   t0 MS    rows whose "since" is at or after MS count towards latency from now on
  *   finish   prints one JSON line per kind and exits:
@@ -33,7 +35,7 @@
 struct sub {
     char kind[32], id[32], group[64];
     int fd, k;
-    bool open;
+    bool open, live;
     bu_buf in, out, msg; /* bytes read, bytes to send, the message being reassembled */
     uint64_t rows, frames, snapshots;
 };
@@ -77,11 +79,38 @@ static void flush_out(struct sub *s)
     }
 }
 
+/* An update of the live subscription: [name, value, ts, quality] per value. */
+static void live_update(struct sub *s, const char *m, int64_t now_ms)
+{
+    if (strncmp(m, "{\"op\":\"update\"", 14) != 0)
+        return;
+    if (!s->snapshots) {
+        s->snapshots = 1; /* the first: the current value (counts as the snapshot) */
+        return;
+    }
+    s->frames++;
+    const char *p = strstr(m, "\"values\":[");
+    for (p = p ? p + 10 : NULL; p && (p = strchr(p, '['));) {
+        const char *c1 = strchr(p, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+        if (!c2)
+            break;
+        int64_t t = strtoll(c2 + 1, NULL, 10);
+        s->rows++;
+        if (t >= t0_ms)
+            bu_hist_add_us(&hist[s->k], (now_ms - t) * 1000);
+        p = c2;
+    }
+}
+
 /* One whole text message: counts its rows and their latencies. */
 static void message(struct sub *s, int64_t now_ms)
 {
     bu_buf_append(&s->msg, "", 1);
     const char *m = (const char *)s->msg.data;
+    if (s->live) {
+        live_update(s, m, now_ms);
+        return;
+    }
     bool snapshot = strncmp(m, "{\"op\":\"alarms\"", 14) == 0;
     bool changes = strncmp(m, "{\"op\":\"alarm_changes\"", 21) == 0;
     if (!snapshot && !changes) {
@@ -169,7 +198,10 @@ static void readable(struct sub *s)
         bu_buf_consume(&s->in, (size_t)(end + 4 - (char *)s->in.data));
         s->open = true;
         char sub[256];
-        int n = strcmp(s->group, "-") == 0
+        int n = s->live ? snprintf(sub, sizeof sub,
+                                   "{\"op\":\"subscribe\",\"id\":\"live\",\"points\":[\"%s\"],\"interval\":50}",
+                                   s->group)
+                : strcmp(s->group, "-") == 0
                     ? snprintf(sub, sizeof sub, "{\"op\":\"subscribe_alarms\",\"id\":\"%s\"}", s->id)
                     : snprintf(sub, sizeof sub,
                                "{\"op\":\"subscribe_alarms\",\"id\":\"%s\",\"filter\":{\"group\":\"%s\","
@@ -255,8 +287,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             s->k = kind_of(s->kind);
+        } else if (strcmp(argv[i], "--live") == 0 && nsubs < SUBS_MAX) {
+            struct sub *s = &subs[nsubs++];
+            snprintf(s->kind, sizeof s->kind, "live");
+            snprintf(s->id, sizeof s->id, "live");
+            snprintf(s->group, sizeof s->group, "%s", argv[i + 1]);
+            s->live = true;
+            s->k = kind_of(s->kind);
         } else {
-            fprintf(stderr, "usage: bench_alarm_sub --port P [--host H] --sub KIND:ID:GROUP...\n");
+            fprintf(stderr, "usage: bench_alarm_sub --port P [--host H] --sub KIND:ID:GROUP... [--live POINT]\n");
             return 2;
         }
     }
