@@ -102,18 +102,25 @@ static void on_changes(void *ud, const uint32_t *conds, size_t n)
 {
     struct run *r = ud;
     double t0 = cpu_s();
+    uint64_t gen = alarm_engine_generation(r->e);
+    uint32_t *grp = xnew(uint32_t, n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        grp[i] = alarm_cond_group(r->e, conds[i]);
     for (int k = 0; k < r->nsubs; k++) {
         struct sub *s = &r->subs[k];
+        bool by_group = s->f.group && s->f.bound == gen + 1;
         for (size_t i = 0; i < n; i++) {
             uint32_t ci = conds[i];
             if (s->flags[ci] & 2)
                 continue;
-            if (!(s->flags[ci] & 1) && !alarm_filter_match(r->e, &s->f, ci))
+            if (!(s->flags[ci] & 1) &&
+                ((by_group && grp[i] != s->f.group_id) || !alarm_filter_match(r->e, &s->f, ci)))
                 continue;
             s->flags[ci] |= 2;
             s->pending[s->npending++] = ci;
         }
     }
+    free(grp);
     r->fanout_cpu += cpu_s() - t0;
 }
 

@@ -85,6 +85,13 @@ static void on_changes(void *ud, const uint32_t *conds, size_t n)
     struct api *api = ud;
     struct alarm_engine *e = alarm_engine_of(api->alarms);
     uint64_t gen = alarm_engine_generation(e);
+    if (!api->alarm_clients)
+        return;
+    /* The changed conditions' groups, looked up once: a subscription to one group skips the
+     * others with one compare (in a storm most changes are not its group's). */
+    uint32_t *grp = xnew(uint32_t, n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        grp[i] = alarm_cond_group(e, conds[i]);
     for (struct ws_alarms *c = api->alarm_clients; c; c = c->next) {
         bool wake = false;
         for (int k = 0; k < c->nsubs; k++) {
@@ -95,11 +102,13 @@ static void on_changes(void *ud, const uint32_t *conds, size_t n)
                 wake = true;
                 continue;
             }
+            bool by_group = s->f.group && s->f.bound == gen + 1;
             for (size_t i = 0; i < n; i++) {
                 uint32_t ci = conds[i];
                 if (s->flags[ci] & 2)
                     continue;
-                if (!(s->flags[ci] & 1) && !alarm_filter_match(e, &s->f, ci))
+                if (!(s->flags[ci] & 1) &&
+                    ((by_group && grp[i] != s->f.group_id) || !alarm_filter_match(e, &s->f, ci)))
                     continue;
                 if (s->npending == s->cap && s->done) {
                     /* the sent front makes room (once per fill, not once per frame) */
@@ -118,6 +127,7 @@ static void on_changes(void *ud, const uint32_t *conds, size_t n)
         if (wake)
             lws_callback_on_writable(c->wsi);
     }
+    free(grp);
 }
 
 static int parse_filter(json_t *jf, struct alarm_filter *f, char *err, size_t errlen)
