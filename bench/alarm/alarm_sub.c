@@ -3,9 +3,9 @@
  *
  *   bench_alarm_sub --port P [--host 127.0.0.1] --sub KIND:ID:GROUP ... [--live POINT]
  *
- * Each --sub is one WebSocket connection to /api/v1/stream that sends
- *   {"op":"subscribe_alarms","id":ID,"filter":{"group":GROUP,"state":"active"}}
- * (GROUP "-": no filter). KIND is a label the results are grouped by ("filtered",
+ * Each --sub KIND:ID:GROUP[:PRIORITIES] is one WebSocket connection to /api/v1/stream that
+ * sends {"op":"subscribe_alarms","id":ID,"filter":{"group":GROUP,"state":"active"}} (with
+ * "priority":PRIORITIES when given; GROUP "-": no filter). KIND is a label the results are grouped by ("filtered",
  * "unfiltered"). --live adds a connection of kind "live" subscribed to one point's live
  * values (interval 50 ms): the latency of its updates (arrival minus the value's time) shows
  * whether the storm delays the live data. The program prints "ready" once every subscription has had its first
@@ -33,7 +33,7 @@
 #define KINDS_MAX 4
 
 struct sub {
-    char kind[32], id[32], group[64];
+    char kind[32], id[32], group[64], priority[16];
     int fd, k;
     bool open, live;
     bu_buf in, out, msg; /* bytes read, bytes to send, the message being reassembled */
@@ -205,8 +205,9 @@ static void readable(struct sub *s)
                     ? snprintf(sub, sizeof sub, "{\"op\":\"subscribe_alarms\",\"id\":\"%s\"}", s->id)
                     : snprintf(sub, sizeof sub,
                                "{\"op\":\"subscribe_alarms\",\"id\":\"%s\",\"filter\":{\"group\":\"%s\","
-                               "\"state\":\"active\"}}",
-                               s->id, s->group);
+                               "\"state\":\"active\"%s%s%s}}",
+                               s->id, s->group, s->priority[0] ? ",\"priority\":\"" : "", s->priority,
+                               s->priority[0] ? "\"" : "");
         frame_out(s, 1, sub, (size_t)n);
     }
     frames(s);
@@ -282,8 +283,8 @@ int main(int argc, char **argv)
             port = (int)strtol(argv[i + 1], NULL, 10);
         } else if (strcmp(argv[i], "--sub") == 0 && nsubs < SUBS_MAX) {
             struct sub *s = &subs[nsubs++];
-            if (sscanf(argv[i + 1], "%31[^:]:%31[^:]:%63s", s->kind, s->id, s->group) != 3) {
-                fprintf(stderr, "alarm_sub: --sub KIND:ID:GROUP, not %s\n", argv[i + 1]);
+            if (sscanf(argv[i + 1], "%31[^:]:%31[^:]:%63[^:]:%15s", s->kind, s->id, s->group, s->priority) < 3) {
+                fprintf(stderr, "alarm_sub: --sub KIND:ID:GROUP[:PRIORITIES], not %s\n", argv[i + 1]);
                 return 2;
             }
             s->k = kind_of(s->kind);
@@ -295,7 +296,7 @@ int main(int argc, char **argv)
             s->live = true;
             s->k = kind_of(s->kind);
         } else {
-            fprintf(stderr, "usage: bench_alarm_sub --port P [--host H] --sub KIND:ID:GROUP... [--live POINT]\n");
+            fprintf(stderr, "usage: bench_alarm_sub --port P [--host H] --sub KIND:ID:GROUP[:PRIORITIES]... [--live POINT]\n");
             return 2;
         }
     }

@@ -7,8 +7,9 @@
 //
 // a1: 3,000 alarms x 4 thresholds, 10 groups, 18,000 events in 5 s; 2 unfiltered WebSocket
 // summary subscribers and 2 filtered ones (group-03, state active).
-// scale-N: N alarms (a multiple of 250), 6N events in 5 s, 25 subscribers each filtered to
-// one group and state active (groups round robin).
+// scale-N: N alarms (a multiple of 250), 6N events in 5 s, 25 subscribers with 25 different
+// filters, state active and: one group (10), one group and priority 1 (10), one group and
+// priority 2 (5).
 //
 // Samples are posted as InfluxDB line protocol (POST /write) every 100 ms, 4 requests in
 // parallel per tick (the cheapest form for the load tool to build; the bodies are built
@@ -202,7 +203,7 @@ function subTool() {
 
 async function subscriberTool(tool, port, list) {
   const args = ['--port', String(port)];
-  for (const x of list) args.push('--sub', `${x.kind}:${x.id}:${x.filter ? x.filter.group : '-'}`);
+  for (const x of list) args.push('--sub', `${x.kind}:${x.id}:${x.filter ? x.filter.group : '-'}${x.filter && x.filter.priority ? `:${x.filter.priority}` : ''}`);
   args.push('--live', 'probe');
   const child = spawn(tool, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
@@ -312,7 +313,13 @@ async function run(name) {
       list.push({ kind: 'filtered', id: 'f1', filter: { group: 'group-03', state: 'active' } });
       list.push({ kind: 'filtered', id: 'f2', filter: { group: 'group-03', state: 'active' } });
     } else {
-      for (let i = 0; i < 25; i++) list.push({ kind: 'filtered', id: `f${i}`, filter: { group: `group-${String(i % 10).padStart(2, '0')}`, state: 'active' } });
+      // 25 different filters: each group; each group with priority 1 (HH, LL); five groups
+      // with priority 2 (H, L).
+      for (let i = 0; i < 25; i++) {
+        const filter = { group: `group-${String(i % 10).padStart(2, '0')}`, state: 'active' };
+        if (i >= 10) filter.priority = i < 20 ? '1' : '2';
+        list.push({ kind: 'filtered', id: `f${i}`, filter });
+      }
     }
     const tool = subTool();
     const subp = tool ? await subscriberTool(tool, port, list) : await subscriberProcesses(wsUrl, list);
