@@ -3,12 +3,14 @@
  * (bench/history/run.sh). One process, one epoll loop, non-blocking keep-alive
  * connections to 127.0.0.1, so that the tool costs far less than the server it feeds.
  *
- *   bench_hist_load post --port P --format opsd|vm [options]
+ *   bench_hist_load post --port P --format opsd|col|vm [options]
  *       Feeds the values of --points series in time order, --batch samples per request,
  *       over --conns connections, each connection with one request in flight.
  *       opsd: POST /api/v1/samples in row form
  *             {"samples":[{"point":"p-0000001","ts":1764460800000,"value":12.34},...]}
  *             acknowledged by 200 (every sample durable); 503 is retried after Retry-After.
+ *       col:  POST /api/v1/samples in columnar form, one entry per series (opsd's bulk form)
+ *             {"series":[{"point":"p-0000001","ts":[..],"values":[..]},...]}, answered as opsd.
  *       vm:   POST /api/v1/import in VictoriaMetrics' JSON line format, one line per series
  *             {"metric":{"__name__":"bench","point":"p-0000001"},"values":[..],"timestamps":[..]}
  *             acknowledged by 204.
@@ -54,7 +56,7 @@
 #define READ_CHUNK (64 * 1024)
 #define MAX_CONNS 256
 
-enum { FMT_OPSD, FMT_VM };
+enum { FMT_OPSD, FMT_VM, FMT_COL };
 enum { C_CONNECTING, C_IDLE, C_SENDING, C_READING, C_WAITING, C_DEAD };
 
 typedef struct {
@@ -186,6 +188,7 @@ static void build_post(conn *c, item it)
     int64_t t0 = item_first_ts(it.round);
     size_t per = opt.format == FMT_OPSD ? 80 + strlen(opt.prefix) + (size_t)opt.digits
                                         : 48 + 2 * strlen(opt.prefix) + (size_t)opt.digits;
+    bool col = opt.format == FMT_COL;
     size_t cap = HEAD_ROOM + 64 + (size_t)(s1 - s0) * (size_t)opt.per_series * per +
                  (size_t)(s1 - s0) * (120 + strlen(opt.prefix) + (size_t)opt.digits);
     c->out.len = 0;
@@ -214,6 +217,10 @@ static void build_post(conn *c, item it)
         *p++ = ']';
         *p++ = '}';
     } else {
+        if (col) {
+            memcpy(p, "{\"series\":[", 11);
+            p += 11;
+        }
         for (int64_t k = s0; k < s1; k++) {
             int64_t m = opt.per_series;
             if (opt.end_ts >= 0) {
@@ -221,24 +228,47 @@ static void build_post(conn *c, item it)
                 if (last < m) m = last;
             }
             if (m <= 0) break;
-            static const char h[] = "{\"metric\":{\"__name__\":\"bench\",\"point\":\"";
-            memcpy(p, h, sizeof h - 1);
-            p = put_name(p + sizeof h - 1, k);
-            memcpy(p, "\"},\"values\":[", 13);
-            p += 13;
+            if (col) {
+                if (k > s0) *p++ = ',';
+                memcpy(p, "{\"point\":\"", 10);
+                p = put_name(p + 10, k);
+                memcpy(p, "\",\"ts\":[", 8);
+                p += 8;
+                for (int64_t j = 0; j < m; j++) {
+                    if (j) *p++ = ',';
+                    p = put_u64(p, (uint64_t)(t0 + j * opt.step_ms));
+                }
+                memcpy(p, "],\"values\":[", 12);
+                p += 12;
+            } else {
+                static const char h[] = "{\"metric\":{\"__name__\":\"bench\",\"point\":\"";
+                memcpy(p, h, sizeof h - 1);
+                p = put_name(p + sizeof h - 1, k);
+                memcpy(p, "\"},\"values\":[", 13);
+                p += 13;
+            }
             for (int64_t j = 0; j < m; j++) {
                 if (j) *p++ = ',';
                 p = put_cents(p, value_cents(opt.first + k, t0 + j * opt.step_ms));
             }
-            memcpy(p, "],\"timestamps\":[", 16);
-            p += 16;
-            for (int64_t j = 0; j < m; j++) {
-                if (j) *p++ = ',';
-                p = put_u64(p, (uint64_t)(t0 + j * opt.step_ms));
+            if (col) {
+                memcpy(p, "]}", 2);
+                p += 2;
+            } else {
+                memcpy(p, "],\"timestamps\":[", 16);
+                p += 16;
+                for (int64_t j = 0; j < m; j++) {
+                    if (j) *p++ = ',';
+                    p = put_u64(p, (uint64_t)(t0 + j * opt.step_ms));
+                }
+                memcpy(p, "]}\n", 3);
+                p += 3;
             }
-            memcpy(p, "]}\n", 3);
-            p += 3;
             n += (uint64_t)m;
+        }
+        if (col) {
+            memcpy(p, "]}", 2);
+            p += 2;
         }
     }
     size_t blen = (size_t)(p - b);
@@ -248,7 +278,7 @@ static void build_post(conn *c, item it)
     int hl = snprintf(head, sizeof head,
                       "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
                       "Content-Length: %zu\r\n%s\r\n",
-                      opt.format == FMT_OPSD ? "/api/v1/samples" : "/api/v1/import", opt.host,
+                      opt.format == FMT_VM ? "/api/v1/import" : "/api/v1/samples", opt.host,
                       opt.port, blen, auth);
     memcpy(c->out.data + HEAD_ROOM - hl, head, (size_t)hl);
     c->out_start = HEAD_ROOM - (size_t)hl;
@@ -599,7 +629,7 @@ static void on_event(conn *c, uint32_t ev, int64_t now_ms)
 
 static void usage(void)
 {
-    fputs("usage: bench_hist_load post --port P [--format opsd|vm] [--points N] [--prefix S]\n"
+    fputs("usage: bench_hist_load post --port P [--format opsd|col|vm] [--points N] [--prefix S]\n"
           "         [--digits D] [--first K] [--batch N] [--per-series K] [--conns C]\n"
           "         [--start-ts MS] [--end-ts MS] [--step-ms MS] [--realtime] [--warmup S]\n"
           "         [--duration S] [--server-pid PID] [--label L] [--token T]\n"
@@ -634,6 +664,7 @@ int main(int argc, char **argv)
         case 'f':
             if (strcmp(optarg, "opsd") == 0) opt.format = FMT_OPSD;
             else if (strcmp(optarg, "vm") == 0) opt.format = FMT_VM;
+            else if (strcmp(optarg, "col") == 0) opt.format = FMT_COL;
             else usage();
             break;
         case 'n': opt.points = strtoll(optarg, NULL, 10); break;
@@ -779,7 +810,7 @@ int main(int argc, char **argv)
 
     printf("RESULT tool=hist_load mode=%s label=%s format=%s conns=%d window_s=%.1f requests=%" PRIu64
            " requests_per_s=%.1f",
-           opt.mode, opt.label, opt.format == FMT_OPSD ? "opsd" : "vm", opt.conns, window_s,
+           opt.mode, opt.label, opt.format == FMT_OPSD ? "opsd" : opt.format == FMT_COL ? "col" : "vm", opt.conns, window_s,
            win.requests, (double)win.requests / window_s);
     if (post) {
         int64_t last_ts = item_first_ts(next_round) - opt.step_ms;

@@ -16,7 +16,8 @@
 #          checkpoint runs; the peak is printed). Stops after the first step not sustained.
 #   post   POST /api/v1/samples in row form, batches of 10,000 samples of 100,000 points,
 #          4 keep-alive connections (bench_hist_load), as fast as opsd acknowledges (200 =
-#          durable).
+#          durable); then the columnar form, 10 samples per series (as the vm phase's ten
+#          per line).
 #   naive  the naive recorder flat out with 100,000 points (data time runs ahead of the
 #          clock), retention and its deletes running.
 #   vm     VictoriaMetrics fed the same 100,000 series through /api/v1/import (JSON lines)
@@ -457,6 +458,12 @@ EOF
     --batch "$BATCH" --conns "$CONNS" --start-ts $(( ($(now_ms) / 1000 - 2400) * 1000 )) \
     --warmup "$POST_WARM" --duration "$POST_WIN" --server-pid "$ppid" --label post \
     2>"$pdir/load.err" | grep '^RESULT' || true)
+  # the columnar form on the same server, ten samples per series as VictoriaMetrics' ten per
+  # line (its data starts after what the row form sent)
+  cres=$("$LOAD" post --port "$pport" --format col --points "$NPOST" --prefix h- --digits 6 \
+    --batch "$BATCH" --per-series 10 --conns "$CONNS" --start-ts $(( ($(now_ms) / 1000 - 1200) * 1000 )) \
+    --warmup "$POST_WARM" --duration "$POST_WIN" --server-pid "$ppid" --label post-col \
+    2>"$pdir/load-col.err" | grep '^RESULT' || true)
   sleep 12   # a checkpoint commits the chunks
   read -r pb ps pn pc <<<"$(opsd_partitions "$pport")"
   metrics=$(curl -s "http://127.0.0.1:$pport/metrics" | grep -E '^opsd_history_(buffer_samples|durable_total|write_errors_total)' | tr '\n' ' ')
@@ -467,6 +474,9 @@ EOF
   R[post_rate]=$(field acked_per_s "$pres"); R[post_bps]=$bps
   ROWS+=("POST row form|opsd|$(field acked_per_s "$pres")|-|$bps|$(fmt "$(awk -v a="$ab" 'BEGIN{print a/1e6}')" 1)|$(field server_cpu_pct "$pres")|$(field server_rss_mb "$pres") (peak $(field server_hwm_mb "$pres"))|request p50 $(field p50_ms "$pres") ms, p99 $(field p99_ms "$pres") ms; 503s $(field busy "$pres"), errors $(field errors "$pres"); load tool CPU $(field client_cpu_pct "$pres") %")
   NOTES+=("post: $pres")
+  R[post_col_rate]=$(field acked_per_s "$cres")
+  ROWS+=("POST columnar, 10 per series|opsd|$(field acked_per_s "$cres")|-|(above)|-|$(field server_cpu_pct "$cres")|$(field server_rss_mb "$cres") (peak $(field server_hwm_mb "$cres"))|request p50 $(field p50_ms "$cres") ms, p99 $(field p99_ms "$cres") ms; 503s $(field busy "$cres"), errors $(field errors "$cres"); load tool CPU $(field client_cpu_pct "$cres") %")
+  NOTES+=("post columnar: $cres")
   NOTES+=("post: store after the run while running: $pn partitions, $pc chunks, $ps samples, $pb bytes ($(bps_of "$pb" "$ps") bytes/sample); at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes, of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample); metrics: $metrics")
   [ -s "$pdir/load.err" ] && NOTES+=("post load tool said: $(head -3 "$pdir/load.err" | tr '\n' ' ')")
 fi
@@ -634,6 +644,7 @@ ratio "naive bytes/sample / opsd bytes/sample (H1)" "${R[h1_naive_bps]:-}" "${R[
 ratio "opsd simulator max sustained rate / VictoriaMetrics best import rate" "${R[scale_max_rate]:-}" "$vm_best"
 ratio "opsd POST rate / VictoriaMetrics import rate, 1 sample per line" "${R[post_rate]:-}" "${R[vm_rate_1]:-}"
 ratio "opsd POST rate / VictoriaMetrics import rate, 10 samples per line" "${R[post_rate]:-}" "${R[vm_rate_10]:-}"
+ratio "opsd POST columnar (10 per series) / VictoriaMetrics import rate, 10 samples per line" "${R[post_col_rate]:-}" "${R[vm_rate_10]:-}"
 ratio "VictoriaMetrics bytes/sample / opsd bytes/sample (same 100,000 series, POST phase)" "${R[vm_bps]:-}" "${R[post_bps]:-}"
 ratio "VictoriaMetrics bytes/sample / opsd bytes/sample (H1)" "${R[h1_vm_bps]:-}" "${R[h1_opsd_bps]:-}"
 echo
@@ -655,6 +666,7 @@ fi
 if want vm; then
   verdict "opsd rate >= VictoriaMetrics: simulator (${R[scale_max_rate]:--}/s vs $vm_best/s)" "$(pf "\"${R[scale_max_rate]:-0}\" + 0 >= \"$vm_best\" + 0 && \"$vm_best\" + 0 > 0")"
   verdict "opsd rate >= VictoriaMetrics: POST vs import, like for like (${R[post_rate]:--}/s vs $vm_best/s)" "$(pf "\"${R[post_rate]:-0}\" + 0 >= \"$vm_best\" + 0 && \"$vm_best\" + 0 > 0")"
+  verdict "opsd columnar >= VictoriaMetrics, 10 samples per series/line (${R[post_col_rate]:--}/s vs ${R[vm_rate_10]:--}/s)" "$(pf "\"${R[post_col_rate]:-0}\" + 0 >= \"${R[vm_rate_10]:-0}\" + 0 && \"${R[vm_rate_10]:-0}\" + 0 > 0")"
   verdict "opsd fewer bytes/sample than VictoriaMetrics (opsd ${R[post_bps]:--}, VM ${R[vm_bps]:--})" \
     "$(pf "\"${R[post_bps]:-99}\" + 0 < \"${R[vm_bps]:-0}\" + 0 && \"${R[post_bps]:-}\" != \"-\"")"
 fi
