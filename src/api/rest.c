@@ -21,7 +21,6 @@
 
 #define LIST_DEFAULT 1000
 #define LIST_MAX     10000
-#define COLUMNS_MAX  1000000
 
 static bool need_role(struct http_req *r, enum api_role role)
 {

@@ -1,6 +1,6 @@
-/* samples_fast.c - the row form of POST /api/v1/samples parsed in one pass over the body,
- * without a JSON tree: no allocation per sample, point names looked up straight from the
- * body's bytes.
+/* samples_fast.c - the row and columnar forms of POST /api/v1/samples parsed in one pass
+ * over the body, without a JSON tree: no allocation per sample, point names looked up
+ * straight from the body's bytes.
  *
  * The grammar taken is RFC 8259 JSON restricted to the common shape (see samples_fast.h);
  * whatever falls outside it (escapes, non-ASCII strings, unknown or repeated keys, null,
@@ -186,6 +186,18 @@ static bool cstr(const struct value_tok *t, char *buf, size_t cap)
     return true;
 }
 
+/* A sample's time as the general path reads it: ms since 1970 or RFC 3339, not more than
+ * FUTURE_MAX_MS ahead. */
+static bool sample_time(const struct value_tok *t, int64_t now, int64_t *ts)
+{
+    char buf[64];
+    if (t->kind == TOK_INT)
+        *ts = t->i;
+    else if (!cstr(t, buf, sizeof buf) || parse_time_ms(buf, ts) < 0)
+        return false;
+    return *ts >= 0 && *ts <= now + FUTURE_MAX_MS;
+}
+
 enum { K_POINT = 1, K_VALUE = 2, K_TS = 4, K_QUALITY = 8 };
 
 static bool sample(struct scan *s, const struct live *l, int64_t now, struct staged *out)
@@ -223,21 +235,77 @@ static bool sample(struct scan *s, const struct live *l, int64_t now, struct sta
     if (out->idx == LIVE_NONE || live_is_calculated(l, out->idx) || !convert(&v, live_type(l, out->idx), &out->v))
         return false;
     out->ts = now;
-    if (seen & K_TS) {
-        char buf[64];
-        if (ts.kind == TOK_INT)
-            out->ts = ts.i;
-        else if (!cstr(&ts, buf, sizeof buf) || parse_time_ms(buf, &out->ts) < 0)
-            return false;
-        if (out->ts < 0 || out->ts > now + FUTURE_MAX_MS)
-            return false;
-    }
+    if ((seen & K_TS) && !sample_time(&ts, now, &out->ts))
+        return false;
     out->q = Q_GOOD;
     if (seen & K_QUALITY) {
         char buf[16];
         if (!cstr(&q, buf, sizeof buf) || pt_quality_parse(buf, &out->q) < 0)
             return false;
     }
+    return true;
+}
+
+enum { C_POINT = 1, C_TS = 2, C_VALUES = 4, C_QUALITY = 8 };
+
+/* One entry of the columnar form, {"point":"..","ts":[..],"values":[..],"quality":".."},
+ * appended to st[*cnt..]. "point" must come first (its type reads the values); a list of
+ * qualities is left to the general path. */
+static bool series_entry(struct scan *s, const struct live *l, int64_t now, struct staged *st, size_t cap,
+                         size_t *cnt)
+{
+    const char *key, *name;
+    size_t klen, nlen;
+    if (!take(s, '{') || !plain_string(s, &key, &klen) || klen != 5 || memcmp(key, "point", 5) != 0 ||
+        !take(s, ':') || !plain_string(s, &name, &nlen))
+        return false;
+    uint32_t idx = live_findn(l, name, nlen);
+    if (idx == LIVE_NONE || live_is_calculated(l, idx))
+        return false;
+    enum pt_type type = live_type(l, idx);
+    enum pt_quality q = Q_GOOD;
+    unsigned seen = C_POINT;
+    size_t nts = 0, nvals = 0, base = *cnt;
+    while (take(s, ',')) {
+        if (!plain_string(s, &key, &klen) || !take(s, ':'))
+            return false;
+        unsigned k = klen == 2 && memcmp(key, "ts", 2) == 0         ? C_TS
+                     : klen == 6 && memcmp(key, "values", 6) == 0   ? C_VALUES
+                     : klen == 7 && memcmp(key, "quality", 7) == 0 ? C_QUALITY
+                                                                    : 0;
+        if (!k || (seen & k))
+            return false;
+        seen |= k;
+        struct value_tok t;
+        if (k == C_QUALITY) {
+            char buf[16];
+            if (!value(s, &t) || !cstr(&t, buf, sizeof buf) || pt_quality_parse(buf, &q) < 0)
+                return false;
+            continue;
+        }
+        size_t *m = k == C_TS ? &nts : &nvals;
+        if (!take(s, '['))
+            return false;
+        if (take(s, ']'))
+            continue;
+        do {
+            if (base + *m == cap || !value(s, &t))
+                return false;
+            struct staged *x = &st[base + *m];
+            if (k == C_TS ? !sample_time(&t, now, &x->ts) : !convert(&t, type, &x->v))
+                return false;
+            (*m)++;
+        } while (take(s, ','));
+        if (!take(s, ']'))
+            return false;
+    }
+    if (!take(s, '}') || !(seen & C_TS) || !(seen & C_VALUES) || nts != nvals)
+        return false;
+    for (size_t i = base; i < base + nvals; i++) {
+        st[i].idx = idx;
+        st[i].q = q;
+    }
+    *cnt = base + nvals;
     return true;
 }
 
@@ -251,19 +319,21 @@ int samples_parse_fast(const char *body, size_t len, const struct live *l, int64
     struct scan s = {body, body + len};
     const char *key;
     size_t klen;
-    if (!take(&s, '{') || !plain_string(&s, &key, &klen) || klen != 7 ||
-        memcmp(key, "samples", 7) != 0 || !take(&s, ':') || !take(&s, '['))
+    if (!take(&s, '{') || !plain_string(&s, &key, &klen) || !take(&s, ':') || !take(&s, '['))
         return 0;
-    /* A sample takes at least 20 bytes ({"point":"","value":0}), so this is an upper bound. */
-    size_t cap = len / 20 + 1, cnt = 0;
-    if (cap > SAMPLES_MAX)
-        cap = SAMPLES_MAX;
+    bool rows = klen == 7 && memcmp(key, "samples", 7) == 0;
+    if (!rows && !(klen == 6 && memcmp(key, "series", 6) == 0))
+        return 0;
+    /* A sample takes at least 20 bytes ({"point":"","value":0}) in the row form and 4 (0,0,)
+     * in the columnar form, so these are upper bounds. */
+    size_t cap = rows ? len / 20 + 1 : len / 4 + 1, cnt = 0;
+    if (cap > (rows ? SAMPLES_MAX : COLUMNS_MAX))
+        cap = rows ? SAMPLES_MAX : COLUMNS_MAX;
     struct staged *st = xnew(struct staged, cap);
     if (!take(&s, ']')) {
         do {
-            if (cnt == cap || !sample(&s, l, now, &st[cnt]))
+            if (rows ? cnt == cap || !sample(&s, l, now, &st[cnt++]) : !series_entry(&s, l, now, st, cap, &cnt))
                 goto give_up;
-            cnt++;
         } while (take(&s, ','));
         if (!take(&s, ']'))
             goto give_up;

@@ -1,8 +1,10 @@
 /* samples_fast.h - the fast path of POST /api/v1/samples: the row form parsed straight from
  * the body, without building a JSON tree.
  *
- * It handles the common shape only ({"samples":[{"point":"..","ts":..,"value":..,
- * "quality":".."},...]} with plain ASCII strings) and gives up on anything else: a body it
+ * It handles the common shapes only ({"samples":[{"point":"..","ts":..,"value":..,
+ * "quality":".."},...]} and {"series":[{"point":"..","ts":[..],"values":[..],
+ * "quality":".."},...]}, "point" first, with plain ASCII strings) and gives up on anything
+ * else: a body it
  * does not take is parsed again by the general path (jansson), which also writes the error
  * messages. So, by construction, a body gets the same answer either way; the fuzz target
  * fuzz/samples.c checks that whatever the fast path accepts, the general rules accept with
@@ -15,7 +17,8 @@
 
 #include "live/live.h"
 
-#define SAMPLES_MAX   100000               /* samples per request */
+#define SAMPLES_MAX   100000               /* samples per request, row form */
+#define COLUMNS_MAX   1000000              /* samples per request, columnar form */
 #define FUTURE_MAX_MS (24 * 3600 * 1000LL) /* how far ahead a sample's time may be */
 
 /* A validated sample, not yet applied. */
