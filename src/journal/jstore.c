@@ -78,6 +78,7 @@ struct jstore {
     bool ftxn;
     ZSTD_CCtx *zc;
     bool careful;       /* a savepoint per message (see jstore_careful) */
+    uint64_t commits;   /* successful jstore_commit calls (jstore_commits) */
     struct buf text;    /* full-text scratch */
     struct buf hdrs;    /* a message's headers column (encode_headers) */
     void *zbuf;
@@ -786,8 +787,11 @@ int jstore_commit(struct jstore *s)
         }
         s->ftxn = false;
     }
+    s->commits++;
     return rc;
 }
+
+uint64_t jstore_commits(const struct jstore *s) { return s->commits; }
 
 void jstore_rollback(struct jstore *s)
 {

@@ -49,6 +49,10 @@ int jstore_fail_delete(struct jstore *s, int64_t id);
  * first failure is guaranteed; the caller rolls back and retries). */
 int jstore_commit(struct jstore *s);
 void jstore_rollback(struct jstore *s);
+/* Successful commits so far, jstore_put's own included: jstore_put commits every open
+ * transaction when it must close a partition to open another (more than JSTORE_OPEN_MAX in
+ * one group), so a change across a call means everything put before it is durable. */
+uint64_t jstore_commits(const struct jstore *s);
 /* Unlinks every partition that ends at or before cutoff. Returns the number dropped. */
 int jstore_drop_before(struct jstore *s, int64_t cutoff);
 /* Partitions and their bytes now; rows in failed.db. */

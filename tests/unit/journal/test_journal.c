@@ -462,6 +462,58 @@ static void test_store_refusal(void **state)
     uv_loop_close(&loop);
 }
 
+/* A group that touches more partitions than the store keeps open commits the least recently
+ * used one in the middle (to make room). When a later message of the group is refused, the
+ * careful redo starts after what that commit made durable: those messages are counted once
+ * as stored (not again as duplicates) and a failed import before it is not recorded twice. */
+static void test_lru_commit_then_refusal(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int64_t hour = 3600000, now = now_ms();
+    struct jnl *j = open_journal(&loop, 7 * 24 * hour, hour);
+    int64_t old = now - 30 * hour, blocked = old - old % hour;
+    char path[512];
+    snprintf(path, sizeof path, "%s/journal/p-%013lld.db", dir, (long long)blocked);
+    assert_int_equal(mkdir(path, 0700), 0); /* sqlite cannot open a directory */
+    enum { SPREAD = JSTORE_OPEN_MAX + 3, N = SPREAD + 2 };
+    atomic_store(&done_count, 0);
+    struct jnl_batch *b = jnl_batch_new(N);
+    /* 0: a poison message (a failed import before the mid-group commit); 1..SPREAD: one
+     * message per hour, each its own partition (the ninth commits the first eight); then one
+     * in the blocked partition, refused by the store. */
+    for (int i = 0; i < N - 1; i++)
+        fill(&b->msgs[i], i, now - (int64_t)(i + 1) * hour);
+    b->msgs[0].fail_reason = strdup("poison");
+    fill(&b->msgs[N - 1], N - 1, old);
+    b->done = on_done;
+    b->source = "test";
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(1);
+    assert_int_equal(last_status, 0);
+    struct jnl_stats st;
+    jnl_stats(j, &st);
+    assert_int_equal(st.stored, SPREAD);
+    assert_int_equal(st.duplicates, 0);
+    assert_int_equal(st.failed, 2);
+    struct jnl_query q = {.from = -1, .to = -1, .limit = 1000};
+    json_t *r = search(j, &q);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), SPREAD);
+    json_decref(r);
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(jnl_q_failed(j, 10, &out), 0);
+    r = json_loads(out.data, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), 2);
+    json_decref(r);
+    buf_release(&out);
+    jnl_stop(j);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j);
+    uv_loop_close(&loop);
+}
+
 /* Headers are stored as (interned name, value) pairs; names past the partition's limit are
  * written out in full; a row of format 1 (JSON text) still reads. */
 static void test_header_names(void **state)
@@ -628,6 +680,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bodies_failed_retention, setup, teardown),
         cmocka_unit_test_setup_teardown(test_breaker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_refusal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lru_commit_then_refusal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inline_compressed, setup, teardown),
     };
