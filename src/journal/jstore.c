@@ -57,11 +57,31 @@ struct hnames {
     uint32_t *slot;         /* id or 0 */
 };
 
+/* (sending endpoint, receiving endpoint, type) triples of a partition, interned (format 3):
+ * a message's `combo` column is the id of its triple, so filters on endpoint and type become
+ * a few small integers and counts are sums over the combos table. Ids 1..n are rows of
+ * combos; past COMBOS_MAX a message gets id 0 (the readers then filter on the text columns). */
+#define COMBOS_MAX   16384
+#define COMBOS_SLOTS 32768
+struct combo {
+    char *key;              /* send, recv, type: each a 4-byte length (~0 for NULL) and the bytes */
+    uint32_t len;
+    int64_t add;            /* messages of the open transaction */
+};
+struct combos {
+    struct combo *c;        /* [id - 1] */
+    uint32_t n, committed;
+    uint32_t *slot;
+    int64_t add0;           /* messages of the open transaction with id 0 */
+};
+
 struct jpart {
     int64_t start;
+    int format;             /* of this file: rows are written the way it began */
     sqlite3 *db;
-    sqlite3_stmt *ins, *body, *fts, *ep, *sp, *rel, *rollto, *hn;
+    sqlite3_stmt *ins, *body, *fts, *ep, *sp, *rel, *rollto, *hn, *cmb_ins, *cmb_upd;
     struct hnames hn_map;
+    struct combos cmb;
     bool txn;
     uint64_t used;      /* for closing the least recently used */
     struct ep_acc *eps;
@@ -83,31 +103,68 @@ struct jstore {
     struct buf hdrs;    /* a message's headers column (encode_headers) */
     void *zbuf;
     size_t zcap;
+    struct buf ckey;    /* a message's combo key (combo_of) */
 };
 
-static const char part_schema[] =
+static int write_format = JSTORE_FORMAT;
+
+void jstore_test_format(int format) { write_format = format; }
+
+static const char part_pragmas[] =
     "PRAGMA page_size=16384;"
     "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=FULL;"
-    "PRAGMA cache_size=-16384;" /* 16 MiB: a group's pages are not spilled to the WAL early */
-    "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v);"
-    "CREATE TABLE IF NOT EXISTS messages(rowid INTEGER PRIMARY KEY, message_id TEXT NOT NULL,"
-    " receiving_endpoint TEXT NOT NULL, id_derived INT, type TEXT, intent TEXT, conversation_id TEXT,"
-    " related_to TEXT, sending_endpoint TEXT, sending_host TEXT, receiving_host TEXT, content_type TEXT,"
-    " time_sent INT, processing_started INT, processed_at INT, received_at INT, processing_ms INT,"
-    " critical_ms INT, delivery_ms INT, is_system INT, body_state INT, body_size INT, body_hash TEXT,"
-    " body BLOB, headers TEXT, UNIQUE(message_id, receiving_endpoint));"
-    "CREATE INDEX IF NOT EXISTS m_conv ON messages(conversation_id);"
+    "PRAGMA cache_size=-16384;"; /* 16 MiB: a group's pages are not spilled to the WAL early */
+
+#define MESSAGES_COLS                                                                                  \
+    "rowid INTEGER PRIMARY KEY, message_id TEXT NOT NULL,"                                             \
+    " receiving_endpoint TEXT NOT NULL, id_derived INT, type TEXT, intent TEXT, conversation_id TEXT," \
+    " related_to TEXT, sending_endpoint TEXT, sending_host TEXT, receiving_host TEXT, content_type TEXT," \
+    " time_sent INT, processing_started INT, processed_at INT, received_at INT, processing_ms INT,"      \
+    " critical_ms INT, delivery_ms INT, is_system INT, body_state INT, body_size INT, body_hash TEXT,"  \
+    " body BLOB, headers TEXT"
+
+/* The tables of every format (a file that exists keeps its own: IF NOT EXISTS). */
+#define PART_TABLES(messages_extra)                                                                  \
+    "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v);"                                        \
+    "CREATE TABLE IF NOT EXISTS messages(" MESSAGES_COLS messages_extra                              \
+    ", UNIQUE(message_id, receiving_endpoint));"                                                     \
+    "CREATE INDEX IF NOT EXISTS m_conv ON messages(conversation_id);"                                \
+    "CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, data BLOB);"                       \
+    "CREATE TABLE IF NOT EXISTS hnames(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"                 \
+    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(t, content='', columnsize=0);" /* no ranking */ \
+    "CREATE TABLE IF NOT EXISTS endpoints(name TEXT, role INT, host TEXT, messages INT, proc_sum INT," \
+    " proc_n INT, proc_max INT, crit_sum INT, crit_n INT, crit_max INT, first_seen INT, last_seen INT," \
+    " PRIMARY KEY(name, role)) WITHOUT ROWID;"
+
+/* Formats 1 and 2: one index per time to sort by, no combos. */
+static const char part_schema_2[] =
+    PART_TABLES("")
     "CREATE INDEX IF NOT EXISTS m_sent ON messages(time_sent);"
-    "CREATE INDEX IF NOT EXISTS m_proc ON messages(processed_at);"
-    "CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, data BLOB);"
-    "CREATE TABLE IF NOT EXISTS hnames(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
-    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(t, content='', columnsize=0);" /* no ranking: no sizes */
-    "CREATE TABLE IF NOT EXISTS endpoints(name TEXT, role INT, host TEXT, messages INT, proc_sum INT,"
-    " proc_n INT, proc_max INT, crit_sum INT, crit_n INT, crit_max INT, first_seen INT, last_seen INT,"
-    " PRIMARY KEY(name, role)) WITHOUT ROWID;";
+    "CREATE INDEX IF NOT EXISTS m_proc ON messages(processed_at);";
+
+/* Format 3: the sort keys, each with rowid (the order of paging) and the combo (a filter on
+ * endpoint or type is checked in the index, before the row is read); m_combo for filters
+ * that match few messages. Counts come from combos.n. */
+static const char part_schema_3[] =
+    PART_TABLES(", combo INT")
+    "CREATE TABLE IF NOT EXISTS combos(id INTEGER PRIMARY KEY, sending_endpoint TEXT,"
+    " receiving_endpoint TEXT, type TEXT, n INT NOT NULL);"
+    "INSERT OR IGNORE INTO combos VALUES(0, NULL, NULL, NULL, 0);"
+    "CREATE INDEX IF NOT EXISTS m_sent3 ON messages(time_sent, rowid, combo);"
+    "CREATE INDEX IF NOT EXISTS m_proc3 ON messages(processed_at, rowid, combo);"
+    "CREATE INDEX IF NOT EXISTS m_ptime ON messages(processing_ms, rowid, combo);"
+    "CREATE INDEX IF NOT EXISTS m_ctime ON messages(critical_ms, rowid, combo);"
+    "CREATE INDEX IF NOT EXISTS m_combo ON messages(combo, processed_at);";
 
 static const char ins_sql[] =
+    "INSERT OR IGNORE INTO messages(message_id, receiving_endpoint, id_derived, type, intent,"
+    " conversation_id, related_to, sending_endpoint, sending_host, receiving_host, content_type,"
+    " time_sent, processing_started, processed_at, received_at, processing_ms, critical_ms,"
+    " delivery_ms, is_system, body_state, body_size, body_hash, body, headers, combo)"
+    " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+/* Formats 1 and 2: no combo (the 25th parameter is left out). */
+static const char ins_sql_2[] =
     "INSERT OR IGNORE INTO messages(message_id, receiving_endpoint, id_derived, type, intent,"
     " conversation_id, related_to, sending_endpoint, sending_host, receiving_host, content_type,"
     " time_sent, processing_started, processed_at, received_at, processing_ms, critical_ms,"
@@ -197,6 +254,73 @@ static void hn_free(struct hnames *m)
     for (uint32_t i = 0; i < m->n; i++)
         free(m->name[i]);
     free(m->name);
+    free(m->slot);
+    memset(m, 0, sizeof *m);
+}
+
+static void ckey_field(struct buf *k, const char *v)
+{
+    uint32_t n = v ? (uint32_t)strlen(v) : UINT32_MAX;
+    buf_append(k, &n, sizeof n);
+    if (v)
+        buf_append(k, v, n);
+}
+
+/* The combo key of (send, recv, type) in k. */
+static void ckey(struct buf *k, const char *send, const char *recv, const char *type)
+{
+    buf_reset(k);
+    ckey_field(k, send);
+    ckey_field(k, recv);
+    ckey_field(k, type);
+}
+
+static uint32_t *cmb_slot(struct combos *m, const char *key, uint32_t len)
+{
+    for (uint32_t i = name_hash(key, len) & (COMBOS_SLOTS - 1);; i = (i + 1) & (COMBOS_SLOTS - 1)) {
+        uint32_t id = m->slot[i];
+        if (!id || (m->c[id - 1].len == len && memcmp(m->c[id - 1].key, key, len) == 0))
+            return &m->slot[i];
+    }
+}
+
+static void cmb_add(struct combos *m, const char *key, uint32_t len)
+{
+    if (!m->slot) {
+        m->slot = xzalloc(COMBOS_SLOTS * sizeof *m->slot);
+        m->c = xzalloc(COMBOS_MAX * sizeof *m->c);
+    }
+    struct combo *c = &m->c[m->n];
+    c->key = xmalloc(len ? len : 1);
+    memcpy(c->key, key, len);
+    c->len = len;
+    c->add = 0;
+    *cmb_slot(m, key, len) = ++m->n;
+}
+
+/* Forgets the combos after the first `keep` and, when `counts`, every count of the open
+ * transaction (a rollback; a savepoint's rollback of one message keeps the others'). */
+static void cmb_truncate(struct combos *m, uint32_t keep, bool counts)
+{
+    if (counts) {
+        m->add0 = 0;
+        for (uint32_t i = 0; i < m->n; i++)
+            m->c[i].add = 0;
+    }
+    if (m->n == keep)
+        return;
+    while (m->n > keep)
+        free(m->c[--m->n].key);
+    memset(m->slot, 0, COMBOS_SLOTS * sizeof *m->slot);
+    for (uint32_t id = 1; id <= m->n; id++)
+        *cmb_slot(m, m->c[id - 1].key, m->c[id - 1].len) = id;
+}
+
+static void cmb_free(struct combos *m)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        free(m->c[i].key);
+    free(m->c);
     free(m->slot);
     memset(m, 0, sizeof *m);
 }
@@ -310,12 +434,26 @@ int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out
     return rc;
 }
 
+int jstore_format_of(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int f = 0;
+    if (sqlite3_prepare_v2(db, "SELECT v FROM meta WHERE k = 'format'", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        f = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return f;
+}
+
 static void part_close(struct jpart *p)
 {
     eps_clear(p);
     free(p->eps);
     hn_free(&p->hn_map);
+    cmb_free(&p->cmb);
     sqlite3_finalize(p->hn);
+    sqlite3_finalize(p->cmb_ins);
+    sqlite3_finalize(p->cmb_upd);
     sqlite3_finalize(p->ins);
     sqlite3_finalize(p->body);
     sqlite3_finalize(p->fts);
@@ -361,17 +499,46 @@ static struct jpart *part_get(struct jstore *s, int64_t start, char *err, size_t
     int rc = sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(p->db, 5000);
-        rc = sqlite3_exec(p->db, part_schema, NULL, NULL, NULL);
+        rc = sqlite3_exec(p->db, part_pragmas, NULL, NULL, NULL);
+    }
+    /* One transaction for the schema: a reader sees all of it or none (jstore_open_ro). A file
+     * keeps the format it began with; a new one gets write_format. */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(p->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        p->format = jstore_format_of(p->db);
+        if (!p->format)
+            p->format = write_format;
+        rc = sqlite3_exec(p->db, p->format >= 3 ? part_schema_3 : part_schema_2, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         char meta[256];
         snprintf(meta, sizeof meta,
                  "INSERT OR IGNORE INTO meta VALUES('format',%d),('start',%" PRId64 "),('length',%" PRId64 ")",
-                 JSTORE_FORMAT, start, s->partition_ms);
+                 p->format, start, s->partition_ms);
         rc = sqlite3_exec(p->db, meta, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(p->db, ins_sql, -1, &p->ins, NULL);
+        rc = sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(p->db, p->format >= 3 ? ins_sql : ins_sql_2, -1, &p->ins, NULL);
+    if (rc == SQLITE_OK && p->format >= 3) {
+        rc = sqlite3_prepare_v2(p->db, "INSERT INTO combos VALUES(?1, ?2, ?3, ?4, 0)", -1, &p->cmb_ins, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_prepare_v2(p->db, "UPDATE combos SET n = n + ?2 WHERE id = ?1", -1, &p->cmb_upd, NULL);
+        sqlite3_stmt *st = NULL;
+        if (rc == SQLITE_OK)
+            rc = sqlite3_prepare_v2(p->db, "SELECT id, sending_endpoint, receiving_endpoint, type FROM combos"
+                                           " WHERE id > 0 ORDER BY id", -1, &st, NULL);
+        while (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW && p->cmb.n < COMBOS_MAX &&
+               sqlite3_column_int64(st, 0) == (int64_t)p->cmb.n + 1) {
+            ckey(&s->ckey, (const char *)sqlite3_column_text(st, 1), (const char *)sqlite3_column_text(st, 2),
+                 (const char *)sqlite3_column_text(st, 3));
+            cmb_add(&p->cmb, s->ckey.data, (uint32_t)s->ckey.len);
+        }
+        sqlite3_finalize(st);
+        p->cmb.committed = p->cmb.n;
+    }
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(p->db, "INSERT INTO bodies(rowid, data) VALUES(?,?)", -1, &p->body, NULL);
     if (rc == SQLITE_OK)
@@ -443,6 +610,7 @@ int jstore_open(const char *dir, int64_t partition_ms, struct jstore **out)
     s->zc = ZSTD_createCCtx();
     buf_init(&s->text, 2u * JNL_BODY_HARD_MAX);
     buf_init(&s->hdrs, 2u * JNL_HEADERS_MAX * (JNL_HEADER_VALUE_MAX + JNL_HEADER_NAME_MAX) + 64);
+    buf_init(&s->ckey, 3u * (JNL_HEADER_VALUE_MAX + 8));
     int rc = fdb_open(s);
     if (rc < 0) {
         jstore_close(s);
@@ -468,6 +636,7 @@ void jstore_close(struct jstore *s)
     ZSTD_freeCCtx(s->zc);
     buf_release(&s->text);
     buf_release(&s->hdrs);
+    buf_release(&s->ckey);
     free(s->zbuf);
     free(s->dir);
     free(s);
@@ -562,6 +731,51 @@ static int eps_flush(struct jpart *p)
     return SQLITE_DONE;
 }
 
+/* The combo id of m in p (a new triple is added to the open transaction); 0 past COMBOS_MAX. */
+static int combo_of(struct jstore *s, struct jpart *p, const struct jnl_msg *m, uint32_t *id)
+{
+    const char *recv = m->receiving_endpoint ? m->receiving_endpoint : "";
+    ckey(&s->ckey, m->sending_endpoint, recv, m->type);
+    struct combos *cm = &p->cmb;
+    uint32_t len = (uint32_t)s->ckey.len;
+    *id = cm->slot ? *cmb_slot(cm, s->ckey.data, len) : 0;
+    if (*id || cm->n >= COMBOS_MAX)
+        return SQLITE_DONE;
+    sqlite3_stmt *st = p->cmb_ins;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, (int64_t)cm->n + 1);
+    bind_text(st, 2, m->sending_endpoint);
+    sqlite3_bind_text(st, 3, recv, -1, SQLITE_STATIC);
+    bind_text(st, 4, m->type);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    cmb_add(cm, s->ckey.data, len);
+    *id = cm->n;
+    return SQLITE_DONE;
+}
+
+/* Adds the counts of the open transaction to combos.n. */
+static int cmb_flush(struct jpart *p)
+{
+    struct combos *cm = &p->cmb;
+    for (uint32_t id = 0; id <= cm->n && p->cmb_upd; id++) {
+        int64_t *add = id ? &cm->c[id - 1].add : &cm->add0;
+        if (!*add)
+            continue;
+        sqlite3_reset(p->cmb_upd);
+        sqlite3_bind_int64(p->cmb_upd, 1, id);
+        sqlite3_bind_int64(p->cmb_upd, 2, *add);
+        int rc = sqlite3_step(p->cmb_upd);
+        if (rc != SQLITE_DONE) {
+            log_error("journal", "combos of partition %" PRId64 ": %s", p->start, sqlite3_errmsg(p->db));
+            return rc;
+        }
+        *add = 0;
+    }
+    return SQLITE_DONE;
+}
+
 static int step_once(sqlite3_stmt *st)
 {
     sqlite3_reset(st);
@@ -591,7 +805,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         }
         p->txn = true;
     }
-    uint32_t names_before = p->hn_map.n;
+    uint32_t names_before = p->hn_map.n, combos_before = p->cmb.n, combo = 0;
     if (s->careful && (rc = step_once(p->sp)) != SQLITE_DONE) {
         snprintf(err, errlen, "savepoint: %s", sqlite3_errmsg(p->db));
         return sq_err(rc);
@@ -623,6 +837,10 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     buf_reset(hdrs);
     if ((rc = encode_headers(p, m, hdrs)) != SQLITE_DONE) {
         snprintf(err, errlen, "header names: %s", sqlite3_errmsg(p->db));
+        goto fail;
+    }
+    if (p->format >= 3 && (rc = combo_of(s, p, m, &combo)) != SQLITE_DONE) {
+        snprintf(err, errlen, "combos: %s", sqlite3_errmsg(p->db));
         goto fail;
     }
     sqlite3_stmt *st = p->ins;
@@ -657,6 +875,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     else
         sqlite3_bind_null(st, 23);
     sqlite3_bind_blob(st, 24, hdrs->data ? hdrs->data : "", (int)hdrs->len, SQLITE_STATIC);
+    if (p->format >= 3)
+        sqlite3_bind_int64(st, 25, combo);
     rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
         snprintf(err, errlen, "insert: %s", sqlite3_errmsg(p->db));
@@ -711,6 +931,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         step_once(p->rel);
     acc_ep(p, m->sending_endpoint, 0, m->sending_host, m);
     acc_ep(p, m->receiving_endpoint, 1, m->receiving_host, m);
+    if (p->format >= 3)
+        (*(combo ? &p->cmb.c[combo - 1].add : &p->cmb.add0))++;
     *body_state = state;
     return 0;
 fail:
@@ -718,6 +940,7 @@ fail:
         step_once(p->rollto);
         step_once(p->rel);
         hn_truncate(&p->hn_map, names_before);
+        cmb_truncate(&p->cmb, combos_before, false);
     }
     return sq_err(rc);
 }
@@ -769,6 +992,8 @@ int jstore_commit(struct jstore *s)
         if (!p->db || !p->txn)
             continue;
         int r = eps_flush(p);
+        if (r == SQLITE_DONE)
+            r = cmb_flush(p);
         if (r != SQLITE_DONE)
             return sq_err(r);
         r = sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL);
@@ -778,6 +1003,7 @@ int jstore_commit(struct jstore *s)
         }
         p->txn = false;
         p->hn_map.committed = p->hn_map.n;
+        p->cmb.committed = p->cmb.n;
     }
     if (s->ftxn) {
         int r = sqlite3_exec(s->fdb, "COMMIT", NULL, NULL, NULL);
@@ -804,6 +1030,7 @@ void jstore_rollback(struct jstore *s)
         if (p->db) {
             eps_clear(p);
             hn_truncate(&p->hn_map, p->hn_map.committed);
+            cmb_truncate(&p->cmb, p->cmb.committed, true);
         }
     }
     if (s->ftxn) {

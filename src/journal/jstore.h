@@ -16,7 +16,9 @@
 #include "journal/journal.h"
 
 #define JSTORE_OPEN_MAX 8
-#define JSTORE_FORMAT   2   /* 2: headers as (interned name, value) pairs; 1: JSON text */
+/* 3: interned (sending endpoint, receiving endpoint, type) combos with counts, indexes on
+ * (sort key, rowid, combo); 2: headers as (interned name, value) pairs; 1: JSON text */
+#define JSTORE_FORMAT   3
 
 /* body_state: where the body is (the low two bits), and JBODY_ZSTD on an inline body kept as
  * one zstd frame (body_size is then the size before compression). */
@@ -61,6 +63,11 @@ void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint6
 /* Appends the headers column of a message of db as a JSON object: the pairs of format 2
  * (names from db's hnames). Returns 0, or -EBADMSG when the column is damaged. */
 int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out);
+
+/* The format of a partition file (meta 'format'); 0 when it has none yet. */
+int jstore_format_of(sqlite3 *db);
+/* Tests: the format new partition files are written in (files of formats 1-2 stay readable). */
+void jstore_test_format(int format);
 
 /* Start times of the partition files in dir, ascending (caller frees). */
 size_t jstore_list(const char *dir, int64_t **starts);
