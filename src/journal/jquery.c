@@ -9,7 +9,8 @@
  * message returned, and the next page asks each partition for the messages after it in the
  * order (sort key, partition, rowid), so a page costs the same at any depth. Each partition
  * returns at most limit+1 rows in order; they are merged here. The total is a count(*) with
- * the same filters in every partition. */
+ * the same filters in every partition, or in a partition of format 3 (without words or
+ * conversation) the sum of its matching combos' counts (docs/internals/journal.md). */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -177,10 +178,10 @@ static int parse_cursor(const char *c, int64_t v[3])
 static const char *sort_index(enum jnl_sort s)
 {
     switch (s) {
-    case JNL_SORT_PROCESSED_AT: return "m_proc3";
+    case JNL_SORT_PROCESSED_AT: return "m_proc";
     case JNL_SORT_PROCESSING: return "m_ptime";
     case JNL_SORT_CRITICAL: return "m_ctime";
-    default: return "m_sent3";
+    default: return "m_sent";
     }
 }
 
@@ -353,8 +354,8 @@ int jnl_q_search(struct jnl *j, const struct jnl_query *q, struct buf *out, char
             continue;
         struct buf sql;
         buf_init(&sql, 4096);
-        /* Format 3 without words or conversation: combos and the indexes on (key, rowid,
-         * combo); else (older files, full text, conversation) the filters on the text columns. */
+        /* Format 3 without words or conversation: combos and the sort keys' indexes; else
+         * (older files, full text, conversation) the filters on the text columns. */
         bool v3 = !force_scan && !fts && !conv && jstore_format_of(db) >= 3 && plan3_make(db, q, &pl);
         sqlite3_stmt *st = NULL;
         if (v3) {
@@ -377,12 +378,12 @@ int jnl_q_search(struct jnl *j, const struct jnl_query *q, struct buf *out, char
                 jstore_close_ro(db);
                 continue;
             }
-            /* Walking the key's index reads about (limit + 1) * all / n entries to find limit + 1
-             * that match; reading the n matching rows and sorting them costs about 10 entries
-             * each: the cheaper of the two. */
+            /* Walking the key's index reads about (limit + 1) * all / n rows to find limit + 1
+             * that match; the other way reads the n matching rows (by combo, or by time) and
+             * sorts them: the cheaper of the two. */
             const char *idx = sort_index(q->sort);
-            if ((pl.in.len || pl.time_cut) && (double)n * (double)n * 10.0 < (double)(q->limit + 1) * (double)pl.all)
-                idx = pl.in.len ? "m_combo" : "m_proc3";
+            if ((pl.in.len || pl.time_cut) && (double)n * (double)n < (double)(q->limit + 1) * (double)pl.all)
+                idx = pl.in.len ? "m_combo" : "m_proc";
             buf_reset(&sql);
             buf_printf(&sql, "SELECT " SUMMARY_COLS ", %s FROM messages INDEXED BY %s", key, idx);
             where_sql3(&sql, q, &pl, has_cur, cur, parts[pi], key);
