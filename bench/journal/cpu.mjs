@@ -85,9 +85,16 @@ async function load(n, batch, conc, mk) {
     for (;;) {
       const k = next++;
       if (k >= pre.length) return;
-      const r = await fetch(`${d.url}/api/v1/messages`, { method: 'POST', body: pre[k] });
-      if (r.status !== 200) throw new Error(`POST ${r.status}: ${(await r.text()).slice(0, 200)}`);
-      await r.arrayBuffer();
+      for (let attempt = 0; ; attempt++) {
+        try { // a kept-alive connection the server closed meanwhile: send again (copies are recognised)
+          const r = await fetch(`${d.url}/api/v1/messages`, { method: 'POST', body: pre[k] });
+          if (r.status !== 200) throw new Error(`POST ${r.status}: ${(await r.text()).slice(0, 200)}`);
+          await r.arrayBuffer();
+          break;
+        } catch (e) {
+          if (attempt >= 3 || !/fetch failed/.test(e.message)) throw e;
+        }
+      }
     }
   };
   await Promise.all(Array.from({ length: conc }, worker));
@@ -108,7 +115,7 @@ function body(kb, seed) {
 }
 let perf = null;
 if (process.env.PERF_OUT) {
-  perf = spawn('perf', ['record', '-g', '-F', '999', '-p', String(d.pid), '-o', process.env.PERF_OUT], { stdio: 'ignore' });
+  perf = spawn('perf', ['record', '-g', '-F', '1999', '-p', String(d.pid), '-o', process.env.PERF_OUT], { stdio: 'ignore' });
   await new Promise((r) => setTimeout(r, 500));
 }
 if (SMALL) console.log(`small: ${await load(SMALL, 1000, 8, small)}`);
