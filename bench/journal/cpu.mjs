@@ -41,7 +41,7 @@ journal:
 `;
 void freePort;
 function threadCpu(pid) {
-  const o = { all: 0, loop: 0, writer: 0 };
+  const o = { all: 0, loop: 0, writer: 0, fltLoop: 0, fltWriter: 0 };
   for (const t of readdirSync(`/proc/${pid}/task`)) {
     try {
       const raw = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
@@ -49,8 +49,8 @@ function threadCpu(pid) {
       const f = raw.slice(raw.lastIndexOf(')') + 2).split(' ');
       const v = (Number(f[11]) + Number(f[12])) / 100;
       o.all += v;
-      if (String(pid) === t) o.loop += v;
-      else if (name === 'jnl-writer') o.writer += v;
+      if (String(pid) === t) { o.loop += v; o.fltLoop += Number(f[7]); }
+      else if (name === 'jnl-writer') { o.writer += v; o.fltWriter += Number(f[7]); }
     } catch { /* the thread ended */ }
   }
   return o;
@@ -101,7 +101,7 @@ async function load(n, batch, conc, mk) {
   const c1 = threadCpu(d.pid);
   const s = (Date.now() - t0) / 1000;
   const us = (x) => (x * 1e6 / n).toFixed(1);
-  return `${n} msgs, ${(n / s).toFixed(0)} msg/s, opsd CPU µs/msg ${us(c1.all - c0.all)} (loop ${us(c1.loop - c0.loop)}, writer ${us(c1.writer - c0.writer)}); load ${uptime()}`;
+  return `${n} msgs, ${(n / s).toFixed(0)} msg/s, opsd CPU µs/msg ${us(c1.all - c0.all)} (loop ${us(c1.loop - c0.loop)}, writer ${us(c1.writer - c0.writer)}); page faults/msg loop ${((c1.fltLoop - c0.fltLoop) / n).toFixed(2)}, writer ${((c1.fltWriter - c0.fltWriter) / n).toFixed(2)}; load ${uptime()}`;
 }
 function body(kb, seed) {
   const words = ['order', 'customer', 'widget', 'quantity', 'price', 'shipping', 'address', 'street', 'city', 'total'];
