@@ -217,9 +217,8 @@ static bool plan3_make(sqlite3 *db, const struct jnl_query *q, struct plan3 *pl)
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 4);
         pl->all += (uint64_t)n;
-        if (id == 0) {
-            if (n > 0 && (ep || ty))
-                ok = false;
+        if (id == 0 && (ep || ty)) {
+            ok = ok && n <= 0; /* messages past the combo limit: only their text columns tell */
             continue;
         }
         const char *se = (const char *)sqlite3_column_text(st, 1), *re = (const char *)sqlite3_column_text(st, 2),

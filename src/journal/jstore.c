@@ -113,8 +113,11 @@ struct jstore {
 };
 
 static int write_format = JSTORE_FORMAT;
+static uint32_t combos_max = COMBOS_MAX;
 
 void jstore_test_format(int format) { write_format = format; }
+
+void jstore_test_combos_max(uint32_t n) { combos_max = n && n < COMBOS_MAX ? n : COMBOS_MAX; }
 
 static const char part_pragmas[] =
     "PRAGMA page_size=16384;"
@@ -776,7 +779,7 @@ static int combo_of(struct jstore *s, struct jpart *p, const struct jnl_msg *m, 
     struct combos *cm = &p->cmb;
     uint32_t len = (uint32_t)s->ckey.len;
     *id = cm->slot ? *cmb_slot(cm, s->ckey.data, len) : 0;
-    if (*id || cm->n >= COMBOS_MAX)
+    if (*id || cm->n >= combos_max)
         return SQLITE_DONE;
     sqlite3_stmt *st = p->cmb_ins;
     sqlite3_reset(st);

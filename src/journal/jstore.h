@@ -68,6 +68,8 @@ int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out
 int jstore_format_of(sqlite3 *db);
 /* Tests: the format new partition files are written in (files of formats 1-2 stay readable). */
 void jstore_test_format(int format);
+/* Tests: the combos a partition interns before messages get combo 0 (0: the real limit). */
+void jstore_test_combos_max(uint32_t n);
 
 /* Start times of the partition files in dir, ascending (caller frees). */
 size_t jstore_list(const char *dir, int64_t **starts);
