@@ -7,7 +7,10 @@
  * a small body (1,000 per request) or a 66 KB JSON body (20 per request), JSON-escaped as
  * a client sends them. Each side runs for --seconds of CPU time (CLOCK_PROCESS_CPUTIME_ID:
  * a loaded machine slows both alike); the table shows microseconds of CPU per message.
- * Usage: bench_journal_parse [--seconds S] */
+ * Usage: bench_journal_parse [--seconds S]
+ *        bench_journal_parse --requests N [--kb KB]   reads and derives N requests of the one
+ *        case (KB 0: small bodies) and nothing else, for instruction counts under callgrind
+ *        (valgrind --tool=callgrind): a figure the machine's load does not change. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,10 +115,33 @@ static double run(reader rd, const struct buf *req, bool derive, double secs)
 int main(int argc, char **argv)
 {
     double secs = 2;
-    for (int i = 1; i + 1 < argc; i += 2)
+    long requests = 0, kb = 66;
+    for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--seconds") == 0)
             secs = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--requests") == 0)
+            requests = strtol(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--kb") == 0)
+            kb = strtol(argv[i + 1], NULL, 10);
+    }
     log_set_level(LOG_ERROR);
+    if (requests > 0) {
+        struct buf req;
+        buf_init(&req, 256u << 20);
+        size_t n = kb ? 20 : 1000;
+        request(&req, n, (size_t)kb);
+        for (long r = 0; r < requests; r++) {
+            struct jnl_batch *b = messages_parse_fast(req.data, req.len);
+            if (!b)
+                return 1;
+            for (size_t i = 0; i < b->n; i++)
+                jnl_msg_derive(&b->msgs[i], 1796000000000);
+            jnl_batch_free(b);
+        }
+        printf("%ld requests of %zu messages (%zu bytes each)\n", requests, n, req.len / n);
+        buf_release(&req);
+        return 0;
+    }
     struct { const char *name; size_t n, kb; } cases[] = {{"small body, 1,000 per request", 1000, 0},
                                                           {"66 KB JSON body, 20 per request", 20, 66}};
     printf("| messages | request bytes/msg | fast read us/msg | jansson read us/msg | speed-up | fast read + derive us/msg |\n");

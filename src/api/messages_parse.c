@@ -4,12 +4,17 @@
  *
  * The fast reader decodes strings (escapes, \u surrogate pairs, UTF-8 checked as jansson
  * checks it) into a scratch buffer and copies header names and values into the message's
- * string blocks; a utf8 body is decoded straight into the buffer that becomes m->body. */
+ * string blocks; a utf8 body is decoded into its own scratch buffer and copied to m->body
+ * (one memcpy: decoding into a buffer of the message's own would need its size first). With
+ * SSE2, runs of plain bytes are found and copied sixteen at a time. */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "api/json_scan.h"
 #include "api/messages_parse.h"
@@ -42,10 +47,38 @@ static bool str(struct scan *s, struct buf *o)
     char *w = o->data;
     for (;;) {
         const char *q = p;
+#ifdef __SSE2__
+        /* Sixteen bytes at a time: stored whole, then w and q move up to the first special
+         * byte (a quote, a backslash, a control byte or a byte of a UTF-8 sequence). JSON
+         * bodies are mostly short runs between escaped quotes, where a scan and a memcpy per
+         * run cost ten instructions a byte. w never passes q, so sixteen bytes fit where
+         * sixteen were read. */
+        const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), ctl = _mm_set1_epi8(0x1f);
+        while (end - q >= 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)q);
+            /* signed compare: bytes >= 0x80 are negative, so <= 0x1f catches them too */
+            __m128i sp = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                                      _mm_cmpgt_epi8(_mm_add_epi8(ctl, _mm_set1_epi8(1)), x));
+            unsigned mask = (unsigned)_mm_movemask_epi8(sp);
+            _mm_storeu_si128((__m128i *)(void *)w, x);
+            if (mask) {
+                unsigned n = (unsigned)__builtin_ctz(mask);
+                w += n;
+                q += n;
+                goto special;
+            }
+            w += 16;
+            q += 16;
+        }
+        p = q;
+#endif
         while (q < end && plain[(unsigned char)*q])
             q++;
-        memcpy(w, p, (size_t)(q - p));
+        memmove(w, p, (size_t)(q - p));
         w += q - p;
+#ifdef __SSE2__
+    special:
+#endif
         if (q >= end)
             return false;
         unsigned char c = (unsigned char)*q;

@@ -44,6 +44,10 @@ struct jnl {
     size_t nconsumers;
 };
 
+/* jquery.c: tests only; searches of format 3 files take the path of older files (filters on
+ * the text columns, no combos), so that both can be compared. */
+void jnl_q_test_scan(bool on);
+
 /* amqp.c */
 struct jnl_consumer *jnl_consumer_start(struct jnl *j, const struct jnl_source *src);
 void jnl_consumer_stop(struct jnl_consumer *c);   /* joins and frees */

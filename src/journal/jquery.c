@@ -9,7 +9,8 @@
  * message returned, and the next page asks each partition for the messages after it in the
  * order (sort key, partition, rowid), so a page costs the same at any depth. Each partition
  * returns at most limit+1 rows in order; they are merged here. The total is a count(*) with
- * the same filters in every partition. */
+ * the same filters in every partition, or in a partition of format 3 (without words or
+ * conversation) the sum of its matching combos' counts (docs/internals/journal.md). */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -173,6 +174,96 @@ static int parse_cursor(const char *c, int64_t v[3])
     return t ? -1 : 0;
 }
 
+/* The index of format 3 that walks sort key `key` in (key, rowid) order. */
+static const char *sort_index(enum jnl_sort s)
+{
+    switch (s) {
+    case JNL_SORT_PROCESSED_AT: return "m_proc";
+    case JNL_SORT_PROCESSING: return "m_ptime";
+    case JNL_SORT_CRITICAL: return "m_ctime";
+    default: return "m_sent";
+    }
+}
+
+static bool force_scan;
+
+void jnl_q_test_scan(bool on) { force_scan = on; }
+
+/* How a partition of format 3 answers a search without words or conversation: the combos that
+ * match the endpoint and type filters, as a SQL list ("" when every message matches), and the
+ * messages they hold. */
+struct plan3 {
+    struct buf in;          /* " AND combo IN (...)" or "" */
+    uint64_t matched, all;  /* messages of the matching combos; of the partition */
+    bool time_cut;          /* the time range cuts this partition (else it holds it whole) */
+};
+
+/* Reads the combos of db into pl. Returns false when the partition cannot answer this way:
+ * messages past its combo limit (combo 0, matched only by their text columns) with a filter. */
+static bool plan3_make(sqlite3 *db, const struct jnl_query *q, struct plan3 *pl)
+{
+    bool ep = q->endpoint && *q->endpoint, ty = q->type && *q->type;
+    pl->matched = pl->all = 0;
+    buf_reset(&pl->in);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT id, sending_endpoint, receiving_endpoint, type, n FROM combos", -1, &st,
+                           NULL) != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return false;
+    }
+    bool ok = true, any = false;
+    struct buf ids;
+    buf_init(&ids, 1 << 20);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 4);
+        pl->all += (uint64_t)n;
+        if (id == 0 && (ep || ty)) {
+            ok = ok && n <= 0; /* messages past the combo limit: only their text columns tell */
+            continue;
+        }
+        const char *se = (const char *)sqlite3_column_text(st, 1), *re = (const char *)sqlite3_column_text(st, 2),
+                   *t = (const char *)sqlite3_column_text(st, 3);
+        if (ep && !((se && strcmp(se, q->endpoint) == 0) || (re && strcmp(re, q->endpoint) == 0)))
+            continue;
+        if (ty && !(t && strcmp(t, q->type) == 0))
+            continue;
+        if (n <= 0)
+            continue;
+        pl->matched += (uint64_t)n;
+        buf_printf(&ids, "%s%" PRId64, any ? "," : "", id);
+        any = true;
+    }
+    sqlite3_finalize(st);
+    if (pl->matched < pl->all) /* else every message matches: no condition */
+        buf_printf(&pl->in, " AND combo IN (%s)", any ? ids.data : "");
+    ok = ok && !ids.overflow && !pl->in.overflow;
+    buf_release(&ids);
+    /* The time range: a partition it holds whole needs no condition and its count is the sum. */
+    pl->time_cut = false;
+    if (ok && (q->from >= 0 || q->to >= 0) && pl->all) {
+        pl->time_cut = true;
+        if (sqlite3_prepare_v2(db, "SELECT min(processed_at), max(processed_at) FROM messages", -1, &st, NULL) ==
+                SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            pl->time_cut = (q->from >= 0 && sqlite3_column_int64(st, 0) < q->from) ||
+                           (q->to >= 0 && sqlite3_column_int64(st, 1) > q->to);
+        sqlite3_finalize(st);
+    }
+    return ok;
+}
+
+/* The cursor condition for partition `part` (rows after cur in the order (key, part, rowid)). */
+static void cursor_sql(struct buf *w, const struct jnl_query *q, const int64_t cur[3], int64_t part,
+                       const char *key)
+{
+    const char *lt = q->asc ? ">" : "<";
+    if (part == cur[1])
+        buf_printf(w, " AND %s %s= ?7 AND (%s %s ?7 OR rowid %s ?8)", key, lt, key, lt, lt);
+    else if ((part < cur[1]) != q->asc)
+        buf_printf(w, " AND %s %s= ?7", key, lt);
+    else
+        buf_printf(w, " AND %s %s ?7", key, lt);
+}
+
 /* WHERE text for the filters (with or without the cursor condition for partition `part`). */
 static void where_sql(struct buf *w, const struct jnl_query *q, bool fts, bool cursor, const int64_t cur[3],
                       int64_t part, const char *key)
@@ -190,15 +281,24 @@ static void where_sql(struct buf *w, const struct jnl_query *q, bool fts, bool c
         jw_raw(w, " AND processed_at >= ?5");
     if (q->to >= 0)
         jw_raw(w, " AND processed_at <= ?6");
-    if (cursor) {
-        const char *lt = q->asc ? ">" : "<";
-        if (part == cur[1])
-            buf_printf(w, " AND (%s %s ?7 OR (%s = ?7 AND rowid %s ?8))", key, lt, key, lt);
-        else if ((part < cur[1]) != q->asc)
-            buf_printf(w, " AND %s %s= ?7", key, lt);
-        else
-            buf_printf(w, " AND %s %s ?7", key, lt);
-    }
+    if (cursor)
+        cursor_sql(w, q, cur, part, key);
+}
+
+/* WHERE text of format 3 (plan pl): combos for endpoint and type, the time range only where
+ * it cuts the partition. Parameters as in where_sql. */
+static void where_sql3(struct buf *w, const struct jnl_query *q, const struct plan3 *pl, bool cursor,
+                       const int64_t cur[3], int64_t part, const char *key)
+{
+    jw_raw(w, " WHERE 1");
+    if (pl->in.len)
+        jw_raw(w, pl->in.data);
+    if (pl->time_cut && q->from >= 0)
+        jw_raw(w, " AND processed_at >= ?5");
+    if (pl->time_cut && q->to >= 0)
+        jw_raw(w, " AND processed_at <= ?6");
+    if (cursor)
+        cursor_sql(w, q, cur, part, key);
 }
 
 static void bind_query(sqlite3_stmt *st, const struct jnl_query *q, const char *fts, const int64_t cur[3])
@@ -244,17 +344,54 @@ int jnl_q_search(struct jnl *j, const struct jnl_query *q, struct buf *out, char
     size_t nh = 0, cap = 0;
     uint64_t total = 0;
     int rc = 0;
+    struct plan3 pl;
+    buf_init(&pl.in, 1 << 20);
+    bool conv = q->conversation && *q->conversation;
     for (size_t pi = 0; pi < np && rc == 0; pi++) {
         sqlite3 *db = jstore_open_ro(j->dir, parts[pi]);
         if (!db)
             continue;
         struct buf sql;
         buf_init(&sql, 4096);
-        buf_printf(&sql, "SELECT " SUMMARY_COLS ", %s FROM messages", key);
-        where_sql(&sql, q, fts, has_cur, cur, parts[pi], key);
+        /* Format 3 without words or conversation: combos and the sort keys' indexes; else
+         * (older files, full text, conversation) the filters on the text columns. */
+        bool v3 = !force_scan && !fts && !conv && jstore_format_of(db) >= 3 && plan3_make(db, q, &pl);
+        sqlite3_stmt *st = NULL;
+        if (v3) {
+            uint64_t n = pl.matched;
+            if (pl.time_cut) {
+                n = 0;
+                jw_raw(&sql, "SELECT count(*) FROM messages");
+                where_sql3(&sql, q, &pl, false, NULL, 0, key);
+                if (sqlite3_prepare_v2(db, sql.data, -1, &st, NULL) == SQLITE_OK) {
+                    bind_query(st, q, NULL, NULL);
+                    if (sqlite3_step(st) == SQLITE_ROW)
+                        n = (uint64_t)sqlite3_column_int64(st, 0);
+                }
+                sqlite3_finalize(st);
+                st = NULL;
+            }
+            total += n;
+            if (n == 0) {
+                buf_release(&sql);
+                jstore_close_ro(db);
+                continue;
+            }
+            /* Walking the key's index reads about (limit + 1) * all / n rows to find limit + 1
+             * that match; the other way reads the n matching rows (by combo, or by time) and
+             * sorts them: the cheaper of the two. */
+            const char *idx = sort_index(q->sort);
+            if ((pl.in.len || pl.time_cut) && (double)n * (double)n < (double)(q->limit + 1) * (double)pl.all)
+                idx = pl.in.len ? "m_combo" : "m_proc";
+            buf_reset(&sql);
+            buf_printf(&sql, "SELECT " SUMMARY_COLS ", %s FROM messages INDEXED BY %s", key, idx);
+            where_sql3(&sql, q, &pl, has_cur, cur, parts[pi], key);
+        } else {
+            buf_printf(&sql, "SELECT " SUMMARY_COLS ", %s FROM messages", key);
+            where_sql(&sql, q, fts, has_cur, cur, parts[pi], key);
+        }
         buf_printf(&sql, " ORDER BY %s %s, rowid %s LIMIT %zu", key, q->asc ? "ASC" : "DESC",
                    q->asc ? "ASC" : "DESC", q->limit + 1);
-        sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(db, sql.data, -1, &st, NULL) == SQLITE_OK) {
             bind_query(st, q, fts ? fq.data : NULL, has_cur ? cur : NULL);
             int s;
@@ -284,19 +421,22 @@ int jnl_q_search(struct jnl *j, const struct jnl_query *q, struct buf *out, char
         }
         sqlite3_finalize(st);
         /* total */
-        buf_reset(&sql);
-        jw_raw(&sql, "SELECT count(*) FROM messages");
-        where_sql(&sql, q, fts, false, NULL, 0, key);
         st = NULL;
-        if (rc == 0 && sqlite3_prepare_v2(db, sql.data, -1, &st, NULL) == SQLITE_OK) {
-            bind_query(st, q, fts ? fq.data : NULL, NULL);
-            if (sqlite3_step(st) == SQLITE_ROW)
-                total += (uint64_t)sqlite3_column_int64(st, 0);
+        if (!v3) {
+            buf_reset(&sql);
+            jw_raw(&sql, "SELECT count(*) FROM messages");
+            where_sql(&sql, q, fts, false, NULL, 0, key);
+            if (rc == 0 && sqlite3_prepare_v2(db, sql.data, -1, &st, NULL) == SQLITE_OK) {
+                bind_query(st, q, fts ? fq.data : NULL, NULL);
+                if (sqlite3_step(st) == SQLITE_ROW)
+                    total += (uint64_t)sqlite3_column_int64(st, 0);
+            }
+            sqlite3_finalize(st);
         }
-        sqlite3_finalize(st);
         buf_release(&sql);
         jstore_close_ro(db);
     }
+    buf_release(&pl.in);
     if (rc == 0) {
         if (nh)
             qsort(hits, nh, sizeof *hits, q->asc ? cmp_hit_asc : cmp_hit_desc);

@@ -16,6 +16,10 @@
  *                                 and searchable text bodies
  *   endpoints(name, role, host, messages, proc_sum, proc_n, proc_max, crit_sum, crit_n,
  *             crit_max, first_seen, last_seen)   role 0 sending, 1 receiving
+ *   combos(id, sending_endpoint, receiving_endpoint, type, n)   format 3: the triples of the
+ *                                 partition with their counts; messages.combo is the id
+ *   indexes: conversation_id, time_sent, processed_at; format 3 also processing_ms,
+ *            critical_ms, combo
  * Invariants: a message lives in exactly one partition; the uniqueness constraint makes a
  * redelivered copy a no-op (the same message, same endpoint, same processed_at -> same
  * partition); retention never deletes rows, it unlinks files. */
@@ -57,11 +61,32 @@ struct hnames {
     uint32_t *slot;         /* id or 0 */
 };
 
+/* (sending endpoint, receiving endpoint, type) triples of a partition, interned (format 3):
+ * a message's `combo` column is the id of its triple, so filters on endpoint and type become
+ * a few small integers and counts are sums over the combos table. Ids 1..n are rows of
+ * combos; past COMBOS_MAX a message gets id 0 (the readers then filter on the text columns). */
+#define COMBOS_MAX   16384
+#define COMBOS_SLOTS 32768
+struct combo {
+    char *key;              /* send, recv, type: each a 4-byte length (~0 for NULL) and the bytes */
+    uint32_t len;
+    int64_t add;            /* messages of the open transaction */
+};
+struct combos {
+    struct combo *c;        /* [id - 1] */
+    uint32_t n, committed;
+    uint32_t *slot;
+    int64_t add0;           /* messages of the open transaction with id 0 */
+};
+
 struct jpart {
     int64_t start;
+    int format;             /* of this file: rows are written the way it began */
     sqlite3 *db;
-    sqlite3_stmt *ins, *body, *fts, *ep, *sp, *rel, *rollto, *hn;
+    sqlite3_stmt *ins, *body, *fts, *ep, *sp, *rel, *rollto, *hn, *cmb_ins, *cmb_upd;
     struct hnames hn_map;
+    uint32_t hn_last[32];   /* name ids of the last message's first headers (encode_headers) */
+    struct combos cmb;
     bool txn;
     uint64_t used;      /* for closing the least recently used */
     struct ep_acc *eps;
@@ -78,35 +103,79 @@ struct jstore {
     bool ftxn;
     ZSTD_CCtx *zc;
     bool careful;       /* a savepoint per message (see jstore_careful) */
+    uint64_t commits;   /* successful jstore_commit calls (jstore_commits) */
     struct buf text;    /* full-text scratch */
     struct buf hdrs;    /* a message's headers column (encode_headers) */
     void *zbuf;
     size_t zcap;
+    struct buf ckey;    /* a message's combo key (combo_of) */
+    size_t *vlen;       /* [JNL_HEADERS_MAX] a message's header value lengths (encode_headers) */
 };
 
-static const char part_schema[] =
+static int write_format = JSTORE_FORMAT;
+static uint32_t combos_max = COMBOS_MAX;
+
+void jstore_test_format(int format) { write_format = format; }
+
+void jstore_test_combos_max(uint32_t n) { combos_max = n && n < COMBOS_MAX ? n : COMBOS_MAX; }
+
+static const char part_pragmas[] =
     "PRAGMA page_size=16384;"
     "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=FULL;"
-    "PRAGMA cache_size=-16384;" /* 16 MiB: a group's pages are not spilled to the WAL early */
-    "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v);"
-    "CREATE TABLE IF NOT EXISTS messages(rowid INTEGER PRIMARY KEY, message_id TEXT NOT NULL,"
-    " receiving_endpoint TEXT NOT NULL, id_derived INT, type TEXT, intent TEXT, conversation_id TEXT,"
-    " related_to TEXT, sending_endpoint TEXT, sending_host TEXT, receiving_host TEXT, content_type TEXT,"
-    " time_sent INT, processing_started INT, processed_at INT, received_at INT, processing_ms INT,"
-    " critical_ms INT, delivery_ms INT, is_system INT, body_state INT, body_size INT, body_hash TEXT,"
-    " body BLOB, headers TEXT, UNIQUE(message_id, receiving_endpoint));"
-    "CREATE INDEX IF NOT EXISTS m_conv ON messages(conversation_id);"
+    "PRAGMA cache_size=-16384;"; /* 16 MiB: a group's pages are not spilled to the WAL early */
+
+#define MESSAGES_COLS                                                                                  \
+    "rowid INTEGER PRIMARY KEY, message_id TEXT NOT NULL,"                                             \
+    " receiving_endpoint TEXT NOT NULL, id_derived INT, type TEXT, intent TEXT, conversation_id TEXT," \
+    " related_to TEXT, sending_endpoint TEXT, sending_host TEXT, receiving_host TEXT, content_type TEXT," \
+    " time_sent INT, processing_started INT, processed_at INT, received_at INT, processing_ms INT,"      \
+    " critical_ms INT, delivery_ms INT, is_system INT, body_state INT, body_size INT, body_hash TEXT,"  \
+    " body BLOB, headers TEXT"
+
+/* The tables of every format (a file that exists keeps its own: IF NOT EXISTS). */
+#define PART_TABLES(messages_extra)                                                                  \
+    "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v);"                                        \
+    "CREATE TABLE IF NOT EXISTS messages(" MESSAGES_COLS messages_extra                              \
+    ", UNIQUE(message_id, receiving_endpoint));"                                                     \
+    "CREATE INDEX IF NOT EXISTS m_conv ON messages(conversation_id);"                                \
+    "CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, data BLOB);"                       \
+    "CREATE TABLE IF NOT EXISTS hnames(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"                 \
+    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(t, content='', columnsize=0);" /* no ranking */ \
+    "CREATE TABLE IF NOT EXISTS endpoints(name TEXT, role INT, host TEXT, messages INT, proc_sum INT," \
+    " proc_n INT, proc_max INT, crit_sum INT, crit_n INT, crit_max INT, first_seen INT, last_seen INT," \
+    " PRIMARY KEY(name, role)) WITHOUT ROWID;"
+
+/* Formats 1 and 2: one index per time to sort by, no combos. */
+static const char part_schema_2[] =
+    PART_TABLES("")
+    "CREATE INDEX IF NOT EXISTS m_sent ON messages(time_sent);"
+    "CREATE INDEX IF NOT EXISTS m_proc ON messages(processed_at);";
+
+/* Format 3: an index per sort key (its entries are in (key, rowid) order, the order of
+ * paging) and one on the combo, for filters that match few messages; counts come from
+ * combos.n. Each index costs the writer about a microsecond per message: the filter is
+ * not in the sort keys' indexes (a third column broke their (key, rowid) order and cost
+ * three times as much). */
+static const char part_schema_3[] =
+    PART_TABLES(", combo INT")
+    "CREATE TABLE IF NOT EXISTS combos(id INTEGER PRIMARY KEY, sending_endpoint TEXT,"
+    " receiving_endpoint TEXT, type TEXT, n INT NOT NULL);"
+    "INSERT OR IGNORE INTO combos VALUES(0, NULL, NULL, NULL, 0);"
     "CREATE INDEX IF NOT EXISTS m_sent ON messages(time_sent);"
     "CREATE INDEX IF NOT EXISTS m_proc ON messages(processed_at);"
-    "CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, data BLOB);"
-    "CREATE TABLE IF NOT EXISTS hnames(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
-    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(t, content='', columnsize=0);" /* no ranking: no sizes */
-    "CREATE TABLE IF NOT EXISTS endpoints(name TEXT, role INT, host TEXT, messages INT, proc_sum INT,"
-    " proc_n INT, proc_max INT, crit_sum INT, crit_n INT, crit_max INT, first_seen INT, last_seen INT,"
-    " PRIMARY KEY(name, role)) WITHOUT ROWID;";
+    "CREATE INDEX IF NOT EXISTS m_ptime ON messages(processing_ms);"
+    "CREATE INDEX IF NOT EXISTS m_ctime ON messages(critical_ms);"
+    "CREATE INDEX IF NOT EXISTS m_combo ON messages(combo);";
 
 static const char ins_sql[] =
+    "INSERT OR IGNORE INTO messages(message_id, receiving_endpoint, id_derived, type, intent,"
+    " conversation_id, related_to, sending_endpoint, sending_host, receiving_host, content_type,"
+    " time_sent, processing_started, processed_at, received_at, processing_ms, critical_ms,"
+    " delivery_ms, is_system, body_state, body_size, body_hash, body, headers, combo)"
+    " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+/* Formats 1 and 2: no combo (the 25th parameter is left out). */
+static const char ins_sql_2[] =
     "INSERT OR IGNORE INTO messages(message_id, receiving_endpoint, id_derived, type, intent,"
     " conversation_id, related_to, sending_endpoint, sending_host, receiving_host, content_type,"
     " time_sent, processing_started, processed_at, received_at, processing_ms, critical_ms,"
@@ -200,15 +269,71 @@ static void hn_free(struct hnames *m)
     memset(m, 0, sizeof *m);
 }
 
-static void put_varint(struct buf *o, uint64_t v)
+static void ckey_field(struct buf *k, const char *v)
 {
-    unsigned char b[10];
-    size_t n = 0;
-    do {
-        b[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-    buf_append(o, b, n);
+    uint32_t n = v ? (uint32_t)strlen(v) : UINT32_MAX;
+    buf_append(k, &n, sizeof n);
+    if (v)
+        buf_append(k, v, n);
+}
+
+/* The combo key of (send, recv, type) in k. */
+static void ckey(struct buf *k, const char *send, const char *recv, const char *type)
+{
+    buf_reset(k);
+    ckey_field(k, send);
+    ckey_field(k, recv);
+    ckey_field(k, type);
+}
+
+static uint32_t *cmb_slot(struct combos *m, const char *key, uint32_t len)
+{
+    for (uint32_t i = name_hash(key, len) & (COMBOS_SLOTS - 1);; i = (i + 1) & (COMBOS_SLOTS - 1)) {
+        uint32_t id = m->slot[i];
+        if (!id || (m->c[id - 1].len == len && memcmp(m->c[id - 1].key, key, len) == 0))
+            return &m->slot[i];
+    }
+}
+
+static void cmb_add(struct combos *m, const char *key, uint32_t len)
+{
+    if (!m->slot) {
+        m->slot = xzalloc(COMBOS_SLOTS * sizeof *m->slot);
+        m->c = xzalloc(COMBOS_MAX * sizeof *m->c);
+    }
+    struct combo *c = &m->c[m->n];
+    c->key = xmalloc(len ? len : 1);
+    memcpy(c->key, key, len);
+    c->len = len;
+    c->add = 0;
+    *cmb_slot(m, key, len) = ++m->n;
+}
+
+/* Forgets the combos after the first `keep` and, when `counts`, every count of the open
+ * transaction (a rollback; a savepoint's rollback of one message keeps the others'). */
+static void cmb_truncate(struct combos *m, uint32_t keep, bool counts)
+{
+    if (counts) {
+        m->add0 = 0;
+        for (uint32_t i = 0; i < m->n; i++)
+            m->c[i].add = 0;
+    }
+    if (m->n == keep)
+        return;
+    while (m->n > keep)
+        free(m->c[--m->n].key);
+    memset(m->slot, 0, COMBOS_SLOTS * sizeof *m->slot);
+    for (uint32_t id = 1; id <= m->n; id++)
+        *cmb_slot(m, m->c[id - 1].key, m->c[id - 1].len) = id;
+}
+
+static void cmb_free(struct combos *m)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        free(m->c[i].key);
+    free(m->c);
+    free(m->slot);
+    memset(m, 0, sizeof *m);
 }
 
 static bool get_varint(const unsigned char **p, const unsigned char *end, uint64_t *v)
@@ -223,15 +348,44 @@ static bool get_varint(const unsigned char **p, const unsigned char *end, uint64
     return false;
 }
 
+static unsigned char *put_varint_at(unsigned char *w, uint64_t v)
+{
+    do {
+        *w++ = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return w;
+}
+
 /* m's headers as (varint name id, or 0 + varint length + the name; varint length + the
- * value) pairs. New names go into hnames within the open transaction. */
-static int encode_headers(struct jpart *p, const struct jnl_msg *m, struct buf *o)
+ * value) pairs. New names go into hnames within the open transaction. The values' lengths
+ * are left in vlen (the full-text row uses them). One reservation, then plain stores: a
+ * buf_append per piece was a tenth of the writer's own instructions. */
+static int encode_headers(struct jpart *p, const struct jnl_msg *m, struct buf *o, size_t *vlen)
 {
     struct hnames *hm = &p->hn_map;
+    size_t need = 0;
+    for (size_t i = 0; i < m->nh; i++) {
+        vlen[i] = strlen(m->h[i].value);
+        need += strlen(m->h[i].name) + vlen[i] + 3 * 10;
+    }
+    if (buf_reserve(o, need) < 0)
+        return SQLITE_TOOBIG;
+    unsigned char *w = (unsigned char *)o->data + o->len;
     for (size_t i = 0; i < m->nh; i++) {
         const char *name = m->h[i].name;
+        /* Messages of one sender carry the same names in the same order: the id at this
+         * place in the last message, when it names the same, saves hashing the name. */
+        uint32_t id = i < 32 ? p->hn_last[i] : 0;
+        if (id && id <= hm->n && strcmp(hm->name[id - 1], name) == 0) {
+            w = put_varint_at(w, id);
+            w = put_varint_at(w, vlen[i]);
+            memcpy(w, m->h[i].value, vlen[i]);
+            w += vlen[i];
+            continue;
+        }
         size_t nl = strlen(name);
-        uint32_t id = hm->slot ? *hn_slot(hm, name, nl) : 0;
+        id = hm->slot ? *hn_slot(hm, name, nl) : 0;
         if (!id && hm->n < HNAMES_MAX) {
             sqlite3_reset(p->hn);
             sqlite3_bind_int64(p->hn, 1, (int64_t)hm->n + 1);
@@ -242,16 +396,20 @@ static int encode_headers(struct jpart *p, const struct jnl_msg *m, struct buf *
             hn_add(hm, name);
             id = hm->n;
         }
-        put_varint(o, id);
+        if (i < 32)
+            p->hn_last[i] = id;
+        w = put_varint_at(w, id);
         if (!id) {
-            put_varint(o, nl);
-            buf_append(o, name, nl);
+            w = put_varint_at(w, nl);
+            memcpy(w, name, nl);
+            w += nl;
         }
-        size_t vl = strlen(m->h[i].value);
-        put_varint(o, vl);
-        buf_append(o, m->h[i].value, vl);
+        w = put_varint_at(w, vlen[i]);
+        memcpy(w, m->h[i].value, vlen[i]);
+        w += vlen[i];
     }
-    return o->overflow ? SQLITE_TOOBIG : SQLITE_DONE;
+    o->len = (size_t)(w - (unsigned char *)o->data);
+    return SQLITE_DONE;
 }
 
 int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out)
@@ -309,12 +467,26 @@ int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out
     return rc;
 }
 
+int jstore_format_of(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int f = 0;
+    if (sqlite3_prepare_v2(db, "SELECT v FROM meta WHERE k = 'format'", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        f = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return f;
+}
+
 static void part_close(struct jpart *p)
 {
     eps_clear(p);
     free(p->eps);
     hn_free(&p->hn_map);
+    cmb_free(&p->cmb);
     sqlite3_finalize(p->hn);
+    sqlite3_finalize(p->cmb_ins);
+    sqlite3_finalize(p->cmb_upd);
     sqlite3_finalize(p->ins);
     sqlite3_finalize(p->body);
     sqlite3_finalize(p->fts);
@@ -360,17 +532,46 @@ static struct jpart *part_get(struct jstore *s, int64_t start, char *err, size_t
     int rc = sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(p->db, 5000);
-        rc = sqlite3_exec(p->db, part_schema, NULL, NULL, NULL);
+        rc = sqlite3_exec(p->db, part_pragmas, NULL, NULL, NULL);
+    }
+    /* One transaction for the schema: a reader sees all of it or none (jstore_open_ro). A file
+     * keeps the format it began with; a new one gets write_format. */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(p->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        p->format = jstore_format_of(p->db);
+        if (!p->format)
+            p->format = write_format;
+        rc = sqlite3_exec(p->db, p->format >= 3 ? part_schema_3 : part_schema_2, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         char meta[256];
         snprintf(meta, sizeof meta,
                  "INSERT OR IGNORE INTO meta VALUES('format',%d),('start',%" PRId64 "),('length',%" PRId64 ")",
-                 JSTORE_FORMAT, start, s->partition_ms);
+                 p->format, start, s->partition_ms);
         rc = sqlite3_exec(p->db, meta, NULL, NULL, NULL);
     }
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(p->db, ins_sql, -1, &p->ins, NULL);
+        rc = sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(p->db, p->format >= 3 ? ins_sql : ins_sql_2, -1, &p->ins, NULL);
+    if (rc == SQLITE_OK && p->format >= 3) {
+        rc = sqlite3_prepare_v2(p->db, "INSERT INTO combos VALUES(?1, ?2, ?3, ?4, 0)", -1, &p->cmb_ins, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_prepare_v2(p->db, "UPDATE combos SET n = n + ?2 WHERE id = ?1", -1, &p->cmb_upd, NULL);
+        sqlite3_stmt *st = NULL;
+        if (rc == SQLITE_OK)
+            rc = sqlite3_prepare_v2(p->db, "SELECT id, sending_endpoint, receiving_endpoint, type FROM combos"
+                                           " WHERE id > 0 ORDER BY id", -1, &st, NULL);
+        while (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW && p->cmb.n < COMBOS_MAX &&
+               sqlite3_column_int64(st, 0) == (int64_t)p->cmb.n + 1) {
+            ckey(&s->ckey, (const char *)sqlite3_column_text(st, 1), (const char *)sqlite3_column_text(st, 2),
+                 (const char *)sqlite3_column_text(st, 3));
+            cmb_add(&p->cmb, s->ckey.data, (uint32_t)s->ckey.len);
+        }
+        sqlite3_finalize(st);
+        p->cmb.committed = p->cmb.n;
+    }
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(p->db, "INSERT INTO bodies(rowid, data) VALUES(?,?)", -1, &p->body, NULL);
     if (rc == SQLITE_OK)
@@ -439,9 +640,16 @@ int jstore_open(const char *dir, int64_t partition_ms, struct jstore **out)
     struct jstore *s = xzalloc(sizeof *s);
     s->dir = xstrdup(dir);
     s->partition_ms = partition_ms;
+    /* Level 1 with matches of at least 7 bytes: on JSON bodies (bench/journal) 8% fewer
+     * instructions than level 1's 5 and a frame 4% smaller; the compression is most of the
+     * writer's time for bodies of tens of KB. */
     s->zc = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(s->zc, ZSTD_c_compressionLevel, 1);
+    ZSTD_CCtx_setParameter(s->zc, ZSTD_c_minMatch, 7);
     buf_init(&s->text, 2u * JNL_BODY_HARD_MAX);
     buf_init(&s->hdrs, 2u * JNL_HEADERS_MAX * (JNL_HEADER_VALUE_MAX + JNL_HEADER_NAME_MAX) + 64);
+    buf_init(&s->ckey, 3u * (JNL_HEADER_VALUE_MAX + 8));
+    s->vlen = xnew(size_t, JNL_HEADERS_MAX);
     int rc = fdb_open(s);
     if (rc < 0) {
         jstore_close(s);
@@ -467,6 +675,8 @@ void jstore_close(struct jstore *s)
     ZSTD_freeCCtx(s->zc);
     buf_release(&s->text);
     buf_release(&s->hdrs);
+    buf_release(&s->ckey);
+    free(s->vlen);
     free(s->zbuf);
     free(s->dir);
     free(s);
@@ -480,11 +690,11 @@ static void bind_text(sqlite3_stmt *st, int i, const char *v)
         sqlite3_bind_null(st, i);
 }
 
-/* A header value that is a time (NServiceBus' wire format or RFC 3339). */
-static bool is_time(const char *v)
+/* A header value that is a time (NServiceBus' wire format or RFC 3339), len bytes. */
+static bool is_time(const char *v, size_t len)
 {
     int64_t t;
-    return v[0] >= '0' && v[0] <= '9' && strlen(v) >= 19 && v[4] == '-' && jnl_parse_wire_time(v, &t) == 0;
+    return len >= 19 && v[0] >= '0' && v[0] <= '9' && v[4] == '-' && jnl_parse_wire_time(v, &t) == 0;
 }
 
 static bool text_type(const char *ct)
@@ -561,6 +771,51 @@ static int eps_flush(struct jpart *p)
     return SQLITE_DONE;
 }
 
+/* The combo id of m in p (a new triple is added to the open transaction); 0 past COMBOS_MAX. */
+static int combo_of(struct jstore *s, struct jpart *p, const struct jnl_msg *m, uint32_t *id)
+{
+    const char *recv = m->receiving_endpoint ? m->receiving_endpoint : "";
+    ckey(&s->ckey, m->sending_endpoint, recv, m->type);
+    struct combos *cm = &p->cmb;
+    uint32_t len = (uint32_t)s->ckey.len;
+    *id = cm->slot ? *cmb_slot(cm, s->ckey.data, len) : 0;
+    if (*id || cm->n >= combos_max)
+        return SQLITE_DONE;
+    sqlite3_stmt *st = p->cmb_ins;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, (int64_t)cm->n + 1);
+    bind_text(st, 2, m->sending_endpoint);
+    sqlite3_bind_text(st, 3, recv, -1, SQLITE_STATIC);
+    bind_text(st, 4, m->type);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    cmb_add(cm, s->ckey.data, len);
+    *id = cm->n;
+    return SQLITE_DONE;
+}
+
+/* Adds the counts of the open transaction to combos.n. */
+static int cmb_flush(struct jpart *p)
+{
+    struct combos *cm = &p->cmb;
+    for (uint32_t id = 0; id <= cm->n && p->cmb_upd; id++) {
+        int64_t *add = id ? &cm->c[id - 1].add : &cm->add0;
+        if (!*add)
+            continue;
+        sqlite3_reset(p->cmb_upd);
+        sqlite3_bind_int64(p->cmb_upd, 1, id);
+        sqlite3_bind_int64(p->cmb_upd, 2, *add);
+        int rc = sqlite3_step(p->cmb_upd);
+        if (rc != SQLITE_DONE) {
+            log_error("journal", "combos of partition %" PRId64 ": %s", p->start, sqlite3_errmsg(p->db));
+            return rc;
+        }
+        *add = 0;
+    }
+    return SQLITE_DONE;
+}
+
 static int step_once(sqlite3_stmt *st)
 {
     sqlite3_reset(st);
@@ -590,7 +845,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         }
         p->txn = true;
     }
-    uint32_t names_before = p->hn_map.n;
+    uint32_t names_before = p->hn_map.n, combos_before = p->cmb.n, combo = 0;
     if (s->careful && (rc = step_once(p->sp)) != SQLITE_DONE) {
         snprintf(err, errlen, "savepoint: %s", sqlite3_errmsg(p->db));
         return sq_err(rc);
@@ -608,7 +863,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
             s->zbuf = xmalloc(bound);
             s->zcap = bound;
         }
-        zlen = ZSTD_compressCCtx(s->zc, s->zbuf, s->zcap, m->body, m->body_len, 1);
+        zlen = ZSTD_compress2(s->zc, s->zbuf, s->zcap, m->body, m->body_len);
         if (ZSTD_isError(zlen)) {
             snprintf(err, errlen, "compressing the body: %s", ZSTD_getErrorName(zlen));
             rc = SQLITE_ERROR;
@@ -620,8 +875,12 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     }
     struct buf *hdrs = &s->hdrs;
     buf_reset(hdrs);
-    if ((rc = encode_headers(p, m, hdrs)) != SQLITE_DONE) {
+    if ((rc = encode_headers(p, m, hdrs, s->vlen)) != SQLITE_DONE) {
         snprintf(err, errlen, "header names: %s", sqlite3_errmsg(p->db));
+        goto fail;
+    }
+    if (p->format >= 3 && (rc = combo_of(s, p, m, &combo)) != SQLITE_DONE) {
+        snprintf(err, errlen, "combos: %s", sqlite3_errmsg(p->db));
         goto fail;
     }
     sqlite3_stmt *st = p->ins;
@@ -656,6 +915,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     else
         sqlite3_bind_null(st, 23);
     sqlite3_bind_blob(st, 24, hdrs->data ? hdrs->data : "", (int)hdrs->len, SQLITE_STATIC);
+    if (p->format >= 3)
+        sqlite3_bind_int64(st, 25, combo);
     rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
         snprintf(err, errlen, "insert: %s", sqlite3_errmsg(p->db));
@@ -684,16 +945,30 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         *stored_bytes = m->body_len;
     }
     buf_reset(&s->text);
+    bool body_text = m->body_len && m->body_len <= lim->search_body_max && text_type(m->content_type) &&
+                     jnl_utf8_valid((const char *)m->body, m->body_len);
+    size_t need = body_text ? m->body_len : 0;
+    for (size_t i = 0; i < m->nh; i++)
+        need += s->vlen[i] + 1;
+    if (buf_reserve(&s->text, need) < 0) {
+        rc = SQLITE_TOOBIG;
+        snprintf(err, errlen, "full-text row: too long");
+        goto fail;
+    }
+    char *w = s->text.data;
     for (size_t i = 0; i < m->nh; i++) {
         const char *v = m->h[i].value;
-        if (is_time(v))
+        if (is_time(v, s->vlen[i]))
             continue; /* found by the time filters; as words they only grow the index */
-        buf_append(&s->text, v, strlen(v));
-        buf_putc(&s->text, '\n');
+        memcpy(w, v, s->vlen[i]);
+        w += s->vlen[i];
+        *w++ = '\n';
     }
-    if (m->body_len && m->body_len <= lim->search_body_max && text_type(m->content_type) &&
-        jnl_utf8_valid((const char *)m->body, m->body_len))
-        buf_append(&s->text, m->body, m->body_len);
+    if (body_text) {
+        memcpy(w, m->body, m->body_len);
+        w += m->body_len;
+    }
+    s->text.len = (size_t)(w - s->text.data);
     sqlite3_reset(p->fts);
     sqlite3_bind_int64(p->fts, 1, rowid);
     sqlite3_bind_text(p->fts, 2, s->text.data ? s->text.data : "", (int)s->text.len, SQLITE_STATIC);
@@ -710,6 +985,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         step_once(p->rel);
     acc_ep(p, m->sending_endpoint, 0, m->sending_host, m);
     acc_ep(p, m->receiving_endpoint, 1, m->receiving_host, m);
+    if (p->format >= 3)
+        (*(combo ? &p->cmb.c[combo - 1].add : &p->cmb.add0))++;
     *body_state = state;
     return 0;
 fail:
@@ -717,6 +994,7 @@ fail:
         step_once(p->rollto);
         step_once(p->rel);
         hn_truncate(&p->hn_map, names_before);
+        cmb_truncate(&p->cmb, combos_before, false);
     }
     return sq_err(rc);
 }
@@ -768,6 +1046,8 @@ int jstore_commit(struct jstore *s)
         if (!p->db || !p->txn)
             continue;
         int r = eps_flush(p);
+        if (r == SQLITE_DONE)
+            r = cmb_flush(p);
         if (r != SQLITE_DONE)
             return sq_err(r);
         r = sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL);
@@ -777,6 +1057,7 @@ int jstore_commit(struct jstore *s)
         }
         p->txn = false;
         p->hn_map.committed = p->hn_map.n;
+        p->cmb.committed = p->cmb.n;
     }
     if (s->ftxn) {
         int r = sqlite3_exec(s->fdb, "COMMIT", NULL, NULL, NULL);
@@ -786,8 +1067,11 @@ int jstore_commit(struct jstore *s)
         }
         s->ftxn = false;
     }
+    s->commits++;
     return rc;
 }
+
+uint64_t jstore_commits(const struct jstore *s) { return s->commits; }
 
 void jstore_rollback(struct jstore *s)
 {
@@ -800,6 +1084,7 @@ void jstore_rollback(struct jstore *s)
         if (p->db) {
             eps_clear(p);
             hn_truncate(&p->hn_map, p->hn_map.committed);
+            cmb_truncate(&p->cmb, p->cmb.committed, true);
         }
     }
     if (s->ftxn) {

@@ -16,7 +16,9 @@
 #include "journal/journal.h"
 
 #define JSTORE_OPEN_MAX 8
-#define JSTORE_FORMAT   2   /* 2: headers as (interned name, value) pairs; 1: JSON text */
+/* 3: interned (sending endpoint, receiving endpoint, type) combos with counts, indexes on
+ * (sort key, rowid, combo); 2: headers as (interned name, value) pairs; 1: JSON text */
+#define JSTORE_FORMAT   3
 
 /* body_state: where the body is (the low two bits), and JBODY_ZSTD on an inline body kept as
  * one zstd frame (body_size is then the size before compression). */
@@ -49,6 +51,10 @@ int jstore_fail_delete(struct jstore *s, int64_t id);
  * first failure is guaranteed; the caller rolls back and retries). */
 int jstore_commit(struct jstore *s);
 void jstore_rollback(struct jstore *s);
+/* Successful commits so far, jstore_put's own included: jstore_put commits every open
+ * transaction when it must close a partition to open another (more than JSTORE_OPEN_MAX in
+ * one group), so a change across a call means everything put before it is durable. */
+uint64_t jstore_commits(const struct jstore *s);
 /* Unlinks every partition that ends at or before cutoff. Returns the number dropped. */
 int jstore_drop_before(struct jstore *s, int64_t cutoff);
 /* Partitions and their bytes now; rows in failed.db. */
@@ -57,6 +63,13 @@ void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint6
 /* Appends the headers column of a message of db as a JSON object: the pairs of format 2
  * (names from db's hnames). Returns 0, or -EBADMSG when the column is damaged. */
 int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out);
+
+/* The format of a partition file (meta 'format'); 0 when it has none yet. */
+int jstore_format_of(sqlite3 *db);
+/* Tests: the format new partition files are written in (files of formats 1-2 stay readable). */
+void jstore_test_format(int format);
+/* Tests: the combos a partition interns before messages get combo 0 (0: the real limit). */
+void jstore_test_combos_max(uint32_t n);
 
 /* Start times of the partition files in dir, ascending (caller frees). */
 size_t jstore_list(const char *dir, int64_t **starts);

@@ -62,18 +62,39 @@ struct tally {
     uint64_t raw, stored, inline_n, compressed, skipped, failed;
 };
 
-/* Puts every message of the group. Fast (not careful): the first message the store refuses
- * stops the pass with -EAGAIN, the caller rolls back and redoes the group carefully, where a
- * refused message goes to the failed imports with the store's reason. Returns 0 or -EAGAIN. */
+/* How far a group is durable: the store commits in the middle of a group when it needs room
+ * for another partition (jstore_put, JSTORE_OPEN_MAX), which makes every message before the
+ * one being put durable. A redo (after a refusal or a failed commit) starts there with the
+ * figures as they were, so the messages already committed are not counted again (as
+ * duplicates, by the uniqueness constraint) and failed imports are not recorded twice. */
+struct mark {
+    struct jnl_batch *b;    /* NULL: the start of the group */
+    size_t i;
+    struct tally t;
+    uint32_t stored, duplicates, failed;    /* of batch b before message i */
+};
+
+/* Puts every message of the group from mark mk on. Fast (not careful): the first message the
+ * store refuses stops the pass with -EAGAIN, the caller rolls back and redoes the group
+ * carefully (from mk), where a refused message goes to the failed imports with the store's
+ * reason. Returns 0 or -EAGAIN. */
 static int put_group(struct jnl *j, struct jnl_batch *g, const struct jstore_limits *lim, int64_t retention,
-                     bool careful, struct tally *t)
+                     bool careful, struct mark *mk, struct tally *t)
 {
     int64_t now = now_ms();
-    *t = (struct tally){0};
+    *t = mk->t;
     jstore_careful(j->store, careful);
-    for (struct jnl_batch *b = g; b; b = b->next) {
-        b->stored = b->duplicates = b->failed = 0;
-        for (size_t i = 0; i < b->n; i++) {
+    for (struct jnl_batch *b = mk->b ? mk->b : g; b; b = b->next) {
+        size_t first = 0;
+        if (b == mk->b) {
+            b->stored = mk->stored;
+            b->duplicates = mk->duplicates;
+            b->failed = mk->failed;
+            first = mk->i;
+        } else {
+            b->stored = b->duplicates = b->failed = 0;
+        }
+        for (size_t i = first; i < b->n; i++) {
             struct jnl_msg *m = &b->msgs[i];
             char err[512];
             const char *reason = m->fail_reason;
@@ -84,7 +105,12 @@ static int put_group(struct jnl *j, struct jnl_batch *g, const struct jstore_lim
                 bool dup = false;
                 int bs = 0;
                 size_t sb = 0;
-                if (jstore_put(j->store, m, at, lim, &dup, &bs, &sb, err, sizeof err) == 0) {
+                uint64_t gen = jstore_commits(j->store);
+                int rc = jstore_put(j->store, m, at, lim, &dup, &bs, &sb, err, sizeof err);
+                if (jstore_commits(j->store) != gen) /* everything before m is durable */
+                    *mk = (struct mark){.b = b, .i = i, .t = *t, .stored = b->stored,
+                                        .duplicates = b->duplicates, .failed = b->failed};
+                if (rc == 0) {
                     if (dup) {
                         b->duplicates++;
                     } else {
@@ -148,14 +174,15 @@ static void process(struct jnl *j, struct jnl_batch *g)
     uint64_t t0 = mono_ns();
     int rc = -EIO;
     struct tally t = {0};
+    struct mark mk = {0};
     bool careful = false;
     for (int attempt = 0; attempt < COMMIT_TRIES; attempt++) {
-        if (put_group(j, g, &lim, retention, careful, &t) < 0) {
+        if (put_group(j, g, &lim, retention, careful, &mk, &t) < 0) {
             /* A message the store refused: redo the group carefully, which finds it (a failed
              * import) and keeps the others; a careful pass never gives up. */
             jstore_rollback(j->store);
             careful = true;
-            put_group(j, g, &lim, retention, true, &t);
+            put_group(j, g, &lim, retention, true, &mk, &t);
         }
         rc = jstore_commit(j->store);
         if (rc == 0)

@@ -462,6 +462,259 @@ static void test_store_refusal(void **state)
     uv_loop_close(&loop);
 }
 
+/* A group that touches more partitions than the store keeps open commits the least recently
+ * used one in the middle (to make room). When a later message of the group is refused, the
+ * careful redo starts after what that commit made durable: those messages are counted once
+ * as stored (not again as duplicates) and a failed import before it is not recorded twice. */
+static void test_lru_commit_then_refusal(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int64_t hour = 3600000, now = now_ms();
+    struct jnl *j = open_journal(&loop, 7 * 24 * hour, hour);
+    int64_t old = now - 30 * hour, blocked = old - old % hour;
+    char path[512];
+    snprintf(path, sizeof path, "%s/journal/p-%013lld.db", dir, (long long)blocked);
+    assert_int_equal(mkdir(path, 0700), 0); /* sqlite cannot open a directory */
+    enum { SPREAD = JSTORE_OPEN_MAX + 3, N = SPREAD + 2 };
+    atomic_store(&done_count, 0);
+    struct jnl_batch *b = jnl_batch_new(N);
+    /* 0: a poison message (a failed import before the mid-group commit); 1..SPREAD: one
+     * message per hour, each its own partition (the ninth commits the first eight); then one
+     * in the blocked partition, refused by the store. */
+    for (int i = 0; i < N - 1; i++)
+        fill(&b->msgs[i], i, now - (int64_t)(i + 1) * hour);
+    b->msgs[0].fail_reason = strdup("poison");
+    fill(&b->msgs[N - 1], N - 1, old);
+    b->done = on_done;
+    b->source = "test";
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(1);
+    assert_int_equal(last_status, 0);
+    struct jnl_stats st;
+    jnl_stats(j, &st);
+    assert_int_equal(st.stored, SPREAD);
+    assert_int_equal(st.duplicates, 0);
+    assert_int_equal(st.failed, 2);
+    struct jnl_query q = {.from = -1, .to = -1, .limit = 1000};
+    json_t *r = search(j, &q);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), SPREAD);
+    json_decref(r);
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    assert_int_equal(jnl_q_failed(j, 10, &out), 0);
+    r = json_loads(out.data, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(r, "total")), 2);
+    json_decref(r);
+    buf_release(&out);
+    jnl_stop(j);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j);
+    uv_loop_close(&loop);
+}
+
+/* Searches of format 3 (combos, indexes on (key, rowid, combo)) give what the filters on the
+ * text columns give, page by page, on the same file and against a file of format 2 holding the
+ * same messages (files written before format 3 stay readable): every filter, sort, direction,
+ * time range and page size below, including a type too rare for walking the key's index. */
+static void fill_varied(struct jnl_msg *m, int i, int64_t base)
+{
+    char v[128];
+    snprintf(v, sizeof v, "v-%04d", i);
+    add(m, "NServiceBus.MessageId", v);
+    if (i % 7) {
+        snprintf(v, sizeof v, "%s, Asm", i == 5 || i == 150 || i == 333 ? "Rare" : (char[8]){'T', (char)('0' + i % 9), 0});
+        add(m, "NServiceBus.EnclosedMessageTypes", v);
+    }
+    if (i % 11) {
+        snprintf(v, sizeof v, "%s", i % 3 == 0 ? "X" : i % 3 == 1 ? "S1" : "S2");
+        add(m, "NServiceBus.OriginatingEndpoint", v);
+    }
+    if (i % 17) {
+        snprintf(v, sizeof v, "%s", i % 4 == 1 ? "X" : (char[4]){'R', (char)('0' + i % 4), 0});
+        add(m, "NServiceBus.ProcessingEndpoint", v);
+    }
+    int64_t sent = base + (int64_t)i * 30000;
+    char ts[64];
+    struct tm tm;
+    time_t t;
+    int64_t times[3] = {sent, sent + (i * 37) % 1000, sent + 1000 + (i * 7919) % 50 * 100};
+    static const char *const names[3] = {"NServiceBus.TimeSent", "NServiceBus.ProcessingStarted",
+                                         "NServiceBus.ProcessingEnded"};
+    for (int k = 0; k < 3; k++) {
+        if (k == 0 && i % 19 == 0)
+            continue;
+        t = (time_t)(times[k] / 1000);
+        gmtime_r(&t, &tm);
+        strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+        snprintf(v, sizeof v, "%s:%03d000 Z", ts, (int)(times[k] % 1000));
+        add(m, names[k], v);
+    }
+    jnl_msg_derive(m, base + 4 * 3600000LL); /* the same received_at in both stores */
+}
+
+static struct jnl *open_varied(uv_loop_t *loop, const char *data, int format, int64_t base, int n)
+{
+    struct jnl_config c;
+    assert_int_equal(jnl_config_parse(NULL, NULL, &c), 0);
+    c.disk_floor = 0;
+    c.retention_ms = 7 * 86400000LL;
+    c.partition_ms = 3600000;
+    jstore_test_format(format);
+    struct jnl *j;
+    assert_int_equal(jnl_open(&j, &c, data, loop), 0);
+    int before = atomic_load(&done_count);
+    struct jnl_batch *b = jnl_batch_new((size_t)n);
+    for (int i = 0; i < n; i++)
+        fill_varied(&b->msgs[i], i, base);
+    b->done = on_done;
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(before + 1);
+    assert_int_equal(last_status, 0);
+    jstore_test_format(JSTORE_FORMAT);
+    return j;
+}
+
+/* Every page of q, concatenated; *count the messages. */
+static char *all_pages(struct jnl *j, struct jnl_query q, size_t *count)
+{
+    struct buf acc, out;
+    buf_init(&acc, 64 << 20);
+    buf_init(&out, 16 << 20);
+    char cursor[128] = "";
+    *count = 0;
+    for (int page = 0; page < 1000; page++) {
+        q.cursor = cursor;
+        buf_reset(&out);
+        char err[256];
+        assert_int_equal(jnl_q_search(j, &q, &out, err, sizeof err), 0);
+        buf_append(&acc, out.data, out.len);
+        json_t *r = json_loads(out.data, 0, NULL);
+        assert_non_null(r);
+        *count += json_array_size(json_object_get(r, "messages"));
+        json_t *nx = json_object_get(r, "next");
+        if (json_is_null(nx)) {
+            json_decref(r);
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%s", json_string_value(nx));
+        json_decref(r);
+    }
+    buf_release(&out);
+    char *s = strdup(acc.data);
+    buf_release(&acc);
+    return s;
+}
+
+/* Past its combo limit a partition gives new triples combo 0; a search filtering on endpoint
+ * or type then reads that partition by the text columns, an unfiltered one still by index:
+ * the same pages as the old path either way. */
+static void test_combo_limit(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int64_t hour = 3600000, base = now_ms() - 4 * hour;
+    atomic_store(&done_count, 0);
+    jstore_test_combos_max(5);
+    struct jnl *j = open_varied(&loop, dir, JSTORE_FORMAT, base, 120);
+    jstore_test_combos_max(0);
+    static const char *const eps[] = {NULL, "X", "R2"};
+    static const char *const types[] = {NULL, "T3", "Rare"};
+    for (size_t e = 0; e < 3; e++)
+        for (size_t t = 0; t < 3; t++)
+            for (int so = 0; so < 4; so += 3) {
+                struct jnl_query q = {.endpoint = eps[e], .type = types[t], .sort = (enum jnl_sort)so,
+                                      .limit = 7, .from = -1, .to = -1};
+                size_t na, nb;
+                char *a = all_pages(j, q, &na);
+                jnl_q_test_scan(true);
+                char *b = all_pages(j, q, &nb);
+                jnl_q_test_scan(false);
+                if (strcmp(a, b) != 0)
+                    print_error("endpoint %s type %s sort %d\nindex: %.400s\nscan:  %.400s\n", eps[e] ? eps[e] : "-",
+                                types[t] ? types[t] : "-", so, a, b);
+                assert_string_equal(a, b);
+                free(a);
+                free(b);
+            }
+    /* some messages did get combo 0 */
+    int64_t *parts;
+    size_t np = jstore_list(j->dir, &parts);
+    int64_t zero = 0;
+    for (size_t i = 0; i < np; i++) {
+        sqlite3 *db = jstore_open_ro(j->dir, parts[i]);
+        sqlite3_stmt *st;
+        assert_int_equal(sqlite3_prepare_v2(db, "SELECT n FROM combos WHERE id = 0", -1, &st, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        zero += sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        jstore_close_ro(db);
+    }
+    free(parts);
+    assert_true(zero > 0);
+    jnl_stop(j);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j);
+    uv_loop_close(&loop);
+}
+
+static void test_search_formats(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    enum { N = 400 };
+    int64_t hour = 3600000, base = now_ms() - 4 * hour;
+    char d3[300], d2[300];
+    snprintf(d3, sizeof d3, "%s/f3", dir);
+    snprintf(d2, sizeof d2, "%s/f2", dir);
+    assert_int_equal(mkdir(d3, 0700), 0);
+    assert_int_equal(mkdir(d2, 0700), 0);
+    atomic_store(&done_count, 0);
+    struct jnl *j3 = open_varied(&loop, d3, JSTORE_FORMAT, base, N);
+    struct jnl *j2 = open_varied(&loop, d2, 2, base, N);
+    static const char *const eps[] = {NULL, "X", "R1", "S2", "nowhere"};
+    static const char *const types[] = {NULL, "T3", "Rare"};
+    int nonempty = 0, searches = 0;
+    for (size_t e = 0; e < 5; e++)
+        for (size_t t = 0; t < 3; t++)
+            for (int so = 0; so < 4; so++)
+                for (int asc = 0; asc < 2; asc++)
+                    for (int range = 0; range < 2; range++) {
+                        struct jnl_query q = {.endpoint = eps[e], .type = types[t], .sort = (enum jnl_sort)so,
+                                              .asc = asc, .limit = (e + t + (size_t)so) % 2 ? 1000 : 9,
+                                              .from = range ? base + hour : -1, .to = range ? base + 2 * hour + 1800000 : -1};
+                        size_t n3, ns, n2;
+                        char *a = all_pages(j3, q, &n3);
+                        jnl_q_test_scan(true);
+                        char *b = all_pages(j3, q, &ns);
+                        jnl_q_test_scan(false);
+                        char *c = all_pages(j2, q, &n2);
+                        if (strcmp(a, b) != 0 || strcmp(a, c) != 0)
+                            print_error("endpoint %s type %s sort %d asc %d range %d limit %zu\n3: %.300s\nscan: %.300s\n2: %.300s\n",
+                                        eps[e] ? eps[e] : "-", types[t] ? types[t] : "-", so, asc, range, q.limit, a, b, c);
+                        assert_string_equal(a, b);
+                        assert_string_equal(a, c);
+                        json_t *r = json_loads(a, JSON_DISABLE_EOF_CHECK, NULL);
+                        assert_int_equal(json_integer_value(json_object_get(r, "total")), n3);
+                        json_decref(r);
+                        nonempty += n3 > 0;
+                        searches++;
+                        free(a);
+                        free(b);
+                        free(c);
+                    }
+    assert_true(nonempty >= searches / 3);
+    jnl_stop(j3);
+    jnl_stop(j2);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j3);
+    jnl_free(j2);
+    uv_loop_close(&loop);
+}
+
 /* Headers are stored as (interned name, value) pairs; names past the partition's limit are
  * written out in full; a row of format 1 (JSON text) still reads. */
 static void test_header_names(void **state)
@@ -628,6 +881,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bodies_failed_retention, setup, teardown),
         cmocka_unit_test_setup_teardown(test_breaker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_refusal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lru_commit_then_refusal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_formats, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_combo_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inline_compressed, setup, teardown),
     };
