@@ -176,6 +176,18 @@ static void load(struct alarm_config *c)
     yconf_release(&y);
 }
 
+/* The service on DATA = dir with the alarm above, its point p-1 declared in l (*p). */
+static struct alarms *open_service(uv_loop_t *loop, struct live *l, uint32_t *p)
+{
+    struct pt_meta m = {.type = PT_DOUBLE};
+    *p = live_declare(l, "p-1", &m);
+    struct alarm_config c;
+    load(&c);
+    struct alarms *a;
+    assert_int_equal(alarm_open(&a, &c, dir, loop, l), 0);
+    return a;
+}
+
 static int barrier_status = 1;
 static void on_barrier(void *ud, int status)
 {
@@ -187,12 +199,8 @@ static void test_service_restart(void **state)
 {
     uv_loop_t *loop = uv_default_loop();
     struct live *l = live_new();
-    struct pt_meta m = {.type = PT_DOUBLE};
-    uint32_t p = live_declare(l, "p-1", &m);
-    struct alarm_config c;
-    load(&c);
-    struct alarms *a;
-    assert_int_equal(alarm_open(&a, &c, dir, loop, l), 0);
+    uint32_t p;
+    struct alarms *a = open_service(loop, l, &p);
     live_set_double(l, p, 6, 1764460800000LL); /* 12 > 10 */
     live_flush(l);
     uint32_t ci;
@@ -212,6 +220,7 @@ static void test_service_restart(void **state)
     alarm_free(a);
 
     /* reopen: the state and the deployment come back, without new events */
+    struct alarm_config c;
     load(&c);
     assert_int_equal(alarm_open(&a, &c, dir, loop, l), 0);
     assert_string_equal(alarm_engine_deployment(alarm_engine_of(a)), "Startup");
@@ -445,12 +454,8 @@ static void test_write_retry(void **state)
     }
     uv_loop_t *loop = uv_default_loop();
     struct live *l = live_new();
-    struct pt_meta m = {.type = PT_DOUBLE};
-    uint32_t p = live_declare(l, "p-1", &m);
-    struct alarm_config c;
-    load(&c);
-    struct alarms *a;
-    assert_int_equal(alarm_open(&a, &c, dir, loop, l), 0);
+    uint32_t p;
+    struct alarms *a = open_service(loop, l, &p);
     live_set_double(l, p, 6, now);
     live_flush(l);
     barrier_status = 1;
@@ -517,12 +522,8 @@ static void test_state_replay(void **state)
 
     uv_loop_t *loop = uv_default_loop();
     struct live *l = live_new();
-    struct pt_meta m = {.type = PT_DOUBLE};
-    live_declare(l, "p-1", &m);
-    struct alarm_config c;
-    load(&c);
-    struct alarms *a;
-    assert_int_equal(alarm_open(&a, &c, dir, loop, l), 0);
+    uint32_t p;
+    struct alarms *a = open_service(loop, l, &p);
     assert_string_equal(alarm_engine_deployment(alarm_engine_of(a)), "Startup");
     uint32_t ci;
     assert_int_equal(alarm_engine_lookup(alarm_engine_of(a), "hot/H", &ci, 1), 1);
