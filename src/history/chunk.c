@@ -261,6 +261,16 @@ const uint8_t *chunk_enc_data(const struct chunk_enc *e, size_t *len)
     return e->buf ? e->buf : e->head;
 }
 
+void chunk_enc_prefetch(const struct chunk_enc *e)
+{
+#if defined(__GNUC__)
+    if (e->buf)
+        __builtin_prefetch(e->buf + (e->pos >> 6) * 8, 1);
+#else
+    (void)e;
+#endif
+}
+
 /* Makes room for `need` bytes. */
 static void chunk__grow(struct chunk_enc *e, size_t need)
 {
