@@ -77,11 +77,12 @@ metrics() {
     /^opsd_history_buffer_samples /{b=$2} /^opsd_point_updates_total /{u=$2}
     END {printf "%.0f %.0f %.0f %.0f\n", d, x, b, u}'
 }
-threads() { # name ticks, one line per thread
+threads() { # name ticks runqueue_ns, one line per thread name
   local t
   for t in /proc/$PID/task/*; do
-    awk -v n="$(cat "$t/comm")" '{sub(/.*\) /, ""); print n, $12 + $13}' "$t/stat" 2>/dev/null
-  done | awk '{c[$1] += $2} END {for (k in c) print k, c[k]}' | sort
+    awk -v n="$(cat "$t/comm")" -v w="$(cut -d' ' -f2 "$t/schedstat" 2>/dev/null)" \
+      '{sub(/.*\) /, ""); print n, $12 + $13, w + 0}' "$t/stat" 2>/dev/null
+  done | awk '{c[$1] += $2; w[$1] += $3} END {for (k in c) print k, c[k], w[k]}' | sort
 }
 read -r d0 x0 b0 u0 <<<"$(metrics)"
 threads >"$DIR/t0"
@@ -106,9 +107,11 @@ echo "points $N, window ${dt} s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v d0="$d0" -v d1="$d1" -v u0="$u0" -v u1="$u1" -v x0="$x0" -v x1="$x1" -v dt="$dt" -v b="$b1" -v bm="$bmax" -v r="$rss" 'BEGIN {
   printf "durable %.0f samples/s (point updates %.0f/s), dropped %.0f in the window (%.0f since start), buffer %s at the end (max %s), RSS %.0f MB\n",
     (d1 - d0) / dt, (u1 - u0) / dt, x1 - x0, x1, b, bm, r / 1024 }'
-echo "thread            CPU s per M samples   % of a core"
-join -a 2 -e 0 -o 0,1.2,2.2 "$DIR/t0" "$DIR/t1" | awk -v tck="$TCK" -v s="$(awk -v a="$d0" -v b="$d1" 'BEGIN{print (b - a) / 1e6}')" -v dt="$dt" '
-  { c = ($3 - $2) / tck; tot += c; printf "%-17s %10.3f %17.1f\n", $1, (s > 0 ? c / s : 0), 100 * c / dt }
+# waiting to run: time runnable but not on a CPU (schedstat), the share of the machine's CPUs
+# that other processes took from the thread
+echo "thread            CPU s per M samples   % of a core   % of the window waiting to run"
+join -a 2 -e 0 -o 0,1.2,1.3,2.2,2.3 "$DIR/t0" "$DIR/t1" | awk -v tck="$TCK" -v s="$(awk -v a="$d0" -v b="$d1" 'BEGIN{print (b - a) / 1e6}')" -v dt="$dt" '
+  { c = ($4 - $2) / tck; tot += c; printf "%-17s %10.3f %17.1f %17.1f\n", $1, (s > 0 ? c / s : 0), 100 * c / dt, 100 * ($5 - $3) / 1e9 / dt }
   END { printf "%-17s %10.3f %17.1f\n", "total", (s > 0 ? tot / s : 0), 100 * tot / dt }'
 if [ "$PERF" != 0 ] && [ -s "$DIR/perf.data" ]; then
   perf report -i "$DIR/perf.data" --no-children --sort comm,symbol -g none --percent-limit 1 --stdio 2>/dev/null |
