@@ -79,7 +79,7 @@ struct hpending {
     int64_t t_first, t_last;
     uint32_t count;
     size_t len;
-    uint8_t data[];
+    uint8_t *data;               /* the encoder's buffer, taken over (chunk_enc_take) */
 };
 
 /* A series, as the writer knows it (by name). */

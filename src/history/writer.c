@@ -67,23 +67,26 @@ static void pending_add(struct hseries *s, struct chunk_enc *e)
 {
     if (chunk_enc_count(e) == 0)
         return;
-    size_t len;
-    const uint8_t *data = chunk_enc_data(e, &len);
-    struct hpending *p = xmalloc(sizeof *p + len);
+    struct hpending *p = xmalloc(sizeof *p);
     p->next = NULL;
     p->type = s->type;
     p->t_first = chunk_enc_first(e);
     p->t_last = chunk_enc_last(e);
     p->count = chunk_enc_count(e);
-    p->len = len;
-    memcpy(p->data, data, len);
+    /* The encoder's buffer changes hands, no copy (a partition end closes a chunk of every
+     * series at once: millions of allocations and copies fewer). The encoder is empty again. */
+    p->data = chunk_enc_take(e, &p->len);
     if (s->pending_tail)
         s->pending_tail->next = p;
     else
         s->pending = p;
     s->pending_tail = p;
-    chunk_enc_release(e);
-    chunk_enc_init(e, s->type);
+}
+
+static void pending_free(struct hpending *p)
+{
+    free(p->data);
+    free(p);
 }
 
 static struct hseries *series_get(struct hist *h, const char *name, size_t len, enum pt_type type)
@@ -592,7 +595,7 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
         s->pending = p->next;
         if (!s->pending)
             s->pending_tail = NULL;
-        free(p);
+        pending_free(p);
     }
     pthread_mutex_unlock(&h->series_lock);
     return 0;
@@ -1012,7 +1015,7 @@ void hist__writer_stop(struct hist *h)
         struct hpending *p = s->pending;
         while (p) {
             struct hpending *next = p->next;
-            free(p);
+            pending_free(p);
             p = next;
         }
         free(s->name);
