@@ -261,6 +261,26 @@ const uint8_t *chunk_enc_data(const struct chunk_enc *e, size_t *len)
     return e->buf ? e->buf : e->head;
 }
 
+uint8_t *chunk_enc_take(struct chunk_enc *e, size_t *len)
+{
+    uint8_t *b = e->count ? e->buf : NULL;
+    *len = b ? (size_t)((e->pos + 7) >> 3) : 0;
+    if (!b)
+        free(e->buf);
+    chunk_enc_init(e, (enum pt_type)e->type);
+    return b;
+}
+
+void chunk_enc_prefetch(const struct chunk_enc *e)
+{
+#if defined(__GNUC__)
+    if (e->buf)
+        __builtin_prefetch(e->buf + (e->pos >> 6) * 8, 1);
+#else
+    (void)e;
+#endif
+}
+
 /* Makes room for `need` bytes. */
 static void chunk__grow(struct chunk_enc *e, size_t need)
 {

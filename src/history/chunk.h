@@ -98,6 +98,13 @@ int64_t chunk_enc_last(const struct chunk_enc *e);
  * chunk is its 2-byte header. */
 const uint8_t *chunk_enc_data(const struct chunk_enc *e, size_t *len);
 
+/* Hands the encoded bytes (chunk_enc_data's) over to the caller, who frees them with free(),
+ * and leaves the encoder empty (same type) as chunk_enc_release() does. *len gets their
+ * length. NULL (and 0) when the chunk has no sample. */
+uint8_t *chunk_enc_take(struct chunk_enc *e, size_t *len);
+/* A hint, no effect on the content: asks the CPU for the memory that the next chunk_enc_add()
+ * writes, so that a caller about to add to many chunks can have their cache misses overlap. */
+void chunk_enc_prefetch(const struct chunk_enc *e);
 /* Frees the buffer; the encoder is then empty again (same type) and may be reused or
  * released again. */
 void chunk_enc_release(struct chunk_enc *e);

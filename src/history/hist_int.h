@@ -79,12 +79,13 @@ struct hpending {
     int64_t t_first, t_last;
     uint32_t count;
     size_t len;
-    uint8_t data[];
+    uint8_t *data;               /* the encoder's buffer, taken over (chunk_enc_take) */
 };
 
 /* A series, as the writer knows it (by name). */
 struct hseries {
     char *name;
+    size_t name_len;
     uint64_t hash;
     enum pt_type type;
     struct chunk_enc open;       /* in time order */
@@ -150,6 +151,7 @@ struct hist {
     uint32_t by_idx_cap;
     int64_t next_checkpoint;
     int64_t partition_ms;
+    int64_t part_lo, part_hi;            /* the last partition series_add saw: [lo, hi) */
     int64_t commit_interval_ms;
     uint32_t carry_gen;                  /* replay: carries seen */
     bool carry_open;                     /* replay: the records of a carry are being read */
@@ -157,6 +159,8 @@ struct hist {
     uint64_t carry_bytes;                /* its size */
     uint64_t wal_after_carry;            /* wal_bytes() right after it */
     int64_t carry_ms;                    /* when it was written */
+    int64_t closed_part;                 /* close_ended: the partition of its last full pass */
+    int64_t oldest_new;                  /* the first time of the oldest chunk started since */
     struct buf closed_rec;               /* kind 3 record being built by close_ended */
     uint32_t nclosed;
 
@@ -196,18 +200,31 @@ static inline void hput_u64(struct buf *b, uint64_t v)
     hput_u32(b, (uint32_t)(v >> 32));
 }
 
-/* Appends the LEB128 varint of the zigzag of d. */
-static inline void hput_zz(struct buf *b, uint64_t d)
+/* Writes the LEB128 varint of the zigzag of d at x (room for 10 bytes); returns its length. */
+static inline size_t hzz_at(uint8_t *x, uint64_t d)
 {
     uint64_t z = (d << 1) ^ (uint64_t)((int64_t)d >> 63);
-    uint8_t x[10];
     size_t n = 0;
     while (z >= 0x80) {
         x[n++] = (uint8_t)(z | 0x80);
         z >>= 7;
     }
     x[n++] = (uint8_t)z;
-    buf_append(b, x, n);
+    return n;
+}
+
+/* Writes v little endian at x (8 bytes). */
+static inline void hu64_at(uint8_t *x, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        x[i] = (uint8_t)(v >> 8 * i);
+}
+
+/* Appends the LEB128 varint of the zigzag of d. */
+static inline void hput_zz(struct buf *b, uint64_t d)
+{
+    uint8_t x[10];
+    buf_append(b, x, hzz_at(x, d));
 }
 
 /* A bounded reader over a record: every get fails (and stays failed) past the end. */

@@ -258,29 +258,44 @@ static void put_sample(struct hist *h, uint32_t idx, int64_t ts, const struct pt
         b->n++;
         p->announced = 1;
     }
-    hput_u8(&b->rec, (uint8_t)(HTAG_PACKED | (unsigned)q << 4));
-    hput_zz(&b->rec, (uint64_t)idx - b->last_idx);
-    hput_zz(&b->rec, (uint64_t)ts - (uint64_t)b->last_ts);
+    /* Tag, idx and ts differences and a fixed-size value (29 bytes at most) are written in
+     * place after one reserve (this runs for every recorded sample, millions a second). */
+    if (buf_reserve(&b->rec, 32) < 0)
+        return; /* cannot happen: a batch is sealed far below its cap (batch_cur) */
+    uint8_t *x = (uint8_t *)b->rec.data + b->rec.len;
+    size_t k = 0;
+    x[k++] = (uint8_t)(HTAG_PACKED | (unsigned)q << 4);
+    k += hzz_at(x + k, (uint64_t)idx - b->last_idx);
+    k += hzz_at(x + k, (uint64_t)ts - (uint64_t)b->last_ts);
     b->last_idx = idx;
     b->last_ts = ts;
     switch (v->type) {
     case PT_DOUBLE: {
         uint64_t bits;
         memcpy(&bits, &v->u.d, 8);
-        hput_u64(&b->rec, bits);
+        hu64_at(x + k, bits);
+        k += 8;
         break;
     }
-    case PT_INT: hput_u64(&b->rec, (uint64_t)v->u.i); break;
-    case PT_BOOL: hput_u8(&b->rec, v->u.b ? 1 : 0); break;
+    case PT_INT:
+        hu64_at(x + k, (uint64_t)v->u.i);
+        k += 8;
+        break;
+    case PT_BOOL: x[k++] = v->u.b ? 1 : 0; break;
     case PT_STRING: {
         size_t len = strlen(v->u.s);
         if (len > LIVE_STRING_MAX)
             len = LIVE_STRING_MAX;
-        hput_u16(&b->rec, (uint16_t)len);
+        x[k++] = (uint8_t)len;
+        x[k++] = (uint8_t)(len >> 8);
+        b->rec.len += k;
+        k = 0;
         buf_append(&b->rec, v->u.s, len);
         break;
     }
     }
+    b->rec.len += k;
+    b->rec.data[b->rec.len] = '\0'; /* struct buf keeps its data NUL-terminated */
     b->n++;
     b->samples++;
     h->st.recorded++;
@@ -327,13 +342,14 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
             continue;
         struct hpoint *p = &h->pts[idx];
         const struct hist_rule *r = &h->cfg.rules[p->rule];
-        struct pt_view v;
-        live_view(l, idx, &v);
-        if (!v.has_value || (p->has_last && v.ts <= p->last_ts))
+        struct pt_value v;
+        int64_t ts;
+        enum pt_quality q;
+        if (!live_sample(l, idx, &v, &ts, &q) || (p->has_last && ts <= p->last_ts))
             continue; /* no value, or recorded already (hist_record) */
         if (r->mode == REC_INTERVAL)
             continue; /* the interval timer samples it */
-        double x = numeric(&v.value);
+        double x = numeric(&v);
         if (r->mode == REC_DEADBAND && p->has_last && isfinite(x) && fabs(x - p->last_v) <= r->deadband)
             continue;
         if (room == 0) {
@@ -342,9 +358,9 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
             continue;
         }
         room--;
-        put_sample(h, idx, v.ts, &v.value, v.quality);
+        put_sample(h, idx, ts, &v, q);
         p->has_last = 1;
-        p->last_ts = v.ts;
+        p->last_ts = ts;
         p->last_v = x;
     }
     if (full) {

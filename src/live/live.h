@@ -91,6 +91,11 @@ uint32_t live_find(const struct live *l, const char *name);
 uint32_t live_findn(const struct live *l, const char *name, size_t len);
 bool live_valid_name(const char *name, size_t len);
 int live_view(const struct live *l, uint32_t idx, struct pt_view *out);
+/* The value, time and quality of a point, without the rest of live_view (a recorder's read of
+ * every changed point). Returns false when the point has no value. A string is borrowed like
+ * live_view's. */
+bool live_sample(const struct live *l, uint32_t idx, struct pt_value *v, int64_t *ts,
+                 enum pt_quality *q);
 const char *live_name(const struct live *l, uint32_t idx);
 enum pt_type live_type(const struct live *l, uint32_t idx);
 void live_stats(const struct live *l, struct live_stats *out);

@@ -282,6 +282,26 @@ int live_view(const struct live *l, uint32_t idx, struct pt_view *out)
     return 0;
 }
 
+bool live_sample(const struct live *l, uint32_t idx, struct pt_value *v, int64_t *ts,
+                 enum pt_quality *q)
+{
+    if (idx >= l->n)
+        return false;
+    const struct point *p = &l->pts[idx];
+    if (!(p->flags & PF_HAS_VALUE))
+        return false;
+    v->type = (enum pt_type)p->type;
+    switch (p->type) {
+    case PT_DOUBLE: v->u.d = p->v.d; break;
+    case PT_INT: v->u.i = p->v.i; break;
+    case PT_BOOL: v->u.b = p->v.b; break;
+    default: v->u.s = p->v.s ? p->v.s : ""; break;
+    }
+    *ts = p->ts;
+    *q = (enum pt_quality)p->quality;
+    return true;
+}
+
 const char *live_name(const struct live *l, uint32_t idx) { return l->pts[idx].name; }
 enum pt_type live_type(const struct live *l, uint32_t idx) { return (enum pt_type)l->pts[idx].type; }
 

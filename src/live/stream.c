@@ -118,6 +118,9 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
 {
     struct live_stream *s = ud;
     int64_t now = -1;
+    if (s->st.subs == 0)
+        return; /* nothing to fan out to: do not touch every changed point (a recording
+                 * simulator changes millions a second) */
     for (size_t i = 0; i < n; i++) {
         struct point *p = &l->pts[changed[i]];
         for (uint32_t r = 0; r < p->nsubs; r++) {

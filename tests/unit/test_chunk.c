@@ -236,6 +236,40 @@ static const uint64_t special_bits[] = {
 };
 #define N_SPECIAL (sizeof special_bits / sizeof special_bits[0])
 
+/* chunk_enc_take hands over exactly chunk_enc_data's bytes and leaves an empty encoder of the
+ * same type, which takes a new chunk; an empty encoder hands over nothing. */
+static void take(void **state)
+{
+    (void)state;
+    struct chunk_enc e;
+    chunk_enc_init(&e, PT_DOUBLE);
+    size_t len = 99;
+    assert_null(chunk_enc_take(&e, &len));
+    assert_int_equal(len, 0);
+    struct sample s[60];
+    for (size_t i = 0; i < 60; i++)
+        s[i] = dbl(1700000000000 + 1000 * (int64_t)i, 20 + 0.01 * (double)(i % 7));
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < 60; i++)
+            assert_int_equal(chunk_enc_add(&e, s[i].ts, &s[i].v, s[i].q), 0);
+        size_t dlen;
+        const uint8_t *d = chunk_enc_data(&e, &dlen);
+        uint8_t *want = malloc(dlen);
+        assert_non_null(want);
+        memcpy(want, d, dlen);
+        uint8_t *got = chunk_enc_take(&e, &len);
+        assert_non_null(got);
+        assert_int_equal(len, dlen);
+        assert_memory_equal(got, want, len);
+        assert_decodes(PT_DOUBLE, got, len, s, 60);
+        assert_int_equal(chunk_enc_count(&e), 0);
+        assert_int_equal(chunk_enc_first(&e), 0);
+        free(got);
+        free(want);
+    }
+    chunk_enc_release(&e);
+}
+
 static void double_special_values(void **state)
 {
     (void)state;
@@ -971,6 +1005,7 @@ static void format_bits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(take),
         cmocka_unit_test(double_special_values),
         cmocka_unit_test(double_decimals),
         cmocka_unit_test(double_random_bits),
