@@ -50,7 +50,10 @@
 #   --keep      keep the working directory (logs, configs, timelines) and print its path
 # Environment: OPSD_BIN (another opsd binary), HB_SCALE (e.g. 100000,1000000),
 # HB_CONNS (POST connections, default 4), HB_BATCH (samples per request, default 10000),
-# HB_BUFFER_S (scale: buffer_max in seconds of data, default 20).
+# HB_BUFFER_S (scale: buffer_max in seconds of data, default 20), HB_SC_RETENTION and
+# HB_SC_PARTITION (scale: default 2m and 1m), HB_SC_DUR and HB_SC_WIN (scale: seconds per
+# step and of its window at the end; the window should start after the first partition drop,
+# i.e. after retention + partition).
 # Traffic stays on 127.0.0.1. Every process started here is stopped on exit.
 set -euo pipefail
 
@@ -94,6 +97,8 @@ else
   T1_WARM=10; T1_WIN=60
 fi
 SCALE=${HB_SCALE:-$SC_DEFAULT}
+SC_RET=${HB_SC_RETENTION:-2m}; SC_PART=${HB_SC_PARTITION:-1m}   # the scale steps' history settings
+SC_DUR=${HB_SC_DUR:-$SC_DUR}; SC_WIN=${HB_SC_WIN:-$SC_WIN}
 CONNS=${HB_CONNS:-4}
 BUF_S=${HB_BUFFER_S:-20}
 BATCH=${HB_BATCH:-10000}
@@ -378,7 +383,7 @@ if want scale; then
     last=$((np - 1)); digits=${#last}; [ "$digits" -lt 5 ] && digits=5
     lo=$(printf "%0${digits}d" 0); hi=$(printf "%0${digits}d" "$last")
     bufmax=$((BUF_S * np)); [ "$bufmax" -lt 4194304 ] && bufmax=4194304   # room for BUF_S s of data
-    log "scale: $np simulated points at 1 s, retention 2m (partitions of 1m), $SC_DUR s"
+    log "scale: $np simulated points at 1 s, retention $SC_RET (partitions of $SC_PART), $SC_DUR s"
     if ! start_opsd "scale-$np" 600 <<EOF
 drivers:
   - type: simulator
@@ -386,8 +391,8 @@ drivers:
     points:
       - {name: "p-{$lo..$hi}", type: double, pattern: sine, period: 1s, resolution: 0.01}
 history:
-  retention: 2m
-  partition: 1m
+  retention: $SC_RET
+  partition: $SC_PART
   buffer_max: $bufmax
   record:
     - {match: "p-*", mode: on_change}
