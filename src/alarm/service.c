@@ -109,21 +109,24 @@ static void flush_state(struct alarms *a, int64_t *retry_at)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* Waits on the queue's condition for at most ms (writer thread, mu held). Returns
+ * pthread_cond_timedwait's result: ETIMEDOUT when nothing signalled it. */
+static int timed_wait(struct alarms *a, int64_t ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t); /* the condition's clock (alarm_open) */
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    return pthread_cond_timedwait(&a->cv, &a->mu, &t);
+}
+
 /* Waits until `until` (now_ms) or stop, whichever comes first (writer thread, mu held). */
 static void wait_until(struct alarms *a, int64_t until)
 {
-    while (!a->stop) {
-        int64_t left = until - now_ms();
-        if (left <= 0)
-            return;
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        t.tv_sec += left / 1000;
-        t.tv_nsec += (left % 1000) * 1000000L;
-        t.tv_sec += t.tv_nsec / 1000000000L;
-        t.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&a->cv, &a->mu, &t);
-    }
+    for (int64_t left; !a->stop && (left = until - now_ms()) > 0;)
+        timed_wait(a, left);
 }
 
 /* Writes a batch; what fails (a full disk, an I/O error) is retried with back-off until it
@@ -195,12 +198,7 @@ static void *writer_main(void *arg)
                 pthread_cond_wait(&a->cv, &a->mu);
                 continue;
             }
-            struct timespec until;
-            clock_gettime(CLOCK_MONOTONIC, &until);
-            until.tv_nsec += STATE_IDLE_MS * 1000000L;
-            until.tv_sec += until.tv_nsec / 1000000000L;
-            until.tv_nsec %= 1000000000L;
-            idle = pthread_cond_timedwait(&a->cv, &a->mu, &until) == ETIMEDOUT && !a->count;
+            idle = timed_wait(a, STATE_IDLE_MS) == ETIMEDOUT && !a->count;
         }
         if (!a->count) {
             pthread_mutex_unlock(&a->mu);
