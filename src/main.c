@@ -449,6 +449,7 @@ int main(int argc, char **argv)
     /* Before any SQLite use: no global memory statistics, which take a mutex per allocation
      * (every module's writer thread allocates on each row). */
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    mem_tune();
     struct daemon d;
     memset(&d, 0, sizeof d);
     const char *config = NULL;

@@ -1,6 +1,7 @@
 /* mem.c - allocation wrappers that abort on out-of-memory (see mem.h). */
 #include "core/mem.h"
 
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,4 +55,12 @@ char *mem__strndup(const char *s, size_t n, const char *file, int line)
     memcpy(d, s, n);
     d[n] = '\0';
     return d;
+}
+
+void mem_tune(void)
+{
+#ifdef M_MMAP_THRESHOLD
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
 }
