@@ -73,6 +73,63 @@ static bool refuse(struct http_req *r, int rc)
     return true;
 }
 
+/* A POST's body is read, derived, hashed and compressed on libuv's worker pool: for bodies
+ * of tens of KB that is most of the work, it then runs on several cores, and each body is
+ * still in the cache of the core that decoded it when it is hashed and compressed. */
+struct post_work {
+    uv_work_t work;
+    struct rest_deferred *d;
+    struct jnl *j;
+    struct buf raw;             /* the request body, taken from the request */
+    struct jnl_batch *b;
+    const char *code;
+    char err[1024];
+};
+
+static void post_parse(uv_work_t *w)
+{
+    struct post_work *x = w->data;
+    /* The fast reader takes the usual shape; the general one answers everything else. */
+    x->b = messages_parse_fast(x->raw.data, x->raw.len);
+    if (!x->b)
+        x->b = messages_parse_json(x->raw.data, x->raw.len, &x->code, x->err, sizeof x->err);
+    buf_release(&x->raw);
+    if (!x->b)
+        return;
+    int64_t now = now_ms();
+    for (size_t i = 0; i < x->b->n; i++)
+        jnl_msg_derive(&x->b->msgs[i], now);
+    jnl_prepare(x->j, x->b);
+}
+
+static void post_parsed(uv_work_t *w, int status)
+{
+    (void)status;
+    struct post_work *x = w->data;
+    struct rest_deferred *d = x->d;
+    struct http_req *r = d->req;
+    struct jnl_batch *b = x->b;
+    if (!r || !b || refuse(r, jnl_accepting(x->j, b->n))) {
+        if (r && !b)
+            rest_error(r, 400, x->code, "%s", x->err);
+        jnl_batch_free(b);
+        rest_complete(d);
+        free(x);
+        return;
+    }
+    b->on_loop = true;
+    b->source = "http";
+    b->done = post_done;
+    b->ud = d;
+    int rc = jnl_submit(x->j, b);
+    if (rc < 0) {
+        refuse(r, rc);
+        jnl_batch_free(b);
+        rest_complete(d);
+    }
+    free(x);
+}
+
 static void post_messages(struct http_req *r)
 {
     struct jnl *j = the_jnl(r->api);
@@ -80,35 +137,15 @@ static void post_messages(struct http_req *r)
         rest_error(r, 403, "forbidden", "this needs the operator role; the token has %s", api_role_name(r->role));
         return;
     }
-    /* The fast reader takes the usual shape; the general one answers everything else. */
-    struct jnl_batch *b = messages_parse_fast(r->body.data, r->body.len);
-    if (!b) {
-        const char *code;
-        char err[1024];
-        b = messages_parse_json(r->body.data, r->body.len, &code, err, sizeof err);
-        if (!b) {
-            rest_error(r, 400, code, "%s", err);
-            return;
-        }
-    }
-    if (refuse(r, jnl_accepting(j, b->n))) {
-        jnl_batch_free(b);
+    if (refuse(r, jnl_accepting(j, 1)))
         return;
-    }
-    int64_t now = now_ms();
-    for (size_t i = 0; i < b->n; i++)
-        jnl_msg_derive(&b->msgs[i], now);
-    b->on_loop = true;
-    b->source = "http";
-    b->done = post_done;
-    b->ud = rest_defer(r);
-    int rc = jnl_submit(j, b);
-    if (rc < 0) {
-        struct rest_deferred *d = b->ud;
-        refuse(r, rc);
-        jnl_batch_free(b);
-        rest_complete(d);
-    }
+    struct post_work *x = xzalloc(sizeof *x);
+    x->j = j;
+    x->raw = r->body;
+    buf_init(&r->body, r->body.max);
+    x->work.data = x;
+    x->d = rest_defer(r);
+    uv_queue_work(r->api->loop, &x->work, post_parse, post_parsed);
 }
 
 /* ---- reads on the worker pool ---- */

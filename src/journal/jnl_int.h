@@ -18,9 +18,17 @@ struct jnl {
     struct jstore *store;
     uv_thread_t writer;
     uv_mutex_t lock;               /* queue, cfg limits, done list */
-    uv_cond_t wake;
+    uv_cond_t wake;                /* the writer: the queue's head is prepared, or stopping */
     struct jnl_batch *q_head, *q_tail;
     uint64_t q_msgs;
+    /* prep threads: hash and compress bodies of queued batches, in parallel, before the
+     * writer takes them (in order: the writer waits for the head) */
+    uv_cond_t prep_wake;
+    struct jnl_batch *q_prep;      /* the first queued batch no prep thread has taken */
+    uv_thread_t *preps;
+    int npreps;
+    struct jstore_packer *packers[8]; /* spare ones for jnl_prepare (under lock) */
+    int npackers;
     bool stopping;
     /* completed batches for the loop thread */
     uv_async_t async;

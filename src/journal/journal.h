@@ -98,7 +98,10 @@ struct jnl_msg {
     int64_t received_at;        /* when the journal got it */
     int64_t processing_ms, critical_ms, delivery_ms;
     bool is_system;
-    char body_hash[65];         /* SHA-256 of the body, hex */
+    /* prepared (jstore_prepare, on a journal's prep thread; else by jstore_put itself) */
+    char body_hash[65];         /* SHA-256 of the body, hex; "" until prepared */
+    unsigned char *zbody;       /* the body as one zstd frame, when it is to be kept compressed */
+    size_t zlen;
 };
 
 /* Appends a header (copies name and value, value_len bytes, may hold any byte: checked by
@@ -147,6 +150,7 @@ struct jnl_batch {
     void *ud;
     size_t stored, duplicates, failed;   /* filled before done() */
     int status;                          /* the journal's */
+    bool prepared;                       /* the journal's: bodies hashed and compressed */
     struct jnl_batch *next;              /* the journal's */
 };
 
@@ -187,6 +191,11 @@ void jnl_metrics_text(struct jnl *j, struct buf *out);
 /* Why ingestion is refused now: 0 accepting, -ENOSPC below the disk floor, -EBUSY the circuit
  * breaker is open, -EAGAIN the queue is full (for n more), -ESHUTDOWN stopping. */
 int jnl_accepting(struct jnl *j, size_t n);
+/* Hashes and compresses b's bodies as the writer will store them (what the journal's prep
+ * threads do with a batch submitted unprepared), on the calling thread, and marks b
+ * prepared: for a producer on a worker thread, where the bodies it just decoded are still
+ * in the cache. Any thread. */
+void jnl_prepare(struct jnl *j, struct jnl_batch *b);
 /* Hands b over (see struct jnl_batch). Derives nothing: call jnl_msg_derive first. Returns 0,
  * or the jnl_accepting code with b still the caller's. */
 int jnl_submit(struct jnl *j, struct jnl_batch *b);

@@ -39,6 +39,14 @@ void jstore_close(struct jstore *s);
  * stays usable; otherwise part of the message may be in it: roll back (jstore_rollback). */
 int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const struct jstore_limits *lim,
                bool *dup, int *body_state, size_t *stored_bytes, char *err, size_t errlen);
+/* Hashing and compressing a body, the costly part of storing a large one, can be done
+ * before jstore_put on other threads (the journal's prep threads), one packer each:
+ * jstore_prepare fills m's body_hash and, when lim says the body is kept compressed, zbody.
+ * jstore_put does what was not done (a message never prepared, or limits changed since). */
+struct jstore_packer;
+struct jstore_packer *jstore_packer_new(void);
+void jstore_packer_free(struct jstore_packer *pk);
+void jstore_prepare(struct jstore_packer *pk, struct jnl_msg *m, const struct jstore_limits *lim);
 /* Careful mode: a savepoint around each message, so that one the store refuses undoes only
  * itself. It costs a flush of the full-text index's pending terms per message (FTS5 writes
  * them out at every savepoint), so the writer uses it only to redo a group that failed. */

@@ -416,7 +416,6 @@ void jnl_msg_derive(struct jnl_msg *m, int64_t received_ms)
     for (size_t i = 0; m->type && i < ARRAY_LEN(sys_prefixes); i++)
         if (strncmp(m->type, sys_prefixes[i], strlen(sys_prefixes[i])) == 0)
             m->is_system = true;
-    jnl_sha256_hex(m->body ? (const void *)m->body : "", m->body_len, m->body_hash);
 }
 
 void jnl_msg_release(struct jnl_msg *m)
@@ -428,6 +427,7 @@ void jnl_msg_release(struct jnl_msg *m)
     }
     free(m->h);
     free(m->body);
+    free(m->zbody);
     free(m->fail_reason);
     clear_derived(m);
     memset(m, 0, sizeof *m);

@@ -1,8 +1,12 @@
 /* writer.c - the journal object and its writer thread: group commit, guards, retention.
  *
  * Producers (REST on the loop, AMQP consumer threads) hand whole batches to jnl_submit,
- * which queues them under the lock (bounded: queue_max messages). The writer thread:
- *   1. waits for batches (or one second: housekeeping); takes every batch queued so far
+ * which queues them under the lock (bounded: queue_max messages). Prep threads (one per
+ * CPU, at most 4) take the queued batches in turn and hash and compress their bodies
+ * (jstore_prepare): for bodies of tens of KB that is most of the work, and it runs in
+ * parallel. The writer thread:
+ *   1. waits for batches (or one second: housekeeping); takes every prepared batch at the
+ *      head of the queue (so batches are stored in the order they were submitted)
  *   2. puts each message into its partition (one open transaction per touched file), a
  *      message marked failed (or one the store refuses) into failed.db with its reason
  *   3. commits every touched file (fsync): the whole group is durable at once, so the cost
@@ -28,13 +32,19 @@
 
 #define COMMIT_TRIES 3
 
-static void limits_of(struct jnl *j, struct jstore_limits *l, int64_t *retention)
+/* The limits in the configuration; j->lock held. */
+static void limits_locked(struct jnl *j, struct jstore_limits *l)
 {
-    uv_mutex_lock(&j->lock);
     l->inline_max = j->cfg.inline_max;
     l->compress_min = j->cfg.compress_min;
     l->body_max = j->cfg.body_max;
     l->search_body_max = j->cfg.search_body_max;
+}
+
+static void limits_of(struct jnl *j, struct jstore_limits *l, int64_t *retention)
+{
+    uv_mutex_lock(&j->lock);
+    limits_locked(j, l);
     *retention = j->cfg.retention_ms;
     uv_mutex_unlock(&j->lock);
 }
@@ -249,6 +259,76 @@ static void housekeeping(struct jnl *j)
     atomic_store(&j->failed_pending, nf);
 }
 
+static void prep_main(void *arg)
+{
+    struct jnl *j = arg;
+    pthread_setname_np(pthread_self(), "jnl-prep");
+    struct jstore_packer *pk = jstore_packer_new();
+    uv_mutex_lock(&j->lock);
+    for (;;) {
+        while (!j->q_prep && !j->stopping)
+            uv_cond_wait(&j->prep_wake, &j->lock);
+        struct jnl_batch *b = j->q_prep;
+        if (!b)
+            break; /* stopping, and every queued batch taken */
+        j->q_prep = b->next;
+        struct jstore_limits lim;
+        limits_locked(j, &lim);
+        uv_mutex_unlock(&j->lock);
+        for (size_t i = 0; i < b->n; i++)
+            if (!b->msgs[i].fail_reason)
+                jstore_prepare(pk, &b->msgs[i], &lim);
+        uv_mutex_lock(&j->lock);
+        b->prepared = true;
+        if (b == j->q_head)
+            uv_cond_signal(&j->wake);
+    }
+    uv_mutex_unlock(&j->lock);
+    jstore_packer_free(pk);
+}
+
+void jnl_prepare(struct jnl *j, struct jnl_batch *b)
+{
+    struct jstore_limits lim;
+    uv_mutex_lock(&j->lock);
+    limits_locked(j, &lim);
+    struct jstore_packer *pk = j->npackers ? j->packers[--j->npackers] : NULL;
+    uv_mutex_unlock(&j->lock);
+    if (!pk)
+        pk = jstore_packer_new();
+    for (size_t i = 0; i < b->n; i++)
+        if (!b->msgs[i].fail_reason)
+            jstore_prepare(pk, &b->msgs[i], &lim);
+    b->prepared = true;
+    uv_mutex_lock(&j->lock);
+    if (j->npackers < (int)ARRAY_LEN(j->packers)) {
+        j->packers[j->npackers++] = pk;
+        pk = NULL;
+    }
+    uv_mutex_unlock(&j->lock);
+    jstore_packer_free(pk);
+}
+
+/* Takes the prepared batches at the head of the queue; j->lock held. */
+static struct jnl_batch *take_prepared(struct jnl *j)
+{
+    struct jnl_batch *last = NULL;
+    uint64_t n = 0;
+    for (struct jnl_batch *b = j->q_head; b && b->prepared; b = b->next) {
+        last = b;
+        n += b->n;
+    }
+    if (!last)
+        return NULL;
+    struct jnl_batch *g = j->q_head;
+    j->q_head = last->next;
+    if (!j->q_head)
+        j->q_tail = NULL;
+    last->next = NULL;
+    j->q_msgs -= n;
+    return g;
+}
+
 static void writer_main(void *arg)
 {
     struct jnl *j = arg;
@@ -257,14 +337,12 @@ static void writer_main(void *arg)
     housekeeping(j);
     for (;;) {
         uv_mutex_lock(&j->lock);
-        while (!j->q_head && !j->stopping) {
+        while (!(j->q_head && j->q_head->prepared) && !(j->stopping && !j->q_head)) {
             if (uv_cond_timedwait(&j->wake, &j->lock, 1000000000ULL) == UV_ETIMEDOUT)
                 break;
         }
-        struct jnl_batch *g = j->q_head;
-        j->q_head = j->q_tail = NULL;
-        j->q_msgs = 0;
-        bool stop = j->stopping;
+        struct jnl_batch *g = take_prepared(j);
+        bool stop = j->stopping && !j->q_head;
         uv_mutex_unlock(&j->lock);
         if (g)
             process(j, g);
@@ -314,10 +392,24 @@ int jnl_open(struct jnl **out, const struct jnl_config *cfg, const char *data_di
     }
     uv_mutex_init(&j->lock);
     uv_cond_init(&j->wake);
+    uv_cond_init(&j->prep_wake);
     uv_async_init(loop, &j->async, on_async);
     j->async.data = j;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cpus < 1 ? 1 : cpus > 4 ? 4 : (int)cpus;
+    j->preps = xnew(uv_thread_t, (size_t)want);
+    while (j->npreps < want && uv_thread_create(&j->preps[j->npreps], prep_main, j) == 0)
+        j->npreps++;
+    if (!j->npreps) /* the writer prepares what it stores itself (jstore_put) */
+        log_warn("journal", "cannot start a prep thread: bodies are compressed on the writer thread");
     if (uv_thread_create(&j->writer, writer_main, j) != 0) {
         log_error("journal", "cannot start the writer thread");
+        uv_mutex_lock(&j->lock);
+        j->stopping = true;
+        uv_cond_broadcast(&j->prep_wake);
+        uv_mutex_unlock(&j->lock);
+        for (int i = 0; i < j->npreps; i++)
+            uv_thread_join(&j->preps[i]);
         jstore_close(j->store);
         uv_close((uv_handle_t *)&j->async, NULL);
         /* the handle closes on the next loop run: j is leaked on purpose in this rare case */
@@ -366,7 +458,11 @@ void jnl_stop(struct jnl *j)
     uv_mutex_lock(&j->lock);
     j->stopping = true;
     uv_cond_signal(&j->wake);
+    uv_cond_broadcast(&j->prep_wake);
     uv_mutex_unlock(&j->lock);
+    for (int i = 0; i < j->npreps; i++) /* they prepare every queued batch first */
+        uv_thread_join(&j->preps[i]);
+    j->npreps = 0;
     uv_thread_join(&j->writer);
     on_async(&j->async); /* answer what was completed last */
     uv_close((uv_handle_t *)&j->async, NULL);
@@ -380,6 +476,10 @@ void jnl_free(struct jnl *j)
     jstore_pool_clear(j->dir);
     uv_mutex_destroy(&j->lock);
     uv_cond_destroy(&j->wake);
+    uv_cond_destroy(&j->prep_wake);
+    free(j->preps);
+    for (int i = 0; i < j->npackers; i++)
+        jstore_packer_free(j->packers[i]);
     free(j->consumers);
     free(j->fail_times);
     free(j->dir);
@@ -410,15 +510,22 @@ int jnl_submit(struct jnl *j, struct jnl_batch *b)
         uv_mutex_unlock(&j->lock);
         return rc;
     }
-    size_t n = b->n; /* b belongs to the writer once it is queued: it may be done and freed */
+    size_t n = b->n; /* b belongs to the journal once it is queued: it may be done and freed */
     b->next = NULL;
+    b->prepared = b->prepared || j->npreps == 0;
     if (j->q_tail)
         j->q_tail->next = b;
     else
         j->q_head = b;
     j->q_tail = b;
     j->q_msgs += n;
-    uv_cond_signal(&j->wake);
+    if (b->prepared) {
+        uv_cond_signal(&j->wake);
+    } else {
+        if (!j->q_prep)
+            j->q_prep = b;
+        uv_cond_signal(&j->prep_wake);
+    }
     uv_mutex_unlock(&j->lock);
     atomic_fetch_add(&j->received, n);
     return 0;

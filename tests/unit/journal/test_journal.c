@@ -357,6 +357,82 @@ static void test_bodies_failed_retention(void **state)
 
 /* Too many failed messages in the window open the circuit breaker: ingestion is refused
  * (-EBUSY) until the pause is over. */
+/* Bodies prepared before the writer (jnl_prepare on the producer's thread, jstore_prepare
+ * under other limits, the prep threads) are stored exactly as the writer would store them
+ * itself: the same bytes, the same hash, the same state. */
+static void test_prepared_bodies(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct jnl *j = open_journal(&loop, 3600000LL, 3600000LL);
+    atomic_store(&done_count, 0);
+    enum { N = 4 };
+    size_t sizes[N] = {150, 5000, 5000, 20000};
+    unsigned char *copy[N];
+    struct jnl_batch *b[2] = {jnl_batch_new(2), jnl_batch_new(2)};
+    for (int i = 0; i < N; i++) {
+        struct jnl_msg *m = &b[i / 2]->msgs[i % 2];
+        char id[32];
+        snprintf(id, sizeof id, "prep-%d", i);
+        add(m, "NServiceBus.MessageId", id);
+        m->body = malloc(sizes[i]);
+        for (size_t k = 0; k < sizes[i]; k++)
+            m->body[k] = (unsigned char)(k % 11 == 0 ? 'a' + (k + (size_t)i) % 26 : '.');
+        m->body_len = sizes[i];
+        copy[i] = malloc(sizes[i]);
+        memcpy(copy[i], m->body, sizes[i]);
+        jnl_msg_derive(m, now_ms());
+        assert_string_equal(m->body_hash, ""); /* hashed when prepared, off the loop */
+    }
+    /* batch 0 prepared on this thread: hashes, and a frame for the 5,000-byte body (over
+     * inline_max 200: the body store) */
+    jnl_prepare(j, b[0]);
+    assert_true(b[0]->prepared);
+    assert_int_equal(strlen(b[0]->msgs[0].body_hash), 64);
+    assert_null(b[0]->msgs[0].zbody);
+    assert_non_null(b[0]->msgs[1].zbody);
+    assert_true(b[0]->msgs[1].zlen < 5000);
+    /* batch 1: one message prepared under limits that keep it plain (no frame: the writer
+     * compresses it itself), the other left to the prep threads */
+    struct jstore_packer *pk = jstore_packer_new();
+    struct jstore_limits plain = {.inline_max = 1 << 20, .compress_min = 0, .body_max = 1 << 20};
+    jstore_prepare(pk, &b[1]->msgs[0], &plain);
+    jstore_packer_free(pk);
+    assert_null(b[1]->msgs[0].zbody);
+    assert_int_equal(strlen(b[1]->msgs[0].body_hash), 64);
+    for (int k = 0; k < 2; k++) {
+        b[k]->done = on_done;
+        b[k]->source = "test";
+        assert_int_equal(jnl_submit(j, b[k]), 0);
+    }
+    wait_done(2);
+    assert_int_equal(last_status, 0);
+    const char *states[N] = {"inline", "compressed", "compressed", "not_stored"};
+    for (int i = 0; i < N; i++) {
+        char id[32], h[65];
+        snprintf(id, sizeof id, "prep-%d", i);
+        struct jnl_body jb;
+        assert_int_equal(jnl_q_body(j, id, NULL, &jb), 0);
+        assert_string_equal(jb.state, states[i]);
+        assert_int_equal(jb.len, sizes[i]);
+        if (i < 3)
+            assert_memory_equal(jb.data, copy[i], sizes[i]);
+        jnl_sha256_hex(copy[i], sizes[i], h);
+        assert_string_equal(jb.hash, h);
+        free(jb.data);
+        free(copy[i]);
+    }
+    struct jnl_stats st;
+    jnl_stats(j, &st);
+    assert_int_equal(st.stored, N);
+    assert_int_equal(st.bodies_compressed, 2);
+    jnl_stop(j);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    jnl_free(j);
+    uv_loop_close(&loop);
+}
+
 static void test_breaker(void **state)
 {
     (void)state;
@@ -879,6 +955,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ingest_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bodies_failed_retention, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prepared_bodies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_breaker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_refusal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lru_commit_then_refusal, setup, teardown),
