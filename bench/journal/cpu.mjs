@@ -15,9 +15,10 @@
 // to opsd (BUILD/bench/bench_http_post, -DOPSD_BENCH=ON) or named by BENCH_POST_TOOL: node's
 // fetch spent more CPU per 66 KB message than opsd. Else by fetch, as before.
 // PERF_OUT=FILE: `perf record -g` of opsd during the loads (perf report --comms jnl-writer).
-import { readFileSync, readdirSync, existsSync, openSync, writeSync, closeSync } from 'node:fs';
-import { resolve, join } from 'node:path';
-import { spawn, execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { spawn } from 'node:child_process';
+import { postTool, writeBodies, postFile } from './post_tool.mjs';
 import { workDir, startOpsd, http, freePort } from '../../tests/integration/lib/opsd.mjs';
 import { nsbHeaders } from '../../tests/integration/lib/journal_rabbit.mjs';
 import { finish } from '../../tests/integration/lib/harness.mjs';
@@ -74,9 +75,8 @@ function small(i) {
   h['NServiceBus.ProcessingEnded'] = w(sent + 500 + (i * 104729) % 5000);
   return { headers: h, body: `{"orderId":${i},"item":"widget"}` };
 }
-const POST_TOOL = process.env.BENCH_POST_TOOL || join(process.env.OPSD, '..', 'bench', 'bench_http_post');
-const useTool = existsSync(POST_TOOL);
-console.log(`requests sent by ${useTool ? POST_TOOL : "node's fetch"}`);
+const tool = postTool(process.env.OPSD);
+console.log(`requests sent by ${tool || "node's fetch"}`);
 async function load(n, batch, conc, mk) {
   const pre = [];
   for (let first = 0; first < n; first += batch) {
@@ -85,20 +85,13 @@ async function load(n, batch, conc, mk) {
     pre.push(JSON.stringify({ messages: msgs }));
   }
   let next = 0;
-  const file = join(work.dir, `post-${n}-${batch}.bin`);
-  if (useTool) {
-    const fd = openSync(file, 'w');
-    for (const p of pre) { const b = Buffer.from(p); writeSync(fd, `${b.length}\n`); writeSync(fd, b); }
-    closeSync(fd);
-  }
+  const file = tool ? writeBodies(pre, work.dir) : null;
   const c0 = threadCpu(d.pid);
   const self0 = process.cpuUsage();
   const t0 = Date.now();
   let toolCpu = 0;
-  if (useTool) {
-    const u = new URL(d.url);
-    const out = execFileSync(POST_TOOL, [u.hostname, u.port, '/api/v1/messages', file, String(conc)], { encoding: 'utf8' });
-    toolCpu = JSON.parse(out).client_cpu_s;
+  if (tool) {
+    toolCpu = await postFile(tool, d.url, '/api/v1/messages', file, conc);
     next = pre.length;
   }
   const worker = async () => {

@@ -7,11 +7,14 @@
 // search latencies, the expiry cost per message (retention dropping partitions while
 // ingestion runs) and an RSS soak. Run it with a Release build (-DCMAKE_BUILD_TYPE=Release).
 // Needs tests/integration/node_modules (amqplib) and Debian's rabbitmq-server.
+// The HTTP loads whose bodies are built before the clock starts are sent by bench_http_post
+// (bench/journal/post_tool.mjs) when it is built next to opsd (-DOPSD_BENCH=ON).
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { workDir, startOpsd, http, metrics } from '../../tests/integration/lib/opsd.mjs';
 import { startRabbit, amqp, nsbHeaders } from '../../tests/integration/lib/journal_rabbit.mjs';
 import { finish, sleep } from '../../tests/integration/lib/harness.mjs';
+import { postTool, writeBodies, postFile } from './post_tool.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? Number(args[i + 1]) : dflt; };
@@ -20,6 +23,7 @@ const SOAK_MIN = opt('--soak', 2);
 const AMQP_N = opt('--amqp', 100000);
 const HTTP_N = opt('--http', 200000);
 const ONLY_J3 = args.includes('--only-j3');
+const TOOL = postTool(process.env.OPSD);
 
 const work = workDir('bench_journal');
 const rabbit = await startRabbit(work, { timeoutMs: 120000 });
@@ -125,9 +129,17 @@ async function httpLoad(n, batch, conc, mk, prebuild = false) {
   if (prebuild) for (let first = 0; first < n; first += batch) pre.push(build(first));
   let next = 0;
   let rss = 0;
+  const file = prebuild && TOOL ? writeBodies(pre, work.dir) : null;
   const c0 = cpuSeconds(d.pid);
   const th0 = threadCpu(d.pid);
   const t0 = Date.now();
+  if (file) { // sent from C: node's fetch costs more CPU than opsd at large bodies
+    const timer = setInterval(() => { rss = Math.max(rss, d.rssKiB()); }, 100);
+    await postFile(TOOL, d.url, '/api/v1/messages', file, conc);
+    clearInterval(timer);
+    rss = Math.max(rss, d.rssKiB());
+    next = n;
+  }
   const worker = async () => {
     for (;;) {
       const first = next;
