@@ -4,7 +4,10 @@
 // rate, the store's size, the partitions dropped and the expiry cost per expired message.
 //
 //   node bench/journal/grow.mjs BUILD_DIR [--gb 20] [--kb 10] [--hold-min 12]
-//        [--partition-s 60] [--minutes 15] [--conns 8] [--batch 50] [--every 30]
+//        [--partition-s 60] [--minutes 15] [--conns 8] [--batch 50] [--every 30] [--rate N]
+//
+// With --rate N (messages/s in all) it is the J4 soak: a steady load for --minutes with
+// retention running, RSS printed every --every seconds (e.g. --minutes 60 --every 60).
 //
 // The seed's retentions (30 min, 6 h, 3 days) are scaled down in time, not in rate: the
 // journal keeps 1 h (its shortest retention) and the messages are stamped 60 - --hold-min
@@ -31,6 +34,7 @@ const MINUTES = opt('--minutes', 15);
 const CONNS = opt('--conns', 8);
 const BATCH = opt('--batch', 50);
 const EVERY = opt('--every', 30);
+const RATE = opt('--rate', 0);
 const TOOL = process.env.BENCH_POST_TOOL || join(process.env.OPSD, '..', 'bench', 'bench_http_post');
 
 const work = workDir('bench_journal_grow');
@@ -58,10 +62,11 @@ async function partitions() {
 }
 
 console.log(`J3 grow: ${KB} KB bodies, kept ${HOLD_MIN} min (retention 1 h, stamped ${60 - HOLD_MIN} min ago), partitions of ${PART_S} s, ${MINUTES} min, ` +
-  `${CONNS} connections x ${BATCH} messages per request, target ${GB} GB; load ${loadavg()}`);
+  `${CONNS} connections x ${BATCH} messages per request, ${RATE ? `at most ${RATE} msg/s` : 'as fast as answered'}, ` +
+  `target ${GB} GB; load ${loadavg()}`);
 const u = new URL(d.url);
 const tool = spawn(TOOL, [u.hostname, u.port, '/api/v1/messages', '--gen', String(KB), String(BATCH),
-  String(MINUTES * 60), '1', String(CONNS), String((60 - HOLD_MIN) * 60000)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  String(MINUTES * 60), '1', String(CONNS), String((60 - HOLD_MIN) * 60000), String(RATE)], { stdio: ['ignore', 'pipe', 'inherit'] });
 let toolOut = '';
 tool.stdout.on('data', (b) => { toolOut += b; });
 const toolDone = new Promise((res) => tool.on('exit', res));

@@ -3,7 +3,7 @@
  * kept-alive connections, one thread each, and reports how long they took and its own CPU.
  *
  *   bench_http_post HOST PORT PATH FILE CONNS
- *   bench_http_post HOST PORT PATH --gen KB BATCH SECONDS FIRST CONNS [AGO_MS]
+ *   bench_http_post HOST PORT PATH --gen KB BATCH SECONDS FIRST CONNS [AGO_MS [RATE]]
  *
  * FILE holds the request bodies one after another, each as "<decimal length>\n<bytes>".
  * Each thread takes the next body (in order), sends it with Content-Type application/json,
@@ -13,7 +13,8 @@
  *
  * --gen: no file; for SECONDS, each request is a batch of BATCH new journal messages (ids
  * j-FIRST, j-FIRST+1, ...; NServiceBus headers stamped with the current time less AGO_MS,
- * so that they expire AGO_MS sooner than the journal's retention says; receiving
+ * so that they expire AGO_MS sooner than the journal's retention says; at most RATE messages
+ * per second in all when RATE is given (a soak at a steady load); receiving
  * endpoints cycling over 10 names) with JSON bodies of KB kilobytes (sixteen different ones,
  * sent as JSON strings). For long runs (bench/journal/grow.mjs) that would need GBs of files.
  *
@@ -54,7 +55,9 @@ static atomic_int failed;
 /* --gen */
 static bool gen;
 static int gen_batch;
-static int64_t gen_until_ms, gen_ago_ms;
+static int64_t gen_until_ms, gen_ago_ms, gen_t0_us;
+static double gen_rate;
+static atomic_ullong gen_slot_us; /* with a rate: when the next request may go, from gen_t0_us */
 static atomic_ullong gen_next_id;
 static char *gen_bodies[16]; /* JSON string literals, quotes included */
 
@@ -104,6 +107,14 @@ static bool gen_request(bu_buf *out)
                                       "Audit", "Pricing", "Invoices", "Returns", "Support"};
     if (bu_mono_ms() >= gen_until_ms)
         return false;
+    if (gen_rate > 0) {
+        unsigned long long slot = atomic_fetch_add(&gen_slot_us, (unsigned long long)(gen_batch * 1e6 / gen_rate));
+        int64_t wait = gen_t0_us + (int64_t)slot - bu_wall_us();
+        if (wait > 0)
+            usleep((useconds_t)wait);
+        if (bu_mono_ms() >= gen_until_ms)
+            return false;
+    }
     unsigned long long id = atomic_fetch_add(&gen_next_id, (unsigned long long)gen_batch);
     int64_t now = bu_wall_us() / 1000 - gen_ago_ms;
     char sent[40], started[40], ended[40];
@@ -269,15 +280,17 @@ static int main_gen(int argc, char **argv)
     gen_next_id = strtoull(argv[8], NULL, 10);
     int conns = (int)strtol(argv[9], NULL, 10);
     gen_ago_ms = argc > 10 ? strtoll(argv[10], NULL, 10) : 0;
+    gen_rate = argc > 11 ? strtod(argv[11], NULL) : 0;
     if (kb < 0 || kb > 1000 || gen_batch < 1 || gen_batch > 10000 || secs <= 0 || conns < 1 || conns > 256 ||
-        gen_ago_ms < 0) {
-        fprintf(stderr, "bench_http_post: --gen KB (0-1000) BATCH (1-10000) SECONDS FIRST CONNS (1-256) [AGO_MS]\n");
+        gen_ago_ms < 0 || gen_rate < 0) {
+        fprintf(stderr, "bench_http_post: --gen KB (0-1000) BATCH (1-10000) SECONDS FIRST CONNS (1-256) [AGO_MS [RATE]]\n");
         return 2;
     }
     gen = true;
     for (unsigned i = 0; i < 16; i++)
         gen_bodies[i] = make_body(kb, i);
     gen_until_ms = bu_mono_ms() + (int64_t)(secs * 1000);
+    gen_t0_us = bu_wall_us();
     double c0 = bu_self_cpu_s();
     int64_t t0 = bu_mono_ms();
     pthread_t *th = calloc((size_t)conns, sizeof *th);
@@ -298,9 +311,9 @@ static int main_gen(int argc, char **argv)
 int main(int argc, char **argv)
 {
     bool is_gen = argc >= 5 && strcmp(argv[4], "--gen") == 0;
-    if ((!is_gen && argc != 6) || (is_gen && argc != 10 && argc != 11)) {
+    if ((!is_gen && argc != 6) || (is_gen && (argc < 10 || argc > 12))) {
         fprintf(stderr, "usage: bench_http_post HOST PORT PATH FILE CONNS\n"
-                        "       bench_http_post HOST PORT PATH --gen KB BATCH SECONDS FIRST CONNS [AGO_MS]\n");
+                        "       bench_http_post HOST PORT PATH --gen KB BATCH SECONDS FIRST CONNS [AGO_MS [RATE]]\n");
         return 2;
     }
     host = argv[1];
