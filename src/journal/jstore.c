@@ -1303,6 +1303,8 @@ int jstore_drop_before(struct jstore *s, int64_t cutoff)
             if (s->parts[k].db && s->parts[k].start == st[i]) {
                 if (s->parts[k].txn)
                     goto next; /* being written: dropped at the next pass */
+                /* closing the last connection checkpoints the WAL into a file about to go */
+                sqlite3_db_config(s->parts[k].db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
                 part_close(&s->parts[k]);
             }
         }
