@@ -60,7 +60,7 @@ char *mem__strndup(const char *s, size_t n, const char *file, int line)
 void mem_tune(void)
 {
 #ifdef M_MMAP_THRESHOLD
-    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
 #endif
 }

@@ -28,10 +28,11 @@ size_t mem_array_size(size_t n, size_t size, const char *file, int line);
 
 /* Sets the C library's allocator for a server that moves large buffers between threads
  * (request bodies of MBs, decoded message bodies of tens of KB allocated on one thread and
- * freed on another): blocks up to 4 MiB from the heap, and up to 64 MiB of free heap kept
- * before memory goes back to the system. With glibc's moving defaults each such buffer was
- * a fresh mapping and every page of it a fault: 220 of 795 µs of CPU per 66 KB journal
- * message (bench/journal/cpu.mjs). Call once at start, before threads. */
+ * freed on another): blocks under 32 MiB (glibc's largest setting; request buffers grow by
+ * doubling up to 16-32 MiB) from the heap, and up to 64 MiB of free heap kept before memory
+ * goes back to the system. With glibc's moving defaults each such buffer was a fresh mapping
+ * and every page of it a fault: 220 of 795 µs of CPU per 66 KB journal message, 807 of 1,307
+ * at 133 KB with a 4 MiB threshold (bench/journal/cpu.mjs). Call once at start. */
 void mem_tune(void);
 
 #endif
