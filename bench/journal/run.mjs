@@ -23,6 +23,7 @@ const SOAK_MIN = opt('--soak', 2);
 const AMQP_N = opt('--amqp', 100000);
 const HTTP_N = opt('--http', 200000);
 const ONLY_J3 = args.includes('--only-j3');
+const ONLY_J1 = args.includes('--only-j1'); // J1 only (AMQP and HTTP): for before/after runs
 const TOOL = postTool(process.env.OPSD);
 
 const work = workDir('bench_journal');
@@ -185,7 +186,7 @@ function body(kb, seed) {
   }
   return s.slice(0, kb * 1000 - 2) + ']}';
 }
-for (const kb of ONLY_J3 ? [] : [13, 20, 40, 66, 93, 133]) {
+for (const kb of ONLY_J3 || ONLY_J1 ? [] : [13, 20, 40, 66, 93, 133]) {
   const n = Math.max(1000, Math.floor(150000 / kb));
   const before = await metrics(d);
   const bodies = Array.from({ length: 16 }, (_, k) => body(kb, k));
@@ -196,7 +197,7 @@ for (const kb of ONLY_J3 ? [] : [13, 20, 40, 66, 93, 133]) {
 }
 
 // Search latencies (median of 15) over everything stored so far
-if (!ONLY_J3) {
+if (!ONLY_J3 && !ONLY_J1) {
 const total = (await http(d, 'GET', '/api/v1/messages?limit=1')).json.total;
 console.log(`\nsearch over ${fmt(total)} messages in ${(await http(d, 'GET', '/api/v1/journal/partitions')).json.partitions.length} partitions: median ms`);
 async function lat(what, path) {
@@ -222,7 +223,7 @@ await lat('a 66 KB body', `/api/v1/messages/msg-${String(2000000 + 66 * 100000 +
 
 // J3 (scaled down in time): messages processed just inside the 1 h retention land in
 // partitions that expire while ingestion goes on; cost per expired message.
-{
+if (!ONLY_J1) {
   const EXP = 50000;
   const before = await metrics(d);
   // processed 1 h - 20 s before it is sent: inside the retention when it arrives, expired
@@ -250,7 +251,7 @@ await lat('a 66 KB body', `/api/v1/messages/msg-${String(2000000 + 66 * 100000 +
 }
 
 // J4 soak: steady HTTP load, RSS sampled every 10 s
-if (!ONLY_J3) {
+if (!ONLY_J3 && !ONLY_J1) {
   console.log(`\nsoak ${SOAK_MIN} min`);
   const end = Date.now() + SOAK_MIN * 60000;
   const samples = [];
