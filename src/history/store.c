@@ -9,12 +9,12 @@
  *   .p-1764464400000.tmp      only while that partition is being created (and its -journal)
  *
  * Each partition file is self-contained (schema below, application_id 0x4f505348 "OPSH",
- * user_version = its format version). This opsd writes format 2 (SQLite page size 16384) and
+ * user_version = its format version). This opsd writes format 2 (SQLite page size 8192) and
  * still reads, verifies, drops and appends to format 1 (page size 4096, the tables differ as
- * noted below): a partition keeps the format it was created in. While the writer has it open it is in
- * WAL journal mode (readers never block it); when the writer closes it, it is "sealed": put
- * back in rollback-journal mode, WAL checkpointed and deleted, so that a reader opens it with
- * a file lock instead of rebuilding a shared-memory index (part_seal).
+ * noted below): a partition keeps the format it was created in. While the writer has it open
+ * it is in WAL journal mode (readers never block it); when the writer closes it, it is
+ * "sealed": put back in rollback-journal mode, WAL checkpointed and deleted, so that a reader
+ * opens it with a file lock instead of rebuilding a shared-memory index (part_seal).
  *
  *   meta    one row
  *   | column   | type    | meaning                                                   |
@@ -45,8 +45,10 @@
  *           Format 1: a rowid table (columns in the order series, t_first, t_last, count,
  *           seq, type, data) and UNIQUE INDEX chunks_series ON chunks(series, t_first, seq),
  *           which repeats the key and adds the rowid: about 25 bytes more per chunk.
- *           The page size is 16384 in format 2 so that a chunk of up to about 4 KB stays in
- *           its b-tree page (WITHOUT ROWID rows spill to overflow pages past a quarter page).
+ *           The page size is 8192 in format 2 so that a chunk of up to about 2 KB stays in
+ *           its b-tree page (WITHOUT ROWID rows spill to overflow pages past a quarter page;
+ *           at 4096 a chunk of noisy doubles would); 16384 would keep larger chunks in place
+ *           but doubles each reader connection's page memory.
  *
  * Structures. The writer (struct hstore) keeps every partition of DIR in ent[], ascending by
  * start, with its committed counters (for hstore_stats) and, for at most HS_OPEN_MAX of them,
@@ -98,7 +100,7 @@
 #define HS_BUSY_MS         5000       /* SQLite busy timeout */
 #define HS_CACHE_KIB       16384      /* writer: SQLite page cache per open partition */
 #define HS_CKPT_BYTES      (16 * 1024 * 1024) /* writer: WAL auto-checkpoint, in bytes of pages */
-#define HS_PAGE_SIZE       "16384"    /* SQLite page size of a new partition (format 2) */
+#define HS_PAGE_SIZE       "8192"     /* SQLite page size of a new partition (format 2) */
 #define HS_WAL_LIMIT       (64 * 1024 * 1024) /* WAL file truncated to this after a checkpoint */
 #define HS_NAME_LEN        48         /* "p-" + 19 digits + ".db-journal" + NUL, with room */
 #define HS_ERR_LEN         320

@@ -923,16 +923,145 @@ static void assert_encodes_to(enum pt_type t, const struct sample *s, size_t n, 
     chunk_enc_release(&e);
 }
 
-/* Chunks spelled out from the table at the top of chunk.c: a change of format breaks this test
- * (and must bump CHUNK_FORMAT_VERSION). */
+/* Version 2 chunks spelled out from the table at the top of chunk.c: a change of format breaks
+ * this test (and must bump CHUNK_FORMAT_VERSION). */
 static void format_bits(void **state)
+{
+    (void)state;
+    assert_int_equal(CHUNK_FORMAT_VERSION, 2);
+    /* doubles: 1.5 at 1000 ms, good; 1.5 again at 2000; 1.5 + 2^-40 (bad) at 2001 */
+    struct sample d[3] = {dbl(1000, 1.5), dbl(2000, 1.5), dbl(2001, 1.5 + ldexp(1, -40))};
+    d[2].q = Q_BAD;
+    struct bits w = {{0}, 0};
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_DOUBLE, 8);
+    bits_put(&w, 1000, 64);      /* first timestamp */
+    bits_put(&w, 0, 1);          /* quality: same (good) */
+    bits_put(&w, 0x7, 3);        /* 111: decimal, new scale */
+    bits_put(&w, 1, 3);          /* scale 1 */
+    bits_put(&w, 0x6, 3);        /* V: 110 + 7 bits */
+    bits_put(&w, 30, 7);         /* zigzag(15) */
+    bits_put(&w, 1, 1);          /* the long form */
+    bits_put(&w, 0x6, 3);        /* T: 110 + 12 bits */
+    bits_put(&w, 2000, 12);      /* zigzag(DOD 1000) */
+    bits_put(&w, 0, 1);          /* quality: same */
+    bits_put(&w, 0x2, 2);        /* 10: decimal at the current scale */
+    bits_put(&w, 0, 1);          /* R, k 0: residual 0 (order 1 predicts 15) */
+    bits_put(&w, 1, 1);          /* the long form */
+    bits_put(&w, 0x6, 3);        /* T: 110 + 12 bits */
+    bits_put(&w, 1997, 12);      /* D 1, DOD 1 - 1000 = -999, zigzag 1997 */
+    bits_put(&w, 0x6, 3);        /* quality: 1 + 10 (bad) */
+    bits_put(&w, 0x6, 3);        /* 110: XOR (not a decimal at any scale) */
+    bits_put(&w, 1, 1);          /* new window: the XOR is 1 << 12 */
+    bits_put(&w, 31, 5);         /* leading zeros, at most 31 */
+    bits_put(&w, 21, 6);         /* meaningful bits: 64 - 31 - 12 trailing zeros */
+    bits_put(&w, 1, 21);
+    assert_encodes_to(PT_DOUBLE, d, 3, &w);
+
+    /* doubles on a steady clock: 0.5, 0.7, 0.9 (order 1 first, then order 2 wins) */
+    struct sample e[4] = {dbl(0, 0.5), dbl(10, 0.7), dbl(20, 0.9), dbl(30, 1.1)};
+    memset(&w, 0, sizeof w);
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_DOUBLE, 8);
+    bits_put(&w, 0, 64);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 0x7, 3);        /* 111, scale 1, V(zigzag(5) = 10): 10 + 4 bits */
+    bits_put(&w, 1, 3);
+    bits_put(&w, 0x2, 2);
+    bits_put(&w, 10, 4);
+    bits_put(&w, 1, 1);          /* the long form: the first interval */
+    bits_put(&w, 0x2, 2);        /* T: 10 + 7 bits, zigzag(10) */
+    bits_put(&w, 20, 7);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 0x2, 2);        /* 10, R k 0: residual 2 (7 - 5), zigzag 4: 1111 0 */
+    bits_put(&w, 0x1e, 5);
+    /* costs after 7: order 1 bitlen(zz(2)) = 3, order 2 3, order 3 3 -> ties: order 1, k 0 */
+    bits_put(&w, 0, 1);          /* steady */
+    bits_put(&w, 0x1e, 5);       /* residual 2 again: 1111 0 */
+    /* costs: order 1 3 - 0 + 3 = 6, order 2 (residual 0) 3 - 0 + 0 = 3, order 3 (-2) 3 - 0 + 2
+     * = 5: order 2, k = (3 + 2) / 4 - 1 = 0; it predicts 9 + 2 = 11: residual 0 */
+    bits_put(&w, 0, 1);          /* steady */
+    bits_put(&w, 0, 1);          /* R: 0 */
+    assert_encodes_to(PT_DOUBLE, e, 4, &w);
+
+    /* ints: 7, 8, 9 at -1 (before 1970), equal timestamps */
+    struct sample i[3] = {i64(-1, 7), i64(-1, 8), i64(-1, 9)};
+    memset(&w, 0, sizeof w);
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_INT, 8);
+    bits_put(&w, UINT64_MAX, 64); /* -1 */
+    bits_put(&w, 0, 1);
+    bits_put(&w, 0xfff, 12);      /* R, k 0: zigzag(7) = 14 >= 12: escaped ... */
+    bits_put(&w, 0x2, 2);         /* ... in bucket V: 10 + 4 bits */
+    bits_put(&w, 14, 4);
+    bits_put(&w, 0, 1);           /* steady (same interval 0, same quality) */
+    bits_put(&w, 0x6, 3);         /* R, order 1, k 0: residual 1, zigzag 2: 11 0 */
+    bits_put(&w, 0, 1);           /* steady */
+    bits_put(&w, 0x6, 3);         /* the same again */
+    assert_encodes_to(PT_INT, i, 3, &w);
+
+    /* strings: "ab", "ab", "" */
+    struct sample t[3] = {str(5, "ab"), str(5, "ab"), str(6, "")};
+    memset(&w, 0, sizeof w);
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_STRING, 8);
+    bits_put(&w, 5, 64);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 1, 1);           /* a new string */
+    bits_put(&w, 0, 6);           /* zero bits up to the byte boundary */
+    bits_put(&w, 2, 8);           /* length */
+    bits_put(&w, 'a', 8);
+    bits_put(&w, 'b', 8);
+    bits_put(&w, 0, 8);           /* NUL */
+    bits_put(&w, 0, 1);           /* steady */
+    bits_put(&w, 0, 1);           /* the same string */
+    bits_put(&w, 1, 1);           /* the long form */
+    bits_put(&w, 0x2, 2);         /* T: 10 + 7 bits */
+    bits_put(&w, 2, 7);           /* D 1, DOD 1, zigzag 2 */
+    bits_put(&w, 0, 1);
+    bits_put(&w, 1, 1);           /* a new string */
+    while (w.n % 8)
+        bits_put(&w, 0, 1);       /* zero bits up to the byte boundary */
+    bits_put(&w, 0, 8);           /* length 0 */
+    bits_put(&w, 0, 8);           /* NUL */
+    assert_encodes_to(PT_STRING, t, 3, &w);
+
+    /* bools: true, true, false on a steady clock of 1 s */
+    struct sample b[3] = {bln(0, true), bln(1000, true), bln(2000, false)};
+    memset(&w, 0, sizeof w);
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_BOOL, 8);
+    bits_put(&w, 0, 64);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 1, 1);
+    bits_put(&w, 1, 1);           /* the long form */
+    bits_put(&w, 0x6, 3);         /* T: 110 + 12 bits, zigzag(1000) */
+    bits_put(&w, 2000, 12);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 1, 1);
+    bits_put(&w, 0, 1);           /* steady */
+    bits_put(&w, 0, 1);
+    assert_encodes_to(PT_BOOL, b, 3, &w);
+}
+
+/* Spelled-out bits of an older version: they decode to s. */
+static void assert_decodes_bits(enum pt_type t, const struct sample *s, size_t n,
+                                struct bits *want)
+{
+    size_t len = bits_end(want);
+    assert_decodes(t, want->b, len, s, n);
+}
+
+/* Version 1 chunks spelled out from the table at the top of chunk.c: written by an older opsd,
+ * still in partitions of format 1 and 2, they must decode to the same samples. */
+static void format_bits_v1(void **state)
 {
     (void)state;
     /* doubles: 1.5 at 1000 ms, good; 1.5 again at 2000; 1.5 + 2^-40 (bad) at 2001 */
     struct sample d[3] = {dbl(1000, 1.5), dbl(2000, 1.5), dbl(2001, 1.5 + ldexp(1, -40))};
     d[2].q = Q_BAD;
     struct bits w = {{0}, 0};
-    bits_put(&w, CHUNK_FORMAT_VERSION, 8);
+    bits_put(&w, 1, 8);
     bits_put(&w, PT_DOUBLE, 8);
     bits_put(&w, 1000, 64);      /* first timestamp */
     bits_put(&w, 0, 1);          /* quality: same (good) */
@@ -952,12 +1081,12 @@ static void format_bits(void **state)
     bits_put(&w, 31, 5);         /* leading zeros, at most 31 */
     bits_put(&w, 21, 6);         /* meaningful bits: 64 - 31 - 12 trailing zeros */
     bits_put(&w, 1, 21);
-    assert_encodes_to(PT_DOUBLE, d, 3, &w);
+    assert_decodes_bits(PT_DOUBLE, d, 3, &w);
 
     /* ints: 7, 8, 9 at -1 (before 1970), equal timestamps */
     struct sample i[3] = {i64(-1, 7), i64(-1, 8), i64(-1, 9)};
     memset(&w, 0, sizeof w);
-    bits_put(&w, CHUNK_FORMAT_VERSION, 8);
+    bits_put(&w, 1, 8);
     bits_put(&w, PT_INT, 8);
     bits_put(&w, UINT64_MAX, 64); /* -1 */
     bits_put(&w, 0, 1);
@@ -970,12 +1099,12 @@ static void format_bits(void **state)
     bits_put(&w, 0, 1);
     bits_put(&w, 0, 1);
     bits_put(&w, 0, 1);           /* V: DOD 0 */
-    assert_encodes_to(PT_INT, i, 3, &w);
+    assert_decodes_bits(PT_INT, i, 3, &w);
 
     /* strings: "ab", "ab", "" */
     struct sample t[3] = {str(5, "ab"), str(5, "ab"), str(6, "")};
     memset(&w, 0, sizeof w);
-    bits_put(&w, CHUNK_FORMAT_VERSION, 8);
+    bits_put(&w, 1, 8);
     bits_put(&w, PT_STRING, 8);
     bits_put(&w, 5, 64);
     bits_put(&w, 0, 1);
@@ -996,7 +1125,7 @@ static void format_bits(void **state)
         bits_put(&w, 0, 1);       /* zero bits up to the byte boundary */
     bits_put(&w, 0, 8);           /* length 0 */
     bits_put(&w, 0, 8);           /* NUL */
-    assert_encodes_to(PT_STRING, t, 3, &w);
+    assert_decodes_bits(PT_STRING, t, 3, &w);
     /* a one bit in the string's padding is corrupt */
     w.b[10] |= 1;
     assert_int_equal(decode_all(PT_STRING, w.b, w.n / 8, 3, NULL), -1);
@@ -1023,6 +1152,7 @@ int main(void)
         cmocka_unit_test(bit_flips),
         cmocka_unit_test(random_garbage),
         cmocka_unit_test(format_bits),
+        cmocka_unit_test(format_bits_v1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

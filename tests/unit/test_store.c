@@ -1406,7 +1406,7 @@ static void make_v1(const char *dir, int64_t start, int64_t len, int n)
 }
 
 /* Format 2: the files the writer makes have no rowid chunk table, no separate index, page size
- * 16384; chunks round trip (same start, duplicates, many series); verify passes and catches
+ * 8192; chunks round trip (same start, duplicates, many series); verify passes and catches
  * the damage a name-keyed series table can take (an id given twice, an id out of range). */
 static void test_format2(void **state)
 {
@@ -1439,7 +1439,7 @@ static void test_format2(void **state)
 
     assert_int_equal(part_int(dir, T0, "PRAGMA user_version", -1), 2);
     assert_int_equal(part_int(dir, T0, "SELECT format FROM meta", -1), 2);
-    assert_int_equal(part_int(dir, T0, "PRAGMA page_size", -1), 16384);
+    assert_int_equal(part_int(dir, T0, "PRAGMA page_size", -1), 8192);
     assert_int_equal(part_int(dir, T0, "SELECT count(*) FROM sqlite_schema WHERE type = 'index'",
                               -1),
                      0);
