@@ -9,12 +9,16 @@
  *   .p-1764464400000.tmp      only while that partition is being created (and its -journal)
  *
  * Each partition file is self-contained (schema below, application_id 0x4f505348 "OPSH",
- * user_version = its format version). This opsd writes format 2 (SQLite page size 8192) and
- * still reads, verifies, drops and appends to format 1 (page size 4096, the tables differ as
- * noted below): a partition keeps the format it was created in. While the writer has it open
- * it is in WAL journal mode (readers never block it); when the writer closes it, it is
- * "sealed": put back in rollback-journal mode, WAL checkpointed and deleted, so that a reader
- * opens it with a file lock instead of rebuilding a shared-memory index (part_seal).
+ * user_version = its format version): format 2 (SQLite page size 8192, the smaller file) or
+ * format 1 (page size 4096, the tables differ as noted below; cheaper to append to when each
+ * series gets many chunks in a partition). A new partition gets format 2 when the partition
+ * before it held at most 2 chunks a series (or, for the first, when partitions are at most
+ * 5 minutes long), else format 1 (part_format). Format 1 files from an older opsd are read,
+ * verified, appended to and dropped the same way: a partition keeps the format it was
+ * created in. While the writer has it open it is in WAL journal mode (readers never block
+ * it); when the writer closes it, it is "sealed": put back in rollback-journal mode, WAL
+ * checkpointed and deleted, so that a reader opens it with a file lock instead of rebuilding
+ * a shared-memory index (part_seal).
  *
  *   meta    one row
  *   | column   | type    | meaning                                                   |
@@ -101,6 +105,8 @@
 #define HS_CACHE_KIB       16384      /* writer: SQLite page cache per open partition */
 #define HS_CKPT_BYTES      (16 * 1024 * 1024) /* writer: WAL auto-checkpoint, in bytes of pages */
 #define HS_PAGE_SIZE       "8192"     /* SQLite page size of a new partition (format 2) */
+#define HS_FMT2_CHUNKS     2          /* format 2 after partitions of at most 2 chunks a series */
+#define HS_FMT2_LEN_MS     300000     /* ... and for the first partitions up to 5 min long */
 #define HS_WAL_LIMIT       (64 * 1024 * 1024) /* WAL file truncated to this after a checkpoint */
 #define HS_NAME_LEN        48         /* "p-" + 19 digits + ".db-journal" + NUL, with room */
 #define HS_ERR_LEN         320
@@ -663,12 +669,49 @@ static void hs_fail(struct hstore *s, int rc)
             part_rollback(s->ent[i].part);
 }
 
-/* Creates the file of a new partition: schema and meta row under a temporary name, synced
- * (rollback-journal mode, synchronous=FULL), renamed into place, DIR synced: a sealed, empty
- * partition. On failure nothing is left under the partition's name. */
-static int part_create(struct hstore *s, int64_t start)
+/* The format of a new partition at index `at` of ent[]. Format 2 (chunks clustered by key) is
+ * the smaller file, but a chunk inserted between two others of a full b-tree rewrites the page
+ * it lands in: when every series gets chunk after chunk in one partition (a long partition,
+ * each checkpoint adding one chunk to every series), that page traffic makes the committer's
+ * inserts about 3 times as costly as format 1's appends (bench_insert, 30 rounds). So format 2
+ * goes where series have few chunks per partition, judged from the newest partition before
+ * this one that holds chunks (at most HS_FMT2_CHUNKS per series), else from the length. */
+static int part_format(const struct hstore *s, size_t at)
 {
-    char tmp[PATH_MAX], fin[PATH_MAX], sql[1024];
+    for (size_t i = at; i-- > 0;) {
+        const struct hs_ent *e = &s->ent[i];
+        if (!e->bad && e->series > 0)
+            return e->chunks <= HS_FMT2_CHUNKS * e->series ? 2 : 1;
+    }
+    return s->len <= HS_FMT2_LEN_MS ? 2 : 1;
+}
+
+/* The schema of a new partition, by format (1 as the opsd before format 2 made it). */
+static const char *const part_schema[3] = {
+    [1] = "PRAGMA page_size = 4096;",
+    [2] = "PRAGMA page_size = " HS_PAGE_SIZE ";",
+};
+static const char *const part_tables[3] = {
+    [1] = "CREATE TABLE series(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
+          " type INTEGER NOT NULL);"
+          "CREATE TABLE chunks(series INTEGER NOT NULL, t_first INTEGER NOT NULL,"
+          " t_last INTEGER NOT NULL, count INTEGER NOT NULL, seq INTEGER NOT NULL,"
+          " type INTEGER NOT NULL, data BLOB NOT NULL);"
+          "CREATE UNIQUE INDEX chunks_series ON chunks(series, t_first, seq);",
+    [2] = "CREATE TABLE series(name TEXT NOT NULL PRIMARY KEY, id INTEGER NOT NULL,"
+          " type INTEGER NOT NULL) WITHOUT ROWID;"
+          "CREATE TABLE chunks(series INTEGER NOT NULL, t_first INTEGER NOT NULL,"
+          " seq INTEGER NOT NULL, t_last INTEGER NOT NULL, count INTEGER NOT NULL,"
+          " type INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(series, t_first, seq))"
+          " WITHOUT ROWID;",
+};
+
+/* Creates the file of a new partition in `format`: schema and meta row under a temporary
+ * name, synced (rollback-journal mode, synchronous=FULL), renamed into place, DIR synced: a
+ * sealed, empty partition. On failure nothing is left under the partition's name. */
+static int part_create(struct hstore *s, int64_t start, int format)
+{
+    char tmp[PATH_MAX], fin[PATH_MAX], sql[2048];
     sqlite3 *db = NULL;
     char *emsg = NULL;
     bool renamed = false;
@@ -682,7 +725,7 @@ static int part_create(struct hstore *s, int64_t start)
     }
     path_fmt(fin, sizeof fin, s->dir, start, HS_DB);
     snprintf(sql, sizeof sql,
-             "PRAGMA page_size = " HS_PAGE_SIZE ";"
+             "%s"
              "PRAGMA application_id = %d;"
              "PRAGMA user_version = %d;"
              "PRAGMA synchronous = FULL;"
@@ -691,14 +734,9 @@ static int part_create(struct hstore *s, int64_t start)
              " length INTEGER NOT NULL, series INTEGER NOT NULL, chunks INTEGER NOT NULL,"
              " samples INTEGER NOT NULL, max_span INTEGER NOT NULL);"
              "INSERT INTO meta VALUES (%d, %" PRId64 ", %" PRId64 ", 0, 0, 0, 0);"
-             "CREATE TABLE series(name TEXT NOT NULL PRIMARY KEY, id INTEGER NOT NULL,"
-             " type INTEGER NOT NULL) WITHOUT ROWID;"
-             "CREATE TABLE chunks(series INTEGER NOT NULL, t_first INTEGER NOT NULL,"
-             " seq INTEGER NOT NULL, t_last INTEGER NOT NULL, count INTEGER NOT NULL,"
-             " type INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(series, t_first, seq))"
-             " WITHOUT ROWID;"
+             "%s"
              "COMMIT;",
-             HS_APP_ID, HSTORE_FORMAT_VERSION, HSTORE_FORMAT_VERSION, start, s->len);
+             part_schema[format], HS_APP_ID, format, format, start, s->len, part_tables[format]);
     src = sqlite3_open_v2(tmp, &db,
                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (src == SQLITE_OK)
@@ -889,7 +927,7 @@ static int part_get(struct hstore *s, int64_t start, struct hs_part **out)
     if (rc < 0)
         return rc;
     if (!found) {
-        rc = part_create(s, start);
+        rc = part_create(s, start, part_format(s, at));
         if (rc < 0)
             return rc;
         e = ent_insert(s, at, start);

@@ -1405,9 +1405,10 @@ static void make_v1(const char *dir, int64_t start, int64_t len, int n)
     assert_int_equal(sqlite3_close(db), SQLITE_OK);
 }
 
-/* Format 2: the files the writer makes have no rowid chunk table, no separate index, page size
- * 8192; chunks round trip (same start, duplicates, many series); verify passes and catches
- * the damage a name-keyed series table can take (an id given twice, an id out of range). */
+/* Format 2 (in partitions of 5 minutes, which start in format 2): the files have no rowid
+ * chunk table, no separate index, page size 8192; chunks round trip (same start, duplicates,
+ * many series); verify passes and catches the damage a name-keyed series table can take (an
+ * id given twice, an id out of range). */
 static void test_format2(void **state)
 {
     const char *dir = tdir(state);
@@ -1416,7 +1417,7 @@ static void test_format2(void **state)
     char p[512], err[256];
     char name[16];
 
-    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(hstore_open(dir, 5 * M, &s), 0);
     for (int k = 0; k < 50; k++) {
         snprintf(name, sizeof name, "series-%02d", k);
         for (int i = 0; i < 4; i++)
@@ -1433,7 +1434,7 @@ static void test_format2(void **state)
     }
     assert_int_equal(hstore_commit(s), 0);
     /* a second transaction adds series after the committed ones */
-    assert_int_equal(put(s, "late", T0 + 10 * M, T0 + 11 * M, 2), 0);
+    assert_int_equal(put(s, "late", T0 + 4 * M, T0 + 4 * M + 30000, 2), 0);
     assert_int_equal(hstore_commit(s), 0);
     hstore_close(s);
 
@@ -1593,6 +1594,52 @@ static void test_format1(void **state)
     assert_int_equal(g.c[0].t_first, T0 + 2 * H);
 }
 
+/* Which format a new partition gets: format 2 in a store of short partitions, and after a
+ * partition where series had at most 2 chunks; format 1 in a store of long partitions until
+ * a partition shows few chunks per series, and after one with many. */
+static void test_format_choice(void **state)
+{
+    const char *dir = tdir(state);
+    char sub[512], name[16];
+    struct hstore *s;
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    for (int k = 0; k < 10; k++) { /* hour 0: a 1 h store starts in format 1; one chunk each */
+        snprintf(name, sizeof name, "s%d", k);
+        assert_int_equal(put(s, name, T0 + k * 1000, T0 + 50 * M, 120), 0);
+    }
+    assert_int_equal(hstore_commit(s), 0);
+    for (int k = 0; k < 10; k++) /* hour 1: format 2; three chunks each */
+        for (int c = 0; c < 3; c++) {
+            snprintf(name, sizeof name, "s%d", k);
+            assert_int_equal(put(s, name, T0 + H + c * 2 * M, T0 + H + c * 2 * M + M, 60), 0);
+        }
+    assert_int_equal(hstore_commit(s), 0);
+    assert_int_equal(put(s, "s0", T0 + 2 * H, T0 + 2 * H + M, 60), 0); /* hour 2: format 1 */
+    /* a gap filled later is judged by the partitions before it: hour 0 (one chunk each) */
+    assert_int_equal(put(s, "s0", T0 + 5 * H, T0 + 5 * H + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+    assert_int_equal(part_int(dir, T0, "PRAGMA user_version", -1), 1);
+    assert_int_equal(part_int(dir, T0 + H, "PRAGMA user_version", -1), 2);
+    assert_int_equal(part_int(dir, T0 + 2 * H, "PRAGMA user_version", -1), 1);
+    assert_int_equal(part_int(dir, T0 + 5 * H, "PRAGMA user_version", -1), 1);
+    /* partition 2 has 1 chunk of 1 series: the next one is format 2 again */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(put(s, "s0", T0 + 6 * H, T0 + 6 * H + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+    assert_int_equal(part_int(dir, T0 + 6 * H, "PRAGMA user_version", -1), 2);
+
+    /* a store of 1 min partitions starts in format 2 */
+    snprintf(sub, sizeof sub, "%s/short", dir);
+    assert_int_equal(hstore_open(sub, M, &s), 0);
+    assert_int_equal(put(s, "a", T0, T0 + 1000, 2), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+    assert_int_equal(part_int(sub, T0, "PRAGMA user_version", -1), 2);
+}
+
 int main(void)
 {
     /* the bad-file and failing-disk tests log errors on purpose; TEST_LOG=1 shows everything */
@@ -1622,6 +1669,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_concurrent_reader, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_format2, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_format1, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_format_choice, dir_setup, dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
