@@ -373,7 +373,7 @@ int main(int argc, char **argv)
         {kname[0], false, rows},
         {"WITHOUT ROWID, 1 row per INSERT", true, 1},
         {kname[1], true, rows},
-        {"hstore_put (store.c, rowid, 1 row per INSERT)", false, 0},
+        {"hstore_put (store.c: the partition format it picks)", false, 0},
     };
     printf("%d series x %d rounds, a commit every %d chunks, series %s; SQLite %s\n\n", nser,
            rounds, per_commit, shuffle ? "shuffled each round" : "in the same order each round",
