@@ -869,9 +869,11 @@ static CHUNK__INLINE int chunk__dec_sample(struct chunk_dec *d, int64_t *ts, str
             steady = !(w >> 63);
             w <<= 1;
         }
-        if (steady || !(w >> 63)) { /* a steady interval: w still has 55 valid bits */
-            r.pos += steady ? 0 : 1;
-            w <<= steady ? 0 : 1;
+        if (steady) {
+            /* the interval stays; w still has 56 valid bits (its first bit is the value's) */
+        } else if (!(w >> 63)) { /* a steady interval: w still has 55 valid bits */
+            r.pos += 1;
+            w <<= 1;
         } else {
             d->tdelta += chunk__unzz(chunk__get_t(&r, fast));
             w = chunk__peek(&r, fast);
