@@ -54,6 +54,8 @@
 # HB_SC_PARTITION (scale: default 2m and 1m), HB_SC_DUR and HB_SC_WIN (scale: seconds per
 # step and of its window at the end; the window should start after the first partition drop,
 # i.e. after retention + partition).
+# HB_H1_RET_S, HB_H1_PART_S, HB_H1_DUR: H1's retention, partition length and duration in
+# seconds (defaults: --quick 120, 60, 300; full 600, 120, 1500).
 # Traffic stays on 127.0.0.1. Every process started here is stopped on exit.
 set -euo pipefail
 
@@ -96,6 +98,11 @@ else
   Q_STEP=1000; Q_REPEAT=50
   T1_WARM=10; T1_WIN=60
 fi
+# H1's retention, partition length and duration, in seconds (e.g. HB_H1_PART_S=120
+# HB_H1_RET_S=240 HB_H1_DUR=420 for partitions of 2 minutes with --quick)
+if [ -n "${HB_H1_RET_S:-}" ]; then H1_RET_S=$HB_H1_RET_S; H1_RET=${HB_H1_RET_S}s; fi
+if [ -n "${HB_H1_PART_S:-}" ]; then H1_PART_S=$HB_H1_PART_S; H1_PART=${HB_H1_PART_S}s; fi
+H1_DUR=${HB_H1_DUR:-$H1_DUR}
 SCALE=${HB_SCALE:-$SC_DEFAULT}
 SC_RET=${HB_SC_RETENTION:-2m}; SC_PART=${HB_SC_PARTITION:-1m}   # the scale steps' history settings
 SC_DUR=${HB_SC_DUR:-$SC_DUR}; SC_WIN=${HB_SC_WIN:-$SC_WIN}

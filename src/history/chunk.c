@@ -5,9 +5,11 @@
  *
  *   byte  | content
  *   ----- | -----------------------------------------------------------------------------
- *   0     | format version, CHUNK_FORMAT_VERSION (1)
+ *   0     | format version: 2 (CHUNK_FORMAT_VERSION, written) or 1 (still read)
  *   1     | value type: enum pt_type (0 double, 1 int, 2 bool, 3 string)
  *   2...  | the samples, one after the other: timestamp bits, quality bits, value bits
+ *
+ * Version 1 is drawn first; version 2 (below it) changes three things.
  *
  * Timestamp (ms since the epoch, int64). The first sample: 64 bits, two's complement. Then
  * D = ts - previous ts (mod 2^64, never negative), DOD = D - previous D (the first D's previous
@@ -60,9 +62,32 @@
  * The XOR window starts as (lead 0, len 64). "10" is valid only while the previous double was
  * coded as a decimal (by "10", "111", or "0" after one of them; "0" sets delta to 0).
  *
+ * Version 2. (a) Every sample after the first starts with one bit: 0 = "steady": the interval
+ * is the previous one (DOD 0) and the quality the previous one, and neither is written; 1 = the
+ * timestamp and quality codes follow as in version 1. (b) After a steady 0, a double while the
+ * previous one was a decimal is a decimal at the current scale, written as its residual R
+ * alone (no value code); any other double has its value code as in version 1. (c) Wherever
+ * version 1 writes V(zigzag(DOD)) for an int or a decimal ("10"), version 2 writes R:
+ *
+ *   the model: h0 the previous value (int, or decimal mantissa n), d1 = h0 - the one before,
+ *   dd = d1 - the delta before (all mod 2^64; 0 at the start of the chunk, and d1 = dd = 0
+ *   after "111" and after "0" (same) while not decimal). Predictors: order 1 h0, order 2
+ *   h0 + d1, order 3 h0 + d1 + dd. cost[o] (0 at the start) follows the size of each order's
+ *   residuals: cost = cost - cost / 4 + min(bit length of zigzag(residual), 63). The order
+ *   used is the one of least cost (ties: the lower order), with the Rice parameter
+ *   k = min(max((cost + 2) / 4 - 1, 0), 36).
+ *   R = zigzag(value - prediction) = z; q = z >> k: if q < 12, q one bits, a zero, and the
+ *   k low bits of z; else 12 one bits and z in bucket V.
+ *   After each int or decimal (R, or "0" same while decimal), every cost and then h0, d1, dd
+ *   are updated with the new value, identically in the encoder and the decoder.
+ *
+ * Version 2 takes a steady sine of the simulator at 0.01 from 1.8-2.0 to 0.9-1.1 bytes a
+ * sample (bench/codec/bench_codec.c, chunks of 120 and 60), random walks by a third.
+ *
  * Encoder choices (the decoder does not depend on them): a double equal to the previous bit
  * for bit is "0"; one that is n / 10^scale exactly (bit for bit, |n| < 2^51) at the current
- * scale is "10"; else the scales 0..7 are tried in order ("111"), with an exponential back-off
+ * scale is "10" (version 2: tried before the repeat, and "0" + R when steady); else the
+ * scales 0..7 are tried in order ("111"), with an exponential back-off
  * (1, 2, 4 ... 64 samples without trying) while no scale fits, so that doubles which are not
  * short decimals cost one failed try now and then; else XOR. XOR reuses the previous window
  * when the value fits in it and the window is at most 11 bits wider than a new one (its
@@ -79,7 +104,8 @@
  * same quality, same value") while a sample shorter than 8 bits always starts with a 0 and a
  * timestamp code that starts with 1 is 9 bits or more: with ones, a count too high runs out of
  * bits and a count too low leaves bits that are not padding, so a wrong count never decodes
- * cleanly.
+ * cleanly. The same holds in version 2: a sample shorter than 8 bits starts with the steady
+ * 0 or with 1 + the interval code 0, and a timestamp code of only one bits is 69 bits long.
  *
  * Invariants: (pos + 7) / 8 <= CHUNK_MAX_BYTES; acc holds the bits of word pos / 64 that are
  * before pos, and zeros after; between adds, buf holds every byte up to (pos + 7) / 8; the
@@ -92,7 +118,7 @@
 #include "core/mem.h"
 
 #define CHUNK__HDR        2                  /* header bytes */
-#define CHUNK__FIXED_MAX  24                 /* upper bound on a non-string sample: 151 bits */
+#define CHUNK__FIXED_MAX  24                 /* upper bound on a non-string sample: 158 bits */
 #define CHUNK__SLACK      8                  /* room past the data for the last 64-bit word */
 #define CHUNK__STR_EXTRA  4                  /* string: pad + 2 varint bytes + NUL, rounded up */
 #define CHUNK__CAP_LIMIT                                                                           \
@@ -101,7 +127,9 @@
 #define CHUNK__DEC_LIMIT  2251799813685248.0 /* 2^51: decimal mantissas stay below */
 #define CHUNK__WIN_HEADER 11                 /* bits of a new XOR window's lead + len */
 #define CHUNK__BACKOFF_MAX 64
-#define CHUNK__FAST_BYTES 32                 /* > bytes a non-string sample can touch (19 + 8) */
+#define CHUNK__FAST_BYTES 32                 /* > bytes a non-string sample can touch (20 + 8) */
+#define CHUNK__RICE_ESC   12                 /* Rice: quotients from this on are escaped */
+#define CHUNK__RICE_KMAX  36                 /* Rice: largest parameter (11 + 1 + 36 <= 50) */
 
 #ifdef __FAST_MATH__
 #error "chunk.c needs exact IEEE-754 arithmetic: do not build it with -ffast-math"
@@ -232,6 +260,85 @@ static CHUNK__INLINE void chunk__put_v(struct chunk__w *w, uint64_t head, unsign
     }
 }
 
+/* ---- the model of version 2 ------------------------------------------------------------------ */
+
+/* The value model of version 2 for integers and for decimal mantissas: h0 the previous value,
+ * d1 its delta, dd the delta of that delta. The three predictors of x are h0 (order 1),
+ * h0 + d1 (order 2) and h0 + d1 + dd (order 3); cost[o] is a decaying sum of the sizes
+ * (bits of the zigzag) of order o+1's recent residuals. The encoder and the decoder run the
+ * same code on the same values, so they choose the same predictor and Rice parameter. */
+static CHUNK__INLINE unsigned chunk__order(const uint8_t *cost)
+{
+    unsigned o = 0;
+    if (cost[1] < cost[o])
+        o = 1;
+    if (cost[2] < cost[o])
+        o = 2;
+    return o;
+}
+
+/* Rice parameter for predictor o: about the mean size of its residuals, less one. */
+static CHUNK__INLINE unsigned chunk__rice_k(const uint8_t *cost, unsigned o)
+{
+    unsigned k = (cost[o] + 2u) >> 2;
+    k = k ? k - 1 : 0;
+    return k > CHUNK__RICE_KMAX ? CHUNK__RICE_KMAX : k;
+}
+
+/* The residual of x under predictor o. */
+static CHUNK__INLINE uint64_t chunk__resid(uint64_t h0, uint64_t d1, uint64_t dd, unsigned o,
+                                           uint64_t x)
+{
+    uint64_t r = x - h0;
+    if (o >= 1)
+        r -= d1;
+    if (o >= 2)
+        r -= dd;
+    return r;
+}
+
+static CHUNK__INLINE uint8_t chunk__rsize(uint64_t r)
+{
+    unsigned n = chunk__bitlen(chunk__zz(r));
+    return (uint8_t)(n > 63 ? 63 : n);
+}
+
+/* Takes x into the model: costs (at most 4 * 63 = 252 each), then h0, d1, dd. */
+static CHUNK__INLINE void chunk__model_put(uint64_t *h0, uint64_t *d1, uint64_t *dd,
+                                           uint8_t *cost, uint64_t x)
+{
+    uint64_t r1 = x - *h0, r2 = r1 - *d1, r3 = r2 - *dd;
+    cost[0] = (uint8_t)(cost[0] - (cost[0] >> 2) + chunk__rsize(r1));
+    cost[1] = (uint8_t)(cost[1] - (cost[1] >> 2) + chunk__rsize(r2));
+    cost[2] = (uint8_t)(cost[2] - (cost[2] >> 2) + chunk__rsize(r3));
+    *dd = r2;
+    *d1 = r1;
+    *h0 = x;
+}
+
+/* Rice code R of z with parameter k, preceded by `hlen` bits of `head` and the `plen`-bit value
+ * code `pre` (plen <= 2): q = z >> k one bits, a zero, the k low bits of z; from a quotient of
+ * CHUNK__RICE_ESC on, that many one bits and then z in bucket V. */
+static CHUNK__INLINE void chunk__put_r(struct chunk__w *w, uint64_t head, unsigned hlen,
+                                       uint64_t pre, unsigned plen, uint64_t z, unsigned k)
+{
+    uint64_t q = z >> k;
+    if (q < CHUNK__RICE_ESC) {
+        unsigned n = plen + (unsigned)q + 1 + k; /* <= 2 + 12 + 36 */
+        uint64_t low = k ? z & ((1ull << k) - 1) : 0;
+        uint64_t code = (pre << (q + 1) | ((1ull << q) - 1) << 1) << k | low;
+        if (hlen + n <= 64) {
+            chunk__put(w, hlen ? head << n | code : code, hlen + n);
+        } else {
+            chunk__put(w, head, hlen);
+            chunk__put(w, code, n);
+        }
+    } else {
+        chunk__put_v(w, head, hlen, pre << CHUNK__RICE_ESC | ((1u << CHUNK__RICE_ESC) - 1),
+                     plen + CHUNK__RICE_ESC, z);
+    }
+}
+
 /* ---- encoder ------------------------------------------------------------------------------- */
 
 void chunk_enc_init(struct chunk_enc *e, enum pt_type type)
@@ -328,6 +435,7 @@ static void chunk__enc_double_slow(struct chunk_enc *e, struct chunk__w *w, doub
                     e->dec = true;
                     e->n = (uint64_t)n;
                     e->vdelta = 0;
+                    e->vdd = 0;
                     e->backoff = 0;
                     e->prev = bits;
                     return;
@@ -358,22 +466,33 @@ static void chunk__enc_double_slow(struct chunk_enc *e, struct chunk__w *w, doub
     e->prev = bits;
 }
 
-/* head, hlen: the sample's timestamp and quality codes, not yet written (as for the next). */
+/* head, hlen: the sample's codes, not yet written (as for the next). steady: head is the one
+ * bit "0" (same interval, same quality), after which a decimal at the current scale is its
+ * residual alone; any other value needs the long form "1" + "0" (interval) + "0" (quality). */
 static CHUNK__INLINE void chunk__enc_double(struct chunk_enc *e, struct chunk__w *w,
-                                            uint64_t head, unsigned hlen, double d)
+                                            uint64_t head, unsigned hlen, bool steady, double d)
 {
     uint64_t bits;
     memcpy(&bits, &d, 8);
     int64_t n;
+    if (e->dec && chunk__decimal(d, bits, e->scale, &n)) {
+        unsigned o = chunk__order(e->cost);
+        uint64_t z = chunk__zz(chunk__resid(e->n, e->vdelta, e->vdd, o, (uint64_t)n));
+        if (steady)
+            chunk__put_r(w, head, hlen, 0, 0, z, chunk__rice_k(e->cost, o));
+        else
+            chunk__put_r(w, head, hlen, 0x2, 2, z, chunk__rice_k(e->cost, o));
+        chunk__model_put(&e->n, &e->vdelta, &e->vdd, e->cost, (uint64_t)n);
+        e->prev = bits;
+        return;
+    }
+    if (steady && e->dec) {
+        head = 0x4; /* 1 0 0 */
+        hlen = 3;
+    }
     if (bits == e->prev) {
         chunk__put(w, head << 1, hlen + 1);
-        e->vdelta = 0;
-    } else if (e->dec && chunk__decimal(d, bits, e->scale, &n)) {
-        uint64_t delta = (uint64_t)n - e->n;
-        chunk__put_v(w, head, hlen, 0x2, 2, chunk__zz(delta - e->vdelta));
-        e->vdelta = delta;
-        e->n = (uint64_t)n;
-        e->prev = bits;
+        e->vdelta = e->vdd = 0; /* not dec here: dec and equal bits is a decimal */
     } else {
         chunk__put(w, head, hlen);
         chunk__enc_double_slow(e, w, d, bits);
@@ -414,43 +533,53 @@ static CHUNK__INLINE void chunk__enc_sample(struct chunk_enc *e, int64_t ts,
                                             const struct pt_value *v, unsigned q, size_t slen)
 {
     struct chunk__w w = {e->buf, e->pos, e->acc};
-    /* The timestamp and quality codes (40 bits at most) go out with the value's when they fit. */
+    /* The sample's codes (41 bits at most) go out with the value's when they fit. */
     uint64_t code = 0;
     unsigned len = 0;
+    bool steady = false;
     if (e->count == 0) {
         chunk__put(&w, (uint64_t)ts, 64);
         e->first = ts;
     } else {
         uint64_t delta = (uint64_t)ts - (uint64_t)e->last;
         uint64_t z = chunk__zz(delta - e->tdelta);
-        unsigned k = chunk__t_of_len[chunk__bitlen(z)], pay = chunk__t_pay[k];
-        if (pay < 64) {
-            code = (uint64_t)chunk__t_code[k] << pay | z;
-            len = chunk__t_pre[k] + pay;
+        if (z == 0 && q == e->quality) {
+            steady = true;
+            len = 1; /* "0" */
         } else {
-            chunk__put(&w, chunk__t_code[k], chunk__t_pre[k]);
-            chunk__put(&w, z, 64);
+            unsigned k = chunk__t_of_len[chunk__bitlen(z)], pay = chunk__t_pay[k];
+            if (pay < 64) {
+                code = ((uint64_t)1 << chunk__t_pre[k] | chunk__t_code[k]) << pay | z;
+                len = 1 + chunk__t_pre[k] + pay;
+            } else {
+                chunk__put(&w, (uint64_t)1 << chunk__t_pre[k] | chunk__t_code[k],
+                           1 + chunk__t_pre[k]);
+                chunk__put(&w, z, 64);
+            }
         }
         e->tdelta = delta;
     }
     e->last = ts;
-    if (q == e->quality) {
-        code <<= 1;
-        len += 1;
-    } else {
-        code = code << 3 | 4 | q;
-        len += 3;
-        e->quality = (uint8_t)q;
+    if (!steady) {
+        if (q == e->quality) {
+            code <<= 1;
+            len += 1;
+        } else {
+            code = code << 3 | 4 | q;
+            len += 3;
+            e->quality = (uint8_t)q;
+        }
     }
     switch ((enum pt_type)e->type) {
     case PT_DOUBLE:
-        chunk__enc_double(e, &w, code, len, v->u.d);
+        chunk__enc_double(e, &w, code, len, steady, v->u.d);
         break;
     case PT_INT: {
-        uint64_t u = (uint64_t)v->u.i, delta = u - e->prev;
-        chunk__put_v(&w, code, len, 0, 0, chunk__zz(delta - e->vdelta));
-        e->vdelta = delta;
-        e->prev = u;
+        uint64_t u = (uint64_t)v->u.i;
+        unsigned o = chunk__order(e->cost);
+        uint64_t z = chunk__zz(chunk__resid(e->prev, e->vdelta, e->vdd, o, u));
+        chunk__put_r(&w, code, len, 0, 0, z, chunk__rice_k(e->cost, o));
+        chunk__model_put(&e->prev, &e->vdelta, &e->vdd, e->cost, u);
         break;
     }
     case PT_BOOL:
@@ -580,6 +709,35 @@ static CHUNK__INLINE uint64_t chunk__get_v(struct chunk__r *r, uint64_t w, bool 
     }
 }
 
+/* Rice code R, from w: the window at r->pos, already read, with 50 or more valid bits. */
+static CHUNK__INLINE uint64_t chunk__get_r(struct chunk__r *r, uint64_t w, unsigned k, bool fast)
+{
+    unsigned q = chunk__ones(w);
+    if (q < CHUNK__RICE_ESC) {
+        uint64_t z = (uint64_t)q << k;
+        if (k)
+            z |= w << (q + 1) >> (64 - k);
+        r->pos += q + 1 + k;
+        return z;
+    }
+    r->pos += CHUNK__RICE_ESC;
+    return chunk__get_v(r, chunk__peek(r, fast), fast);
+}
+
+/* A value of the version 2 model (decimal mantissa or integer) from its Rice-coded residual. */
+static CHUNK__INLINE void chunk__dec_model(struct chunk_dec *d, struct chunk__r *r, uint64_t w,
+                                           uint64_t *h0, bool fast)
+{
+    unsigned o = chunk__order(d->cost);
+    uint64_t res = chunk__unzz(chunk__get_r(r, w, chunk__rice_k(d->cost, o), fast));
+    uint64_t x = *h0 + res;
+    if (o >= 1)
+        x += d->vdelta;
+    if (o >= 2)
+        x += d->vdd;
+    chunk__model_put(h0, &d->vdelta, &d->vdd, d->cost, x);
+}
+
 int chunk_dec_init(struct chunk_dec *d, enum pt_type type, const uint8_t *data, size_t len,
                    uint32_t count)
 {
@@ -592,11 +750,12 @@ int chunk_dec_init(struct chunk_dec *d, enum pt_type type, const uint8_t *data, 
     d->state = -1;
     if (!data || len < CHUNK__HDR || len > CHUNK_MAX_BYTES || (unsigned)type > PT_STRING)
         return -1;
-    if (data[0] != CHUNK_FORMAT_VERSION || data[1] != (uint8_t)type)
+    if ((data[0] != 1 && data[0] != 2) || data[1] != (uint8_t)type)
         return -1;
-    /* The first sample takes 66 bits or more, every other one 3 or more. */
+    d->ver = data[0];
+    /* The first sample takes 66 bits or more, every other one 3 or more (version 2: 2). */
     uint64_t bits = (uint64_t)(len - CHUNK__HDR) * 8;
-    if (count && (bits < 66 || (uint64_t)(count - 1) * 3 > bits - 66))
+    if (count && (bits < 66 || (uint64_t)(count - 1) * (d->ver == 1 ? 3 : 2) > bits - 66))
         return -1;
     d->len = len;
     d->end = (uint64_t)len * 8;
@@ -611,14 +770,21 @@ static CHUNK__INLINE int chunk__dec_double(struct chunk_dec *d, struct chunk__r 
     uint64_t bits;
     if (!(w >> 63)) { /* 0: same */
         r->pos += 1;
-        d->vdelta = 0;
+        if (d->ver == 1 || !d->dec)
+            d->vdelta = d->vdd = 0;
+        else
+            chunk__model_put(&d->n, &d->vdelta, &d->vdd, d->cost, d->n);
         bits = d->prev;
     } else if (!(w >> 62 & 1)) { /* 10: decimal at the current scale */
         if (!d->dec)
             return -1;
         r->pos += 2;
-        d->vdelta += chunk__unzz(chunk__get_v(r, w << 2, fast));
-        d->n += d->vdelta;
+        if (d->ver == 1) {
+            d->vdelta += chunk__unzz(chunk__get_v(r, w << 2, fast));
+            d->n += d->vdelta;
+        } else {
+            chunk__dec_model(d, r, w << 2, &d->n, fast);
+        }
         double v = (double)chunk__u2i(d->n) / chunk__p10[d->scale];
         memcpy(&bits, &v, 8);
     } else if (!(w >> 61 & 1)) { /* 110: XOR */
@@ -643,7 +809,7 @@ static CHUNK__INLINE int chunk__dec_double(struct chunk_dec *d, struct chunk__r 
         d->scale = (uint8_t)(w >> 58 & 7);
         r->pos += 6;
         d->n = chunk__unzz(chunk__get_v(r, w << 6, fast));
-        d->vdelta = 0;
+        d->vdelta = d->vdd = 0;
         d->dec = true;
         double v = (double)chunk__u2i(d->n) / chunk__p10[d->scale];
         memcpy(&bits, &v, 8);
@@ -692,12 +858,20 @@ static CHUNK__INLINE int chunk__dec_sample(struct chunk_dec *d, int64_t *ts, str
 {
     struct chunk__r r = {d->data, d->len, d->pos};
     uint64_t w;
+    bool steady = false;
     if (d->index == 0) {
         d->ts = chunk__u2i(chunk__get(&r, 64, fast));
         w = chunk__peek(&r, fast);
     } else {
         w = chunk__peek(&r, fast);
-        if (!(w >> 63)) { /* a steady interval: w still has 56 valid bits for what follows */
+        if (d->ver != 1) { /* version 2: "0" steady (interval and quality), "1" the long form */
+            r.pos += 1;
+            steady = !(w >> 63);
+            w <<= 1;
+        }
+        if (steady) {
+            /* the interval stays; w still has 56 valid bits (its first bit is the value's) */
+        } else if (!(w >> 63)) { /* a steady interval: w still has 55 valid bits */
             r.pos += 1;
             w <<= 1;
         } else {
@@ -708,8 +882,10 @@ static CHUNK__INLINE int chunk__dec_sample(struct chunk_dec *d, int64_t *ts, str
             return -1; /* would go past INT64_MAX: time goes back */
         d->ts = chunk__u2i((uint64_t)d->ts + d->tdelta);
     }
-    /* w is the window at r.pos: the quality, then the start of the value. */
-    if (w >> 63) {
+    /* w is the window at r.pos: the quality (unless steady), then the start of the value. */
+    if (steady) {
+        /* the quality stays */
+    } else if (w >> 63) {
         if ((w >> 61 & 3) == 3)
             return -1;
         d->quality = (uint8_t)(w >> 61 & 3);
@@ -722,12 +898,22 @@ static CHUNK__INLINE int chunk__dec_sample(struct chunk_dec *d, int64_t *ts, str
     v->type = (enum pt_type)d->type;
     switch ((enum pt_type)d->type) {
     case PT_DOUBLE:
-        if (chunk__dec_double(d, &r, w, &v->u.d, fast) < 0)
+        if (steady && d->dec) {
+            chunk__dec_model(d, &r, w, &d->n, fast);
+            double x = (double)chunk__u2i(d->n) / chunk__p10[d->scale];
+            memcpy(&d->prev, &x, 8);
+            v->u.d = x;
+        } else if (chunk__dec_double(d, &r, w, &v->u.d, fast) < 0) {
             return -1;
+        }
         break;
     case PT_INT:
-        d->vdelta += chunk__unzz(chunk__get_v(&r, w, fast));
-        d->prev += d->vdelta;
+        if (d->ver == 1) {
+            d->vdelta += chunk__unzz(chunk__get_v(&r, w, fast));
+            d->prev += d->vdelta;
+        } else {
+            chunk__dec_model(d, &r, w, &d->prev, fast);
+        }
         v->u.i = chunk__u2i(d->prev);
         break;
     case PT_BOOL:

@@ -4,8 +4,11 @@
  * they arrive in the style of Facebook's Gorilla: delta-of-delta timestamps in variable-length
  * bit buckets, XOR-compressed doubles, run-length quality. Doubles that are short decimals
  * (23.47, the way sensors report) are coded as scaled integers with delta-of-delta, which is
- * what brings sensor data to 1-2 bytes a sample. The format is drawn in chunk.c and described
- * in docs/internals/history-chunk.md.
+ * what brings sensor data to 1-2 bytes a sample. Version 2 (written since partition format 2)
+ * codes a sample whose interval and quality did not change with one bit, and integers and
+ * decimals with the best of three fixed predictors and an adaptive Rice code: 0.6-1.2 bytes
+ * a sample for the same data. The format is drawn in chunk.c and described in
+ * docs/internals/history-chunk.md.
  *
  * Encoding: chunk_enc_init(), chunk_enc_add() per sample, chunk_enc_data() for the bytes at any
  * time (they decode as they are: there is no finalisation step), chunk_enc_release(). The bytes
@@ -32,8 +35,9 @@
 
 #include "live/live.h"
 
-/* The first byte of every chunk. A decoder refuses versions it does not know. */
-#define CHUNK_FORMAT_VERSION 1
+/* The first byte of every chunk the encoder writes. The decoder reads versions 1 and 2 and
+ * refuses others. */
+#define CHUNK_FORMAT_VERSION 2
 /* Hard cap on the encoded size of one chunk (header included). */
 #define CHUNK_MAX_BYTES      (1u << 20)
 /* Longest string value, in bytes (without the terminating NUL). */
@@ -57,6 +61,8 @@ struct chunk_enc {
     uint64_t tdelta;      /* previous timestamp delta */
     uint64_t prev;        /* previous value: double bits, int64, bool; string: byte offset */
     uint64_t vdelta;      /* previous delta of the int64 or of the decimal n */
+    uint64_t vdd;         /* previous delta of that delta (the predictor of order 3) */
+    uint8_t cost[3];      /* predictors' recent residual sizes (chunk.c: the model) */
     uint64_t n;           /* decimal mantissa of the previous double (two's complement) */
     size_t slen;          /* previous string's length */
 };
@@ -68,10 +74,11 @@ struct chunk_dec {
     uint64_t pos, end;    /* bit position and number of bits in data */
     uint32_t count, index;
     int state;            /* 0 running, 1 at the end, -1 corrupt (sticky) */
-    uint8_t type, quality, wlead, wlen, scale;
+    uint8_t ver, type, quality, wlead, wlen, scale;
     bool dec;
+    uint8_t cost[3];
     int64_t ts;
-    uint64_t tdelta, prev, vdelta, n;
+    uint64_t tdelta, prev, vdelta, vdd, n;
     const char *s;        /* previous string (points into data) */
 };
 

@@ -8,16 +8,22 @@
  *   p-1764460800000.db-shm    open (and until it is sealed)
  *   .p-1764464400000.tmp      only while that partition is being created (and its -journal)
  *
- * Each partition file is self-contained (schema below, SQLite page size 4096, application_id
- * 0x4f505348 "OPSH", user_version = format version 1). While the writer has it open it is in
- * WAL journal mode (readers never block it); when the writer closes it, it is "sealed": put
- * back in rollback-journal mode, WAL checkpointed and deleted, so that a reader opens it with
- * a file lock instead of rebuilding a shared-memory index (part_seal).
+ * Each partition file is self-contained (schema below, application_id 0x4f505348 "OPSH",
+ * user_version = its format version): format 2 (SQLite page size 8192, the smaller file) or
+ * format 1 (page size 4096, the tables differ as noted below; cheaper to append to when each
+ * series gets many chunks in a partition). A new partition gets format 2 when the partition
+ * before it held at most 2 chunks a series (or, for the first, when partitions are at most
+ * 5 minutes long), else format 1 (part_format). Format 1 files from an older opsd are read,
+ * verified, appended to and dropped the same way: a partition keeps the format it was
+ * created in. While the writer has it open it is in WAL journal mode (readers never block
+ * it); when the writer closes it, it is "sealed": put back in rollback-journal mode, WAL
+ * checkpointed and deleted, so that a reader opens it with a file lock instead of rebuilding
+ * a shared-memory index (part_seal).
  *
  *   meta    one row
  *   | column   | type    | meaning                                                   |
  *   |----------|---------|-----------------------------------------------------------|
- *   | format   | INTEGER | HSTORE_FORMAT_VERSION (1)                                 |
+ *   | format   | INTEGER | the format version (the same as user_version): 1 or 2     |
  *   | start    | INTEGER | partition start, ms since the epoch (as in the file name)  |
  *   | length   | INTEGER | partition length, ms (the same for every file of DIR)      |
  *   | series   | INTEGER | rows in series                                            |
@@ -25,17 +31,28 @@
  *   | samples  | INTEGER | sum of chunks.count                                       |
  *   | max_span | INTEGER | largest t_last - t_first in chunks (bounds read scans)     |
  *
- *   series  id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, type INTEGER NOT NULL
- *           (enum pt_type of its first chunk here); ids are local to the partition.
+ *   series  name TEXT NOT NULL PRIMARY KEY, id INTEGER NOT NULL, type INTEGER NOT NULL
+ *           (enum pt_type of its first chunk here), WITHOUT ROWID; ids are local to the
+ *           partition: 1, 2, ... in the order the series arrived (the writer gives the next
+ *           one from meta.series), unique (hstore_verify checks it).
+ *           Format 1: id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, type (a rowid table
+ *           and an index holding every name a second time).
  *
  *   chunks  series INTEGER NOT NULL   -> series.id
  *           t_first INTEGER NOT NULL  first sample time, ms; start <= t_first
+ *           seq INTEGER NOT NULL      0; 1, 2, ... for further chunks with the same t_first
  *           t_last INTEGER NOT NULL   last sample time, ms; t_first <= t_last < start + length
  *           count INTEGER NOT NULL    samples in the chunk, 1 .. 2^32-1
- *           seq INTEGER NOT NULL      0; 1, 2, ... for further chunks with the same t_first
  *           type INTEGER NOT NULL     enum pt_type of this chunk (a point may change type)
  *           data BLOB NOT NULL        the encoded chunk, opaque here
- *           UNIQUE INDEX chunks_series ON chunks(series, t_first, seq)
+ *           PRIMARY KEY (series, t_first, seq), WITHOUT ROWID: the rows are the index.
+ *           Format 1: a rowid table (columns in the order series, t_first, t_last, count,
+ *           seq, type, data) and UNIQUE INDEX chunks_series ON chunks(series, t_first, seq),
+ *           which repeats the key and adds the rowid: about 25 bytes more per chunk.
+ *           The page size is 8192 in format 2 so that a chunk of up to about 2 KB stays in
+ *           its b-tree page (WITHOUT ROWID rows spill to overflow pages past a quarter page;
+ *           at 4096 a chunk of noisy doubles would); 16384 would keep larger chunks in place
+ *           but doubles each reader connection's page memory.
  *
  * Structures. The writer (struct hstore) keeps every partition of DIR in ent[], ascending by
  * start, with its committed counters (for hstore_stats) and, for at most HS_OPEN_MAX of them,
@@ -86,7 +103,10 @@
 #define HR_CACHE_KIB       "128"      /* reader: SQLite page cache per open partition */
 #define HS_BUSY_MS         5000       /* SQLite busy timeout */
 #define HS_CACHE_KIB       16384      /* writer: SQLite page cache per open partition */
-#define HS_CKPT_PAGES      4000       /* writer: WAL auto-checkpoint (16 MB of 4 KiB pages) */
+#define HS_CKPT_BYTES      (16 * 1024 * 1024) /* writer: WAL auto-checkpoint, in bytes of pages */
+#define HS_PAGE_SIZE       "8192"     /* SQLite page size of a new partition (format 2) */
+#define HS_FMT2_CHUNKS     2          /* format 2 after partitions of at most 2 chunks a series */
+#define HS_FMT2_LEN_MS     300000     /* ... and for the first partitions up to 5 min long */
 #define HS_WAL_LIMIT       (64 * 1024 * 1024) /* WAL file truncated to this after a checkpoint */
 #define HS_NAME_LEN        48         /* "p-" + 19 digits + ".db-journal" + NUL, with room */
 #define HS_ERR_LEN         320
@@ -343,7 +363,8 @@ static int part_open_db(const char *path, int flags, sqlite3 **out, struct hs_me
         if (rc == -EBUSY || q_int(db, "PRAGMA application_id", &app) != SQLITE_OK)
             goto fail;
         if (app == HS_APP_ID &&
-            (q_int(db, "PRAGMA user_version", &ver) != SQLITE_OK || ver == HSTORE_FORMAT_VERSION))
+            (q_int(db, "PRAGMA user_version", &ver) != SQLITE_OK ||
+             (ver >= HSTORE_FORMAT_OLDEST && ver <= HSTORE_FORMAT_VERSION)))
             goto fail;
     }
     if (app != HS_APP_ID) {
@@ -352,11 +373,11 @@ static int part_open_db(const char *path, int flags, sqlite3 **out, struct hs_me
                  (uint64_t)app);
         goto fail;
     }
-    if (ver != HSTORE_FORMAT_VERSION) {
+    if (ver < HSTORE_FORMAT_OLDEST || ver > HSTORE_FORMAT_VERSION) {
         rc = -EBADMSG;
-        snprintf(err, errlen, "partition format %" PRId64 "%s; this opsd reads format %d", ver,
-                 ver > HSTORE_FORMAT_VERSION ? " (written by a newer opsd)" : "",
-                 HSTORE_FORMAT_VERSION);
+        snprintf(err, errlen, "partition format %" PRId64 "%s; this opsd reads formats %d to %d",
+                 ver, ver > HSTORE_FORMAT_VERSION ? " (written by a newer opsd)" : "",
+                 HSTORE_FORMAT_OLDEST, HSTORE_FORMAT_VERSION);
         goto fail;
     }
     m->format = sqlite3_column_int64(st, 2);
@@ -366,7 +387,7 @@ static int part_open_db(const char *path, int flags, sqlite3 **out, struct hs_me
     m->chunks = sqlite3_column_int64(st, 6);
     m->samples = sqlite3_column_int64(st, 7);
     m->max_span = sqlite3_column_int64(st, 8);
-    if (m->format != HSTORE_FORMAT_VERSION || m->length < HSTORE_PARTITION_MIN_MS ||
+    if (m->format != ver || m->length < HSTORE_PARTITION_MIN_MS ||
         m->length > HSTORE_PARTITION_MAX_MS || m->start < 0 || m->start % m->length != 0 ||
         m->start > INT64_MAX - m->length || m->series < 0 || m->chunks < 0 || m->samples < 0 ||
         m->max_span < 0 || m->max_span >= m->length) {
@@ -424,7 +445,7 @@ enum {
 
 static const char *const st_sql[ST_COUNT] = {
     [ST_FIND_SERIES] = "SELECT id, type FROM series WHERE name = ?1",
-    [ST_INS_SERIES] = "INSERT INTO series(name, type) VALUES (?1, ?2)",
+    [ST_INS_SERIES] = "INSERT INTO series(name, type, id) VALUES (?1, ?2, ?3)",
     [ST_INS_CHUNK] = "INSERT INTO chunks(series, t_first, t_last, count, seq, type, data) "
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_FIND_CHUNK] = "SELECT seq, t_last, count, type, data FROM chunks "
@@ -447,6 +468,7 @@ struct hs_series {
 struct hs_part {
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT];
+    int64_t nser_committed; /* rows in series, committed: new ids follow it */
     struct hs_series *slot;
     size_t cap, nser;  /* slots (a power of two, or 0) and series in them */
     bool in_txn;
@@ -647,12 +669,49 @@ static void hs_fail(struct hstore *s, int rc)
             part_rollback(s->ent[i].part);
 }
 
-/* Creates the file of a new partition: schema and meta row under a temporary name, synced
- * (rollback-journal mode, synchronous=FULL), renamed into place, DIR synced: a sealed, empty
- * partition. On failure nothing is left under the partition's name. */
-static int part_create(struct hstore *s, int64_t start)
+/* The format of a new partition at index `at` of ent[]. Format 2 (chunks clustered by key) is
+ * the smaller file, but a chunk inserted between two others of a full b-tree rewrites the page
+ * it lands in: when every series gets chunk after chunk in one partition (a long partition,
+ * each checkpoint adding one chunk to every series), that page traffic makes the committer's
+ * inserts about 3 times as costly as format 1's appends (bench_insert, 30 rounds). So format 2
+ * goes where series have few chunks per partition, judged from the newest partition before
+ * this one that holds chunks (at most HS_FMT2_CHUNKS per series), else from the length. */
+static int part_format(const struct hstore *s, size_t at)
 {
-    char tmp[PATH_MAX], fin[PATH_MAX], sql[1024];
+    for (size_t i = at; i-- > 0;) {
+        const struct hs_ent *e = &s->ent[i];
+        if (!e->bad && e->series > 0)
+            return e->chunks <= HS_FMT2_CHUNKS * e->series ? 2 : 1;
+    }
+    return s->len <= HS_FMT2_LEN_MS ? 2 : 1;
+}
+
+/* The schema of a new partition, by format (1 as the opsd before format 2 made it). */
+static const char *const part_schema[3] = {
+    [1] = "PRAGMA page_size = 4096;",
+    [2] = "PRAGMA page_size = " HS_PAGE_SIZE ";",
+};
+static const char *const part_tables[3] = {
+    [1] = "CREATE TABLE series(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
+          " type INTEGER NOT NULL);"
+          "CREATE TABLE chunks(series INTEGER NOT NULL, t_first INTEGER NOT NULL,"
+          " t_last INTEGER NOT NULL, count INTEGER NOT NULL, seq INTEGER NOT NULL,"
+          " type INTEGER NOT NULL, data BLOB NOT NULL);"
+          "CREATE UNIQUE INDEX chunks_series ON chunks(series, t_first, seq);",
+    [2] = "CREATE TABLE series(name TEXT NOT NULL PRIMARY KEY, id INTEGER NOT NULL,"
+          " type INTEGER NOT NULL) WITHOUT ROWID;"
+          "CREATE TABLE chunks(series INTEGER NOT NULL, t_first INTEGER NOT NULL,"
+          " seq INTEGER NOT NULL, t_last INTEGER NOT NULL, count INTEGER NOT NULL,"
+          " type INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(series, t_first, seq))"
+          " WITHOUT ROWID;",
+};
+
+/* Creates the file of a new partition in `format`: schema and meta row under a temporary
+ * name, synced (rollback-journal mode, synchronous=FULL), renamed into place, DIR synced: a
+ * sealed, empty partition. On failure nothing is left under the partition's name. */
+static int part_create(struct hstore *s, int64_t start, int format)
+{
+    char tmp[PATH_MAX], fin[PATH_MAX], sql[2048];
     sqlite3 *db = NULL;
     char *emsg = NULL;
     bool renamed = false;
@@ -666,7 +725,7 @@ static int part_create(struct hstore *s, int64_t start)
     }
     path_fmt(fin, sizeof fin, s->dir, start, HS_DB);
     snprintf(sql, sizeof sql,
-             "PRAGMA page_size = 4096;"
+             "%s"
              "PRAGMA application_id = %d;"
              "PRAGMA user_version = %d;"
              "PRAGMA synchronous = FULL;"
@@ -675,14 +734,9 @@ static int part_create(struct hstore *s, int64_t start)
              " length INTEGER NOT NULL, series INTEGER NOT NULL, chunks INTEGER NOT NULL,"
              " samples INTEGER NOT NULL, max_span INTEGER NOT NULL);"
              "INSERT INTO meta VALUES (%d, %" PRId64 ", %" PRId64 ", 0, 0, 0, 0);"
-             "CREATE TABLE series(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
-             " type INTEGER NOT NULL);"
-             "CREATE TABLE chunks(series INTEGER NOT NULL, t_first INTEGER NOT NULL,"
-             " t_last INTEGER NOT NULL, count INTEGER NOT NULL, seq INTEGER NOT NULL,"
-             " type INTEGER NOT NULL, data BLOB NOT NULL);"
-             "CREATE UNIQUE INDEX chunks_series ON chunks(series, t_first, seq);"
+             "%s"
              "COMMIT;",
-             HS_APP_ID, HSTORE_FORMAT_VERSION, HSTORE_FORMAT_VERSION, start, s->len);
+             part_schema[format], HS_APP_ID, format, format, start, s->len, part_tables[format]);
     src = sqlite3_open_v2(tmp, &db,
                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (src == SQLITE_OK)
@@ -737,6 +791,7 @@ static int part_open(struct hstore *s, struct hs_ent *e)
     struct hs_meta m;
     struct hs_part *p;
     sqlite3 *db;
+    int64_t page = 4096;
     int src = SQLITE_OK, rc;
 
     path_fmt(path, sizeof path, s->dir, e->start, HS_DB);
@@ -753,12 +808,15 @@ static int part_open(struct hstore *s, struct hs_ent *e)
         log_error(HS_MOD, "store %s: cannot write partition %s: %s", s->dir, path, err);
         return rc;
     }
+    if (q_int(db, "PRAGMA page_size", &page) != SQLITE_OK || page < 512)
+        page = 4096;
     snprintf(pragmas, sizeof pragmas,
              "PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = %d;"
              "PRAGMA journal_size_limit = %d; PRAGMA cache_size = -%d;",
-             HS_CKPT_PAGES, HS_WAL_LIMIT, HS_CACHE_KIB);
+             (int)(HS_CKPT_BYTES / page), HS_WAL_LIMIT, HS_CACHE_KIB);
     p = xzalloc(sizeof *p);
     p->db = db;
+    p->nser_committed = m.series;
     /* WAL mode while written, so that readers never wait for the writer. Should a reader
      * keep it from switching (past the busy timeout), commits still work and are as
      * durable, in rollback-journal mode; readers then wait during each commit. */
@@ -816,6 +874,7 @@ static int commit_all(struct hstore *s)
             return rc;
         }
         p->in_txn = false;
+        p->nser_committed += (int64_t)p->p_series;
         e->series += p->p_series;
         e->chunks += p->p_chunks;
         e->samples += p->p_samples;
@@ -868,7 +927,7 @@ static int part_get(struct hstore *s, int64_t start, struct hs_part **out)
     if (rc < 0)
         return rc;
     if (!found) {
-        rc = part_create(s, start);
+        rc = part_create(s, start, part_format(s, at));
         if (rc < 0)
             return rc;
         e = ent_insert(s, at, start);
@@ -918,14 +977,17 @@ static int series_id(struct hs_part *p, const char *name, size_t n, enum pt_type
         *id = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
     if (src == SQLITE_DONE) {
+        /* ids are 1, 2, ... in the order series arrive: format 2 has no rowid to take one
+         * from, and its series table is keyed by name; format 1 numbers them the same way */
+        *id = p->nser_committed + (int64_t)p->p_series + 1;
         st = p->st[ST_INS_SERIES];
         sqlite3_bind_text(st, 1, name, (int)n, SQLITE_STATIC);
         sqlite3_bind_int(st, 2, (int)type);
+        sqlite3_bind_int64(st, 3, *id);
         src = sqlite3_step(st);
         sqlite3_reset(st);
         if (src != SQLITE_DONE)
             return src;
-        *id = sqlite3_last_insert_rowid(p->db);
         p->p_series++;
     } else if (src != SQLITE_ROW) {
         return src;
@@ -955,7 +1017,7 @@ static int chunk_insert(struct hs_part *p, int64_t id, enum pt_type type, int64_
         sqlite3_reset(ins);
         if (src == SQLITE_DONE)
             return SQLITE_OK;
-        if (src != SQLITE_CONSTRAINT_UNIQUE || seq != 0)
+        if ((src != SQLITE_CONSTRAINT_UNIQUE && src != SQLITE_CONSTRAINT_PRIMARYKEY) || seq != 0)
             return src;
         /* (series, t_first, 0) is taken: the same chunk again, or another with that start. */
         sqlite3_bind_int64(find, 1, id);
@@ -2025,13 +2087,14 @@ int hstore_verify(const char *path, char *err, size_t errlen)
 
     src = sqlite3_prepare_v2(
         db,
-        "SELECT c.rowid, c.series, c.t_first, c.t_last, c.count, typeof(c.data),"
-        " length(c.data), s.id IS NULL FROM chunks c LEFT JOIN series s ON s.id = c.series "
+        "SELECT c.seq, c.series, c.t_first, c.t_last, c.count, typeof(c.data),"
+        " length(c.data), c.series NOT IN (SELECT id FROM series) FROM chunks c "
         "WHERE NOT (typeof(c.t_first) = 'integer' AND typeof(c.t_last) = 'integer'"
         " AND typeof(c.count) = 'integer' AND c.t_first <= c.t_last AND c.count > 0"
         " AND c.count <= 4294967295 AND c.t_first >= ?1 AND c.t_last < ?2"
         " AND typeof(c.type) = 'integer' AND c.type BETWEEN 0 AND ?3"
-        " AND typeof(c.data) = 'blob' AND length(c.data) > 0 AND s.id IS NOT NULL) LIMIT 1",
+        " AND typeof(c.data) = 'blob' AND length(c.data) > 0"
+        " AND c.series IN (SELECT id FROM series)) LIMIT 1",
         -1, &st, NULL);
     if (src != SQLITE_OK)
         goto sqlfail;
@@ -2051,9 +2114,9 @@ int hstore_verify(const char *path, char *err, size_t errlen)
                               ? "outside the partition"
                               : "unknown type, a column of the wrong type, or no data";
         snprintf(err, errlen,
-                 "chunk rowid %" PRId64 " (series %" PRId64 ", t_first %" PRId64
+                 "chunk (series %" PRId64 ", t_first %" PRId64 ", seq %" PRId64
                  ", t_last %" PRId64 ", count %" PRId64 "): %s",
-                 (int64_t)sqlite3_column_int64(st, 0), (int64_t)sqlite3_column_int64(st, 1), tf,
+                 (int64_t)sqlite3_column_int64(st, 1), tf, (int64_t)sqlite3_column_int64(st, 0),
                  tl, cnt, why);
         rc = -EBADMSG;
         goto out;
@@ -2061,26 +2124,49 @@ int hstore_verify(const char *path, char *err, size_t errlen)
     sqlite3_finalize(st);
     st = NULL;
 
+    /* ids are 1 .. the number of series (format 1: rowids, unique by construction) */
     src = sqlite3_prepare_v2(db,
                              "SELECT id FROM series WHERE NOT (typeof(name) = 'text'"
                              " AND length(name) BETWEEN 1 AND ?1 AND typeof(type) = 'integer'"
-                             " AND type BETWEEN 0 AND ?2) LIMIT 1",
+                             " AND type BETWEEN 0 AND ?2 AND typeof(id) = 'integer'"
+                             " AND id BETWEEN 1 AND ?3) LIMIT 1",
                              -1, &st, NULL);
     if (src != SQLITE_OK)
         goto sqlfail;
     sqlite3_bind_int(st, 1, LIVE_NAME_MAX);
     sqlite3_bind_int(st, 2, PT_STRING);
+    sqlite3_bind_int64(st, 3, m.format >= 2 ? m.series : INT64_MAX);
     rc = v_step(db, st, err, errlen);
     if (rc < 0)
         goto out;
     if (rc == 1) {
-        snprintf(err, errlen, "series id %" PRId64 ": name or type out of range",
+        snprintf(err, errlen, "series id %" PRId64 ": id, name or type out of range",
                  (int64_t)sqlite3_column_int64(st, 0));
         rc = -EBADMSG;
         goto out;
     }
     sqlite3_finalize(st);
     st = NULL;
+
+    /* format 2 keys series by name: two names with one id would mix their chunks */
+    if (m.format >= 2) {
+        src = sqlite3_prepare_v2(db,
+                                 "SELECT id FROM series GROUP BY id HAVING count(*) > 1 LIMIT 1",
+                                 -1, &st, NULL);
+        if (src != SQLITE_OK)
+            goto sqlfail;
+        rc = v_step(db, st, err, errlen);
+        if (rc < 0)
+            goto out;
+        if (rc == 1) {
+            snprintf(err, errlen, "series id %" PRId64 " is given to more than one name",
+                     (int64_t)sqlite3_column_int64(st, 0));
+            rc = -EBADMSG;
+            goto out;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+    }
 
     src = sqlite3_prepare_v2(db,
                              "SELECT (SELECT count(*) FROM series), count(*),"

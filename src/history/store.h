@@ -37,7 +37,8 @@
 #define HSTORE_PARTITION_MIN_MS     1000LL                /* 1 s */
 #define HSTORE_PARTITION_MAX_MS     (366LL * 86400000LL)  /* 366 days */
 #define HSTORE_DATA_MAX             (16u * 1024 * 1024)   /* largest chunk, bytes */
-#define HSTORE_FORMAT_VERSION       1                     /* of the partition files */
+#define HSTORE_FORMAT_VERSION       2                     /* newest partition format */
+#define HSTORE_FORMAT_OLDEST        1                     /* oldest format still read */
 
 struct hstore;          /* the writer */
 struct hstore_reader;   /* a reader, for query threads */

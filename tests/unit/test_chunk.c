@@ -886,6 +886,98 @@ static void random_garbage(void **state)
     }
 }
 
+/* ---- version 1 chunks written by the version 1 encoder --------------------------------- */
+
+/* Samples whose chunks the version 1 encoder (chunk.c before version 2) wrote into the arrays
+ * below: partitions keep such chunks, and they must decode to exactly these samples (doubles
+ * bit for bit: a NaN payload, -0.0, an infinity, a decimal sine, jitter, quality changes; ints
+ * before 1970 with a jump; strings). */
+static double v1_dbl_value(int i)
+{
+    uint64_t b;
+    double d;
+    switch (i) {
+    case 10: b = 0x7ff8000000000123ull; memcpy(&d, &b, 8); return d; /* NaN with a payload */
+    case 11: return -0.0;
+    case 12: return INFINITY;
+    case 13: return 1e300;
+    case 14: return 1.0 / 3.0;
+    default: return round(5000 + 5000 * sin(2 * M_PI * (double)i / 60)) / 100;
+    }
+}
+static int64_t v1_dbl_ts(int i) { return 1764460800000LL + i * 1000 + (i % 7 == 3 ? 5 : 0); }
+static enum pt_quality v1_dbl_q(int i)
+{
+    return i >= 20 && i <= 22 ? Q_UNCERTAIN : i == 30 ? Q_BAD : Q_GOOD;
+}
+static int64_t v1_int_value(int i)
+{
+    return (int64_t)i * i * 3 - 1000 + (i == 15 ? INT64_MAX / 3 : 0);
+}
+static int64_t v1_int_ts(int i) { return -5000 + i * 250 + (i > 20 ? 100000 : 0); }
+static const char *const v1_strs[8] = {"run", "run", "stop", "", "fault", "fault", "x", "run"};
+static int64_t v1_str_ts(int i) { return 1000 + i * (i < 4 ? 10 : 3000); }
+#define V1_NDBL 40
+#define V1_NINT 30
+#define V1_NSTR 8
+
+static const uint8_t v1_dbl[149] = {
+    0x01, 0x00, 0x00, 0x00, 0x01, 0x9a, 0xd2, 0x0f, 0x28, 0x00, 0x71, 0xb2,
+    0x67, 0xd0, 0x75, 0xe2, 0xb2, 0x62, 0xf0, 0x20, 0x54, 0x29, 0x62, 0xf1,
+    0x35, 0x8f, 0xc2, 0x96, 0x5a, 0x59, 0xa9, 0x67, 0xe5, 0xa4, 0x96, 0xa3,
+    0x0a, 0x61, 0xfd, 0x74, 0xe6, 0x66, 0x66, 0x66, 0x6f, 0x74, 0x4d, 0x9f,
+    0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x24, 0x70, 0xa6, 0x80, 0xcf, 0xff,
+    0x34, 0xfb, 0xf1, 0xf9, 0x0f, 0x22, 0x00, 0x1d, 0x67, 0x34, 0x3f, 0xc1,
+    0xe2, 0xb1, 0x69, 0xdd, 0x55, 0x20, 0xc9, 0x33, 0xfc, 0x62, 0xaa, 0xaa,
+    0xaa, 0xaa, 0xaa, 0xa9, 0xaf, 0xc7, 0xdd, 0x70, 0xa3, 0xd7, 0x0a, 0x3f,
+    0x0a, 0x75, 0xe4, 0xd4, 0x68, 0x9a, 0xe4, 0x3e, 0x14, 0xb6, 0x55, 0xb6,
+    0x52, 0xd7, 0x4b, 0x57, 0x4b, 0x51, 0x85, 0x2d, 0x26, 0x26, 0xb3, 0xf8,
+    0x52, 0xcd, 0x4b, 0x2d, 0x2c, 0x7c, 0xb1, 0x76, 0xab, 0x85, 0x49, 0x13,
+    0x56, 0x42, 0x96, 0x30, 0x59, 0x01, 0x65, 0xc5, 0x9b, 0x16, 0x81, 0x0a,
+    0x5a, 0x54, 0x4d, 0x6a, 0x5f,
+};
+static const uint8_t v1_int[76] = {
+    0x01, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xec, 0x78, 0x78, 0x1f,
+    0x3f, 0x0f, 0xa3, 0xc0, 0xfa, 0xc5, 0x85, 0x85, 0x85, 0x85, 0x85, 0x85,
+    0x85, 0x85, 0x85, 0x85, 0x85, 0x85, 0x87, 0xea, 0xaa, 0xaa, 0xaa, 0xaa,
+    0xaa, 0xaa, 0xac, 0x07, 0xf5, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x53,
+    0x67, 0xea, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xac, 0x05, 0x85, 0x85,
+    0x9c, 0x61, 0xa8, 0x0b, 0x38, 0xc3, 0x4f, 0xd6, 0x16, 0x16, 0x16, 0x16,
+    0x16, 0x16, 0x16, 0x7f,
+};
+static const uint8_t v1_str[51] = {
+    0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xe8, 0x40, 0x03,
+    0x72, 0x75, 0x6e, 0x00, 0x8a, 0x04, 0x04, 0x73, 0x74, 0x6f, 0x70, 0x00,
+    0x20, 0x00, 0x00, 0xe0, 0x5d, 0x70, 0x40, 0x05, 0x66, 0x61, 0x75, 0x6c,
+    0x74, 0x00, 0xe0, 0x46, 0x13, 0x08, 0x01, 0x78, 0x00, 0x20, 0x03, 0x72,
+    0x75, 0x6e, 0x00,
+};
+
+static void v1_chunks(void **state)
+{
+    (void)state;
+    struct sample *s = alloc_samples(V1_NDBL);
+    for (int i = 0; i < V1_NDBL; i++) {
+        s[i] = dbl(v1_dbl_ts(i), v1_dbl_value(i));
+        s[i].q = v1_dbl_q(i);
+    }
+    assert_int_equal(v1_dbl[0], 1);
+    assert_decodes(PT_DOUBLE, v1_dbl, sizeof v1_dbl, s, V1_NDBL);
+    for (int i = 0; i < V1_NINT; i++)
+        s[i] = i64(v1_int_ts(i), v1_int_value(i));
+    assert_decodes(PT_INT, v1_int, sizeof v1_int, s, V1_NINT);
+    for (int i = 0; i < V1_NSTR; i++)
+        s[i] = str(v1_str_ts(i), v1_strs[i]);
+    assert_decodes(PT_STRING, v1_str, sizeof v1_str, s, V1_NSTR);
+    /* version 2 round trips the same doubles, in fewer bytes */
+    for (int i = 0; i < V1_NDBL; i++) {
+        s[i] = dbl(v1_dbl_ts(i), v1_dbl_value(i));
+        s[i].q = v1_dbl_q(i);
+    }
+    assert_true(roundtrip(PT_DOUBLE, s, V1_NDBL, true) < sizeof v1_dbl);
+    free(s);
+}
+
 /* ---- the format, bit for bit ----------------------------------------------------------- */
 
 /* A bit writer independent of the codec's, to spell out expected chunks. */
@@ -923,16 +1015,145 @@ static void assert_encodes_to(enum pt_type t, const struct sample *s, size_t n, 
     chunk_enc_release(&e);
 }
 
-/* Chunks spelled out from the table at the top of chunk.c: a change of format breaks this test
- * (and must bump CHUNK_FORMAT_VERSION). */
+/* Version 2 chunks spelled out from the table at the top of chunk.c: a change of format breaks
+ * this test (and must bump CHUNK_FORMAT_VERSION). */
 static void format_bits(void **state)
+{
+    (void)state;
+    assert_int_equal(CHUNK_FORMAT_VERSION, 2);
+    /* doubles: 1.5 at 1000 ms, good; 1.5 again at 2000; 1.5 + 2^-40 (bad) at 2001 */
+    struct sample d[3] = {dbl(1000, 1.5), dbl(2000, 1.5), dbl(2001, 1.5 + ldexp(1, -40))};
+    d[2].q = Q_BAD;
+    struct bits w = {{0}, 0};
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_DOUBLE, 8);
+    bits_put(&w, 1000, 64);      /* first timestamp */
+    bits_put(&w, 0, 1);          /* quality: same (good) */
+    bits_put(&w, 0x7, 3);        /* 111: decimal, new scale */
+    bits_put(&w, 1, 3);          /* scale 1 */
+    bits_put(&w, 0x6, 3);        /* V: 110 + 7 bits */
+    bits_put(&w, 30, 7);         /* zigzag(15) */
+    bits_put(&w, 1, 1);          /* the long form */
+    bits_put(&w, 0x6, 3);        /* T: 110 + 12 bits */
+    bits_put(&w, 2000, 12);      /* zigzag(DOD 1000) */
+    bits_put(&w, 0, 1);          /* quality: same */
+    bits_put(&w, 0x2, 2);        /* 10: decimal at the current scale */
+    bits_put(&w, 0, 1);          /* R, k 0: residual 0 (order 1 predicts 15) */
+    bits_put(&w, 1, 1);          /* the long form */
+    bits_put(&w, 0x6, 3);        /* T: 110 + 12 bits */
+    bits_put(&w, 1997, 12);      /* D 1, DOD 1 - 1000 = -999, zigzag 1997 */
+    bits_put(&w, 0x6, 3);        /* quality: 1 + 10 (bad) */
+    bits_put(&w, 0x6, 3);        /* 110: XOR (not a decimal at any scale) */
+    bits_put(&w, 1, 1);          /* new window: the XOR is 1 << 12 */
+    bits_put(&w, 31, 5);         /* leading zeros, at most 31 */
+    bits_put(&w, 21, 6);         /* meaningful bits: 64 - 31 - 12 trailing zeros */
+    bits_put(&w, 1, 21);
+    assert_encodes_to(PT_DOUBLE, d, 3, &w);
+
+    /* doubles on a steady clock: 0.5, 0.7, 0.9 (order 1 first, then order 2 wins) */
+    struct sample e[4] = {dbl(0, 0.5), dbl(10, 0.7), dbl(20, 0.9), dbl(30, 1.1)};
+    memset(&w, 0, sizeof w);
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_DOUBLE, 8);
+    bits_put(&w, 0, 64);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 0x7, 3);        /* 111, scale 1, V(zigzag(5) = 10): 10 + 4 bits */
+    bits_put(&w, 1, 3);
+    bits_put(&w, 0x2, 2);
+    bits_put(&w, 10, 4);
+    bits_put(&w, 1, 1);          /* the long form: the first interval */
+    bits_put(&w, 0x2, 2);        /* T: 10 + 7 bits, zigzag(10) */
+    bits_put(&w, 20, 7);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 0x2, 2);        /* 10, R k 0: residual 2 (7 - 5), zigzag 4: 1111 0 */
+    bits_put(&w, 0x1e, 5);
+    /* costs after 7: order 1 bitlen(zz(2)) = 3, order 2 3, order 3 3 -> ties: order 1, k 0 */
+    bits_put(&w, 0, 1);          /* steady */
+    bits_put(&w, 0x1e, 5);       /* residual 2 again: 1111 0 */
+    /* costs: order 1 3 - 0 + 3 = 6, order 2 (residual 0) 3 - 0 + 0 = 3, order 3 (-2) 3 - 0 + 2
+     * = 5: order 2, k = (3 + 2) / 4 - 1 = 0; it predicts 9 + 2 = 11: residual 0 */
+    bits_put(&w, 0, 1);          /* steady */
+    bits_put(&w, 0, 1);          /* R: 0 */
+    assert_encodes_to(PT_DOUBLE, e, 4, &w);
+
+    /* ints: 7, 8, 9 at -1 (before 1970), equal timestamps */
+    struct sample i[3] = {i64(-1, 7), i64(-1, 8), i64(-1, 9)};
+    memset(&w, 0, sizeof w);
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_INT, 8);
+    bits_put(&w, UINT64_MAX, 64); /* -1 */
+    bits_put(&w, 0, 1);
+    bits_put(&w, 0xfff, 12);      /* R, k 0: zigzag(7) = 14 >= 12: escaped ... */
+    bits_put(&w, 0x2, 2);         /* ... in bucket V: 10 + 4 bits */
+    bits_put(&w, 14, 4);
+    bits_put(&w, 0, 1);           /* steady (same interval 0, same quality) */
+    bits_put(&w, 0x6, 3);         /* R, order 1, k 0: residual 1, zigzag 2: 11 0 */
+    bits_put(&w, 0, 1);           /* steady */
+    bits_put(&w, 0x6, 3);         /* the same again */
+    assert_encodes_to(PT_INT, i, 3, &w);
+
+    /* strings: "ab", "ab", "" */
+    struct sample t[3] = {str(5, "ab"), str(5, "ab"), str(6, "")};
+    memset(&w, 0, sizeof w);
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_STRING, 8);
+    bits_put(&w, 5, 64);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 1, 1);           /* a new string */
+    bits_put(&w, 0, 6);           /* zero bits up to the byte boundary */
+    bits_put(&w, 2, 8);           /* length */
+    bits_put(&w, 'a', 8);
+    bits_put(&w, 'b', 8);
+    bits_put(&w, 0, 8);           /* NUL */
+    bits_put(&w, 0, 1);           /* steady */
+    bits_put(&w, 0, 1);           /* the same string */
+    bits_put(&w, 1, 1);           /* the long form */
+    bits_put(&w, 0x2, 2);         /* T: 10 + 7 bits */
+    bits_put(&w, 2, 7);           /* D 1, DOD 1, zigzag 2 */
+    bits_put(&w, 0, 1);
+    bits_put(&w, 1, 1);           /* a new string */
+    while (w.n % 8)
+        bits_put(&w, 0, 1);       /* zero bits up to the byte boundary */
+    bits_put(&w, 0, 8);           /* length 0 */
+    bits_put(&w, 0, 8);           /* NUL */
+    assert_encodes_to(PT_STRING, t, 3, &w);
+
+    /* bools: true, true, false on a steady clock of 1 s */
+    struct sample b[3] = {bln(0, true), bln(1000, true), bln(2000, false)};
+    memset(&w, 0, sizeof w);
+    bits_put(&w, 2, 8);
+    bits_put(&w, PT_BOOL, 8);
+    bits_put(&w, 0, 64);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 1, 1);
+    bits_put(&w, 1, 1);           /* the long form */
+    bits_put(&w, 0x6, 3);         /* T: 110 + 12 bits, zigzag(1000) */
+    bits_put(&w, 2000, 12);
+    bits_put(&w, 0, 1);
+    bits_put(&w, 1, 1);
+    bits_put(&w, 0, 1);           /* steady */
+    bits_put(&w, 0, 1);
+    assert_encodes_to(PT_BOOL, b, 3, &w);
+}
+
+/* Spelled-out bits of an older version: they decode to s. */
+static void assert_decodes_bits(enum pt_type t, const struct sample *s, size_t n,
+                                struct bits *want)
+{
+    size_t len = bits_end(want);
+    assert_decodes(t, want->b, len, s, n);
+}
+
+/* Version 1 chunks spelled out from the table at the top of chunk.c: written by an older opsd,
+ * still in partitions of format 1 and 2, they must decode to the same samples. */
+static void format_bits_v1(void **state)
 {
     (void)state;
     /* doubles: 1.5 at 1000 ms, good; 1.5 again at 2000; 1.5 + 2^-40 (bad) at 2001 */
     struct sample d[3] = {dbl(1000, 1.5), dbl(2000, 1.5), dbl(2001, 1.5 + ldexp(1, -40))};
     d[2].q = Q_BAD;
     struct bits w = {{0}, 0};
-    bits_put(&w, CHUNK_FORMAT_VERSION, 8);
+    bits_put(&w, 1, 8);
     bits_put(&w, PT_DOUBLE, 8);
     bits_put(&w, 1000, 64);      /* first timestamp */
     bits_put(&w, 0, 1);          /* quality: same (good) */
@@ -952,12 +1173,12 @@ static void format_bits(void **state)
     bits_put(&w, 31, 5);         /* leading zeros, at most 31 */
     bits_put(&w, 21, 6);         /* meaningful bits: 64 - 31 - 12 trailing zeros */
     bits_put(&w, 1, 21);
-    assert_encodes_to(PT_DOUBLE, d, 3, &w);
+    assert_decodes_bits(PT_DOUBLE, d, 3, &w);
 
     /* ints: 7, 8, 9 at -1 (before 1970), equal timestamps */
     struct sample i[3] = {i64(-1, 7), i64(-1, 8), i64(-1, 9)};
     memset(&w, 0, sizeof w);
-    bits_put(&w, CHUNK_FORMAT_VERSION, 8);
+    bits_put(&w, 1, 8);
     bits_put(&w, PT_INT, 8);
     bits_put(&w, UINT64_MAX, 64); /* -1 */
     bits_put(&w, 0, 1);
@@ -970,12 +1191,12 @@ static void format_bits(void **state)
     bits_put(&w, 0, 1);
     bits_put(&w, 0, 1);
     bits_put(&w, 0, 1);           /* V: DOD 0 */
-    assert_encodes_to(PT_INT, i, 3, &w);
+    assert_decodes_bits(PT_INT, i, 3, &w);
 
     /* strings: "ab", "ab", "" */
     struct sample t[3] = {str(5, "ab"), str(5, "ab"), str(6, "")};
     memset(&w, 0, sizeof w);
-    bits_put(&w, CHUNK_FORMAT_VERSION, 8);
+    bits_put(&w, 1, 8);
     bits_put(&w, PT_STRING, 8);
     bits_put(&w, 5, 64);
     bits_put(&w, 0, 1);
@@ -996,7 +1217,7 @@ static void format_bits(void **state)
         bits_put(&w, 0, 1);       /* zero bits up to the byte boundary */
     bits_put(&w, 0, 8);           /* length 0 */
     bits_put(&w, 0, 8);           /* NUL */
-    assert_encodes_to(PT_STRING, t, 3, &w);
+    assert_decodes_bits(PT_STRING, t, 3, &w);
     /* a one bit in the string's padding is corrupt */
     w.b[10] |= 1;
     assert_int_equal(decode_all(PT_STRING, w.b, w.n / 8, 3, NULL), -1);
@@ -1023,6 +1244,8 @@ int main(void)
         cmocka_unit_test(bit_flips),
         cmocka_unit_test(random_garbage),
         cmocka_unit_test(format_bits),
+        cmocka_unit_test(format_bits_v1),
+        cmocka_unit_test(v1_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

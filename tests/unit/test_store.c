@@ -3,7 +3,8 @@
  * that cross a boundary, one series name in many partitions, duplicate and same-start
  * chunks, list and verify, foreign, garbage, empty and cut-short files, the writer lock,
  * a failing disk (RLIMIT_FSIZE) that fails the handle, kill -9 of a writer (every commit
- * that returned 0 is there), and a reader thread running while the writer commits and drops.
+ * that returned 0 is there), a reader thread running while the writer commits and drops,
+ * and the partition formats (2, written; 1, still read, verified, appended to and dropped).
  *
  * Each test gets a fresh directory under $TMPDIR (or /tmp). Times are around
  * 2025-11-30T00:00Z with 1 h partitions unless a test says otherwise. */
@@ -867,11 +868,13 @@ static void test_list_and_verify(void **state)
     hstore_close(s);
 
     /* damage that SQLite cannot see, one kind per partition */
-    part_sql(dir, T0, "UPDATE chunks SET t_last = t_first + 3600000 WHERE rowid = 1");
+    part_sql(dir, T0, "UPDATE chunks SET t_last = t_first + 3600000 WHERE series = 1 AND t_first ="
+                     " (SELECT min(t_first) FROM chunks)");
     part_path(p, sizeof p, dir, T0, "");
     assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
     assert_non_null(strstr(err, "outside the partition"));
-    part_sql(dir, T0 + H, "UPDATE chunks SET count = 0 WHERE rowid = 2");
+    part_sql(dir, T0 + H, "UPDATE chunks SET count = 0 WHERE series = 1 AND t_first ="
+                         " (SELECT max(t_first) FROM chunks WHERE series = 1)");
     part_path(p, sizeof p, dir, T0 + H, "");
     assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
     assert_non_null(strstr(err, "count out of range"));
@@ -1324,6 +1327,319 @@ static void test_concurrent_reader(void **state)
     print_message("    %ld reads, at most %ld chunks seen\n", c.reads, c.max_seen);
 }
 
+/* ---- partition formats --------------------------------------------------------------------- */
+
+/* An integer from one SQL statement on a partition file, or `fail` when it does not run. */
+static int64_t part_int(const char *dir, int64_t start, const char *sql, int64_t fail)
+{
+    char p[512];
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    int64_t v = fail;
+    part_path(p, sizeof p, dir, start, "");
+    assert_int_equal(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return v;
+}
+
+/* Writes partition `start` (length len) in format 1, as the opsd before format 2 did (page
+ * size 4096, rowid tables, the index on chunks), sealed, holding chunk k of series s<k % 3>
+ * at start + k minutes for k < n (test chunk bytes, 40 of them). */
+static void make_v1(const char *dir, int64_t start, int64_t len, int n)
+{
+    char p[512], sql[1024];
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    int series = n < 3 ? n : 3;
+    int64_t samples = 0, span = 0;
+
+    part_path(p, sizeof p, dir, start, "");
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    snprintf(sql, sizeof sql,
+             "PRAGMA page_size = 4096; PRAGMA application_id = 1330664264;"
+             "PRAGMA user_version = 1; BEGIN;"
+             "CREATE TABLE meta(format INTEGER NOT NULL, start INTEGER NOT NULL,"
+             " length INTEGER NOT NULL, series INTEGER NOT NULL, chunks INTEGER NOT NULL,"
+             " samples INTEGER NOT NULL, max_span INTEGER NOT NULL);"
+             "CREATE TABLE series(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
+             " type INTEGER NOT NULL);"
+             "CREATE TABLE chunks(series INTEGER NOT NULL, t_first INTEGER NOT NULL,"
+             " t_last INTEGER NOT NULL, count INTEGER NOT NULL, seq INTEGER NOT NULL,"
+             " type INTEGER NOT NULL, data BLOB NOT NULL);"
+             "CREATE UNIQUE INDEX chunks_series ON chunks(series, t_first, seq);"
+             "INSERT INTO series(name, type) VALUES ('s0', 0), ('s1', 0), ('s2', 0);"
+             "DELETE FROM series WHERE id > %d;",
+             series);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "INSERT INTO chunks VALUES (?1, ?2, ?3, ?4, 0, 0, ?5)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    for (int k = 0; k < n; k++) {
+        unsigned char data[40];
+        char name[8];
+        int64_t tf = start + k * M;
+        snprintf(name, sizeof name, "s%d", k % 3);
+        chunk_bytes(data, name, tf, sizeof data);
+        sqlite3_bind_int64(st, 1, k % 3 + 1);
+        sqlite3_bind_int64(st, 2, tf);
+        sqlite3_bind_int64(st, 3, tf + 30000);
+        sqlite3_bind_int64(st, 4, 30);
+        sqlite3_bind_blob(st, 5, data, sizeof data, SQLITE_TRANSIENT);
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_reset(st);
+        samples += 30;
+        span = 30000;
+    }
+    sqlite3_finalize(st);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO meta VALUES (1, %" PRId64 ", %" PRId64 ", %d, %d, %" PRId64
+             ", %" PRId64 "); COMMIT;",
+             start, len, series, n, samples, span);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_close(db), SQLITE_OK);
+}
+
+/* Format 2 (in partitions of 5 minutes, which start in format 2): the files have no rowid
+ * chunk table, no separate index, page size 8192; chunks round trip (same start, duplicates,
+ * many series); verify passes and catches the damage a name-keyed series table can take (an
+ * id given twice, an id out of range). */
+static void test_format2(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct got g;
+    char p[512], err[256];
+    char name[16];
+
+    assert_int_equal(hstore_open(dir, 5 * M, &s), 0);
+    for (int k = 0; k < 50; k++) {
+        snprintf(name, sizeof name, "series-%02d", k);
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(put(s, name, T0 + i * M, T0 + i * M + 500, 1 + (uint32_t)k), 0);
+    }
+    /* the same chunk again (a replay) and another with the same start */
+    assert_int_equal(put(s, "series-07", T0 + M, T0 + M + 500, 8), 0);
+    {
+        unsigned char other[40];
+        memset(other, 0xa5, sizeof other);
+        assert_int_equal(hstore_put(s, "series-07", PT_INT, T0 + M, T0 + M + 900, 3, other,
+                                    sizeof other),
+                         0);
+    }
+    assert_int_equal(hstore_commit(s), 0);
+    /* a second transaction adds series after the committed ones */
+    assert_int_equal(put(s, "late", T0 + 4 * M, T0 + 4 * M + 30000, 2), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+
+    assert_int_equal(part_int(dir, T0, "PRAGMA user_version", -1), 2);
+    assert_int_equal(part_int(dir, T0, "SELECT format FROM meta", -1), 2);
+    assert_int_equal(part_int(dir, T0, "PRAGMA page_size", -1), 8192);
+    assert_int_equal(part_int(dir, T0, "SELECT count(*) FROM sqlite_schema WHERE type = 'index'",
+                              -1),
+                     0);
+    assert_int_equal(part_int(dir, T0, "SELECT rowid FROM chunks", -7), -7);
+    assert_int_equal(part_int(dir, T0, "SELECT rowid FROM series", -7), -7);
+    assert_int_equal(part_int(dir, T0, "SELECT count(*) FROM series", -1), 51);
+    assert_int_equal(part_int(dir, T0, "SELECT count(DISTINCT id) FROM series", -1), 51);
+    assert_int_equal(part_int(dir, T0, "SELECT max(id) FROM series", -1), 51);
+    assert_int_equal(part_int(dir, T0, "SELECT id FROM series WHERE name = 'late'", -1), 51);
+    assert_int_equal(part_int(dir, T0, "SELECT chunks FROM meta", -1), 201 + 1);
+
+    for (int k = 0; k < 50; k += 7) {
+        snprintf(name, sizeof name, "series-%02d", k);
+        assert_int_equal(read_all(dir, name, 0, INT64_MAX, &g), 0);
+        assert_int_equal(g.n, k == 7 ? 5 : 4);
+        for (size_t i = 0, j = 0; i < g.n; i++) {
+            if (k == 7 && i == 2) {
+                assert_int_equal(g.c[i].type, PT_INT);
+                assert_int_equal(g.c[i].t_first, T0 + M);
+                assert_int_equal(g.c[i].count, 3);
+                continue;
+            }
+            assert_int_equal(g.c[i].t_first, T0 + (int64_t)j * M);
+            assert_int_equal(g.c[i].count, 1 + (uint32_t)k);
+            assert_true(g.c[i].data_ok);
+            j++;
+        }
+    }
+    assert_int_equal(read_all(dir, "late", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 1);
+    part_path(p, sizeof p, dir, T0, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+
+    /* an id given to two names */
+    part_sql(dir, T0, "INSERT INTO series VALUES ('ghost', 3, 0);"
+                      "UPDATE meta SET series = series + 1");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "more than one name"));
+    part_sql(dir, T0, "DELETE FROM series WHERE name = 'ghost';"
+                      "UPDATE meta SET series = series - 1");
+    assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+    /* an id past the series count */
+    part_sql(dir, T0, "UPDATE series SET id = 52 WHERE name = 'late';"
+                      "UPDATE chunks SET series = 52 WHERE series = 51");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "out of range"));
+    /* a chunk whose series is gone, named by its key */
+    part_sql(dir, T0, "UPDATE series SET id = 51 WHERE name = 'late'");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "series 52, t_first"));
+    assert_non_null(strstr(err, "series does not exist"));
+
+    /* a format this opsd does not know */
+    part_sql(dir, T0, "PRAGMA user_version = 3; UPDATE meta SET format = 3");
+    assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
+    assert_non_null(strstr(err, "newer opsd"));
+}
+
+/* Format 1 files left by an older opsd: listed, verified, read (alone and with format 2
+ * partitions), written to by the writer in their own format (new and known series, a replay,
+ * a chunk with the same start), and dropped by retention beside format 2 partitions. */
+static void test_format1(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    struct hstore_stats st;
+    struct listed l = {0};
+    struct got g;
+    char p[512], err[256];
+    size_t dropped;
+
+    make_v1(dir, T0, H, 12);      /* s0, s1, s2: 4 chunks each */
+    make_v1(dir, T0 + H, H, 2);   /* s0, s1 */
+    part_path(p, sizeof p, dir, T0, "");
+    assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+    assert_int_equal(hstore_list(dir, list_fn, &l), 0);
+    assert_int_equal(l.n, 2);
+    assert_false(l.p[0].error);
+    assert_int_equal(l.p[0].chunks, 12);
+    assert_int_equal(l.p[0].series, 3);
+    assert_int_equal(read_all(dir, "s1", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 5);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(g.c[i].t_first, T0 + (int64_t)(3 * i + 1) * M);
+        assert_true(g.c[i].data_ok);
+    }
+    assert_int_equal(g.c[4].t_first, T0 + H + M);
+
+    /* the writer: appends to the format 1 partitions in format 1, starts new ones in 2 */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 2);
+    assert_int_equal(st.chunks, 14);
+    assert_int_equal(put(s, "s1", T0 + 30 * M, T0 + 31 * M, 7), 0);  /* a known series */
+    assert_int_equal(put(s, "s9", T0 + 31 * M, T0 + 32 * M, 7), 0);  /* a new one */
+    assert_int_equal(put(s, "s9", T0 + 32 * M, T0 + 33 * M, 7), 0);
+    assert_int_equal(put(s, "s2", T0 + H + 5 * M, T0 + H + 6 * M, 7), 0); /* new in hour 1 */
+    assert_int_equal(put(s, "s0", T0 + 2 * H, T0 + 2 * H + M, 7), 0);     /* hour 2: new file */
+    assert_int_equal(put(s, "s1", T0 + 2 * H, T0 + 2 * H + M, 7), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    {
+        /* a replay of a format 1 chunk is a duplicate; another with its start is kept */
+        unsigned char data[40];
+        chunk_bytes(data, "s0", T0, sizeof data);
+        assert_int_equal(hstore_put(s, "s0", PT_DOUBLE, T0, T0 + 30000, 30, data, sizeof data),
+                         0);
+        memset(data, 0x5a, sizeof data);
+        assert_int_equal(hstore_put(s, "s0", PT_DOUBLE, T0, T0 + 40000, 4, data, sizeof data),
+                         0);
+    }
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 3);
+    assert_int_equal(st.chunks, 14 + 6 + 1);
+    hstore_close(s);
+
+    assert_int_equal(part_int(dir, T0, "PRAGMA user_version", -1), 1);
+    assert_int_equal(part_int(dir, T0, "PRAGMA page_size", -1), 4096);
+    assert_int_equal(part_int(dir, T0, "SELECT id FROM series WHERE name = 's9'", -1), 4);
+    assert_int_equal(part_int(dir, T0 + H, "SELECT id FROM series WHERE name = 's2'", -1), 3);
+    assert_int_equal(part_int(dir, T0 + 2 * H, "PRAGMA user_version", -1), 2);
+    for (int h = 0; h < 3; h++) {
+        part_path(p, sizeof p, dir, T0 + h * H, "");
+        assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+    }
+    assert_int_equal(read_all(dir, "s0", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 4 + 1 + 1 + 1);
+    assert_int_equal(g.c[0].t_first, T0);
+    assert_int_equal(g.c[1].t_first, T0); /* seq 1 */
+    assert_int_equal(g.c[1].count, 4);
+    assert_int_equal(g.c[6].t_first, T0 + 2 * H);
+    assert_int_equal(read_all(dir, "s9", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 2);
+    assert_true(g.c[0].data_ok && g.c[1].data_ok);
+    assert_int_equal(read_all(dir, "s2", T0 + H, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 1);
+    assert_int_equal(g.c[0].t_first, T0 + H + 5 * M);
+
+    /* retention over mixed formats: the two format 1 files go, the format 2 one stays */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(hstore_drop_before(s, T0 + 2 * H, &dropped), 0);
+    assert_int_equal(dropped, 2);
+    hstore_stats(s, &st);
+    assert_int_equal(st.partitions, 1);
+    assert_int_equal(st.chunks, 2);
+    hstore_close(s);
+    assert_false(part_exists(dir, T0, ""));
+    assert_false(part_exists(dir, T0 + H, ""));
+    assert_int_equal(read_all(dir, "s1", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 1);
+    assert_int_equal(g.c[0].t_first, T0 + 2 * H);
+}
+
+/* Which format a new partition gets: format 2 in a store of short partitions, and after a
+ * partition where series had at most 2 chunks; format 1 in a store of long partitions until
+ * a partition shows few chunks per series, and after one with many. */
+static void test_format_choice(void **state)
+{
+    const char *dir = tdir(state);
+    char sub[512], name[16];
+    struct hstore *s;
+
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    for (int k = 0; k < 10; k++) { /* hour 0: a 1 h store starts in format 1; one chunk each */
+        snprintf(name, sizeof name, "s%d", k);
+        assert_int_equal(put(s, name, T0 + k * 1000, T0 + 50 * M, 120), 0);
+    }
+    assert_int_equal(hstore_commit(s), 0);
+    for (int k = 0; k < 10; k++) /* hour 1: format 2; three chunks each */
+        for (int c = 0; c < 3; c++) {
+            snprintf(name, sizeof name, "s%d", k);
+            assert_int_equal(put(s, name, T0 + H + c * 2 * M, T0 + H + c * 2 * M + M, 60), 0);
+        }
+    assert_int_equal(hstore_commit(s), 0);
+    assert_int_equal(put(s, "s0", T0 + 2 * H, T0 + 2 * H + M, 60), 0); /* hour 2: format 1 */
+    /* a gap filled later is judged by the partitions before it: hour 0 (one chunk each) */
+    assert_int_equal(put(s, "s0", T0 + 5 * H, T0 + 5 * H + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+    assert_int_equal(part_int(dir, T0, "PRAGMA user_version", -1), 1);
+    assert_int_equal(part_int(dir, T0 + H, "PRAGMA user_version", -1), 2);
+    assert_int_equal(part_int(dir, T0 + 2 * H, "PRAGMA user_version", -1), 1);
+    assert_int_equal(part_int(dir, T0 + 5 * H, "PRAGMA user_version", -1), 1);
+    /* partition 2 has 1 chunk of 1 series: the next one is format 2 again */
+    assert_int_equal(hstore_open(dir, H, &s), 0);
+    assert_int_equal(put(s, "s0", T0 + 6 * H, T0 + 6 * H + M, 60), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+    assert_int_equal(part_int(dir, T0 + 6 * H, "PRAGMA user_version", -1), 2);
+
+    /* a store of 1 min partitions starts in format 2 */
+    snprintf(sub, sizeof sub, "%s/short", dir);
+    assert_int_equal(hstore_open(sub, M, &s), 0);
+    assert_int_equal(put(s, "a", T0, T0 + 1000, 2), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+    assert_int_equal(part_int(sub, T0, "PRAGMA user_version", -1), 2);
+}
+
 int main(void)
 {
     /* the bad-file and failing-disk tests log errors on purpose; TEST_LOG=1 shows everything */
@@ -1351,6 +1667,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_handle, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_kill_writer, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_reader, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_format2, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_format1, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_format_choice, dir_setup, dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
