@@ -7,17 +7,26 @@
  *   3. hand them back to the loop, which acknowledges their producers
  *   4. encode their samples into the series' open chunks; a chunk that is full
  *      (HCHUNK_SAMPLES) or would cross a partition boundary is closed (pending)
- *   5. at a checkpoint: start a new WAL segment that begins with the still-open chunks (the
- *      carry, kind 2 records), sync it, and hand the pending chunks to the committer thread,
- *      which puts them in the store, commits (durable), drops partitions past the retention
- *      and tells the writer, which then deletes the segments older than the carry. The
- *      writer goes on logging while the store commits; a checkpoint waits for the previous
- *      one's commit.
+ *   5. at a checkpoint: hand the pending chunks to the committer thread, which puts them in
+ *      the store, commits (durable), drops partitions past the retention and tells the
+ *      writer; and, when one is due, log a carry: the still-open chunks (kind 2 records) of
+ *      one slice of the series (of HCARRY_SLICES, by name hash), so that the older WAL can
+ *      go without any one checkpoint rewriting every open chunk (a gigabyte at millions of
+ *      series). The slices are carried in turn; a round of them begins a new segment with
+ *      slice 0, then the idx -> series map. Once the checkpoint of a round's last slice is
+ *      committed, the writer deletes the segments before that round's. At start and at the
+ *      end a whole carry (every series) begins a segment instead. The writer goes on logging
+ *      while the store commits; a checkpoint waits for the previous one's commit.
  * Invariant: every acknowledged sample is, at any moment, in a committed partition or in a
- * WAL segment that has not been dropped. So a restart replays the segments and loses
- * nothing. Replay may see segments from before the last carry (the commit had not finished):
- * the carry replaces the chunks they built, and a chunk the store already holds is
- * recognised and not stored twice.
+ * WAL segment that has not been dropped. For the segments before round R's start S: a
+ * sample of a series of slice j is, if its chunk was closed before R's carry of j, in a
+ * hand-off of that checkpoint or an earlier one (all committed once R's last slice is), and
+ * otherwise in that carry, which is in S or later. So a restart replays the segments and
+ * loses nothing. Replay may see segments from before the last carry (the commit had not
+ * finished): the carry replaces the chunks they built, and a chunk the store already holds
+ * is recognised and not stored twice. When replay begins at a round's start, a series'
+ * samples before its slice's carry are ignored (they are in the carry or in the store: see
+ * above); rebuilding chunks from the middle of them would store their samples twice.
  *
  * Late samples (older than the open chunk's last) go to the series' `late` chunk; one that is
  * out of order even there closes it and starts another. Queries merge all of them. */
@@ -127,6 +136,12 @@ static struct hseries *series_get(struct hist *h, const char *name, size_t len, 
     if ((h->nseries & (h->nseries - 1)) == 0) /* 0, 1, 2, 4, ...: double */
         h->created = xgrow(h->created, h->nseries ? (size_t)h->nseries * 2 : 1);
     h->created[h->nseries++] = s;
+    struct hslice *sl = &h->slices[hist_slice(hash, HCARRY_SLICES)];
+    if (sl->n == sl->cap) {
+        sl->cap = sl->cap ? sl->cap * 2 : 1024;
+        sl->s = xgrow(sl->s, sl->cap);
+    }
+    sl->s[sl->n++] = s;
     return s;
 }
 
@@ -235,8 +250,16 @@ static void apply_block(struct hist *h, struct hahead *a, size_t *n)
     *n = 0;
 }
 
+/* Replay of a WAL that begins with a sliced carry: is this series' slice still to be read?
+ * Its samples until then are in that carry or in the store already (writer.c, top). */
+static bool replay_ignores(const struct hist *h, const struct hseries *s)
+{
+    return h->replay_skip && !(h->replay_known >> hist_slice(s->hash, h->replay_nslices) & 1);
+}
+
 /* Reads the value of one logged sample of series idx into the block a[0..*n) (a string is
- * added at once, after the block: its value lives in sbuf). -1 when malformed. */
+ * added at once, after the block: its value lives in sbuf). -1 when malformed, 1 when
+ * ignored (replay_ignores), 0 when added. */
 static int replay_sample(struct hist *h, struct hreader *r, uint64_t idx, int64_t ts, uint8_t q,
                          char *sbuf, struct hahead *a, size_t *n)
 {
@@ -244,6 +267,8 @@ static int replay_sample(struct hist *h, struct hreader *r, uint64_t idx, int64_
     struct pt_value v;
     if (!s || q > Q_BAD || read_value(r, s->type, &v, sbuf) < 0)
         return -1;
+    if (replay_ignores(h, s))
+        return 1;
     if (v.type == PT_STRING) {
         apply_block(h, a, n);
         series_add(h, s, ts, &v, (enum pt_quality)q);
@@ -267,7 +292,7 @@ static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
     struct hahead ahead[HAPPLY_BLOCK];
     size_t nahead = 0;
     int rc = 0;
-    for (uint32_t i = 0; i < n && !r.bad && rc == 0; i++) {
+    for (uint32_t i = 0; i < n && !r.bad && rc >= 0; i++) {
         uint8_t tag = hget_u8(&r);
         if ((tag & 0x0f) == HTAG_PACKED) {
             uint64_t idx = last_idx + hget_zz(&r);
@@ -303,11 +328,18 @@ static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
     return rc < 0 || r.bad ? -1 : applied;
 }
 
-/* Applies a kind 2 record (open chunks at a checkpoint). */
-static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
+/* Applies a kind 2 record (open chunks at a checkpoint). `first`: the first record replayed. */
+static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len, bool first)
 {
     struct hreader r = {rec, len, 1, false};
     uint8_t flags = hget_u8(&r);
+    uint32_t slice = 0, nslices = 0;
+    if (flags & 4) {
+        slice = hget_u16(&r);
+        nslices = hget_u16(&r);
+        if (r.bad || nslices == 0 || nslices > 32 || slice >= nslices)
+            return -1;
+    }
     if (flags & 1) {
         /* A new process starts here: earlier indices meant other points. */
         if (h->by_idx)
@@ -315,7 +347,20 @@ static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
     }
     if (flags & 2) {
         h->carry_gen++; /* a checkpoint's carry starts: it replaces what older segments built */
-        h->carry_open = true;
+        /* A whole carry lists every series with something open; a slice's lists its slice's
+         * only, and closes nothing. */
+        h->carry_open = !(flags & 4);
+        if (!(flags & 4)) {
+            h->replay_skip = false; /* every series' chunks are known from here on */
+        } else if (first) {
+            h->replay_skip = true;
+            h->replay_known = 0;
+            h->replay_nslices = nslices;
+        } else if (h->replay_skip && nslices != h->replay_nslices) {
+            h->replay_skip = false; /* not written so: keep every sample */
+        }
+        if (h->replay_skip && (flags & 4))
+            h->replay_known |= 1u << slice;
     }
     uint32_t n = hget_u32(&r);
     for (uint32_t i = 0; i < n && !r.bad; i++) {
@@ -388,6 +433,8 @@ static int replay_one(void *ud, const void *rec, size_t len)
     struct hist *h = ud;
     const uint8_t *p = rec;
     int rc = -1;
+    bool first = !h->replay_seen;
+    h->replay_seen = true;
     bool carry_part = len >= 2 && p[0] == HREC_CHUNKS && !(p[1] & 2);
     if (h->carry_open && !carry_part)
         finish_carry(h);
@@ -396,7 +443,7 @@ static int replay_one(void *ud, const void *rec, size_t len)
     else if (len >= 1 && p[0] == HREC_CLOSED)
         rc = apply_closed(h, p, len);
     else if (len >= 1 && p[0] == HREC_CHUNKS)
-        rc = apply_chunks(h, p, len);
+        rc = apply_chunks(h, p, len, first);
     if (rc < 0)
         log_error("history", "a WAL record of %zu bytes is malformed; skipped", len);
     return 0; /* keep going: one bad record must not hide the rest */
@@ -410,24 +457,39 @@ static void patch_u32(char *at, uint32_t v)
     memcpy(at, le, 4);
 }
 
-/* Writes the open chunks as kind 2 records (split at about 1 MiB) into the current segment. */
-static int write_open_chunks(struct hist *h, bool new_process)
+/* Starts a kind 2 record: the first of the carry, or a continuation. */
+static void chunks_head(struct buf *rec, bool first, bool new_process, int slice)
+{
+    uint8_t flags = first ? (uint8_t)(2 | (new_process ? 1 : 0)) : 0;
+    hput_u8(rec, HREC_CHUNKS);
+    hput_u8(rec, (uint8_t)(flags | (slice >= 0 ? 4 : 0)));
+    if (slice >= 0) {
+        hput_u16(rec, (uint16_t)slice);
+        hput_u16(rec, HCARRY_SLICES);
+    }
+    hput_u32(rec, 0);
+}
+
+/* Writes the open chunks as kind 2 records (split at about 1 MiB) into the current segment:
+ * of every series (slice < 0), or of one slice's. */
+static int write_open_chunks(struct hist *h, bool new_process, int slice)
 {
     struct buf rec;
-    buf_init(&rec, 64u << 20);
+    buf_init(&rec, slice < 0 ? 64u << 20 : 4u << 20);
     uint32_t n = 0;
     int rc = 0;
     bool first = true;
-    for (uint32_t i = 0; i < h->nseries && rc == 0; i++) {
-        struct hseries *s = h->created[i]; /* creation order: memory order, mostly */
+    size_t n_at = slice >= 0 ? 6 : 2; /* where n is in the record */
+    struct hseries **list = slice >= 0 ? h->slices[slice].s : h->created;
+    uint32_t nlist = slice >= 0 ? h->slices[slice].n : h->nseries;
+    for (uint32_t i = 0; i < nlist && rc == 0; i++) {
+        struct hseries *s = list[i]; /* creation order: memory order, mostly */
         for (int which = 0; which < 2 && rc == 0; which++) {
             struct chunk_enc *e = which ? &s->late : &s->open;
             if (!chunk_enc_count(e))
                 continue;
             if (rec.len == 0) {
-                hput_u8(&rec, HREC_CHUNKS);
-                hput_u8(&rec, first ? (uint8_t)(2 | (new_process ? 1 : 0)) : 0);
-                hput_u32(&rec, 0);
+                chunks_head(&rec, first, new_process, slice);
                 first = false;
             }
             size_t len;
@@ -442,7 +504,7 @@ static int write_open_chunks(struct hist *h, bool new_process)
             buf_append(&rec, data, len);
             n++;
             if (rec.len > (1u << 20)) {
-                patch_u32(rec.data + 2, n);
+                patch_u32(rec.data + n_at, n);
                 rc = wal_append(h->wal, rec.data, rec.len);
                 buf_reset(&rec);
                 n = 0;
@@ -450,12 +512,9 @@ static int write_open_chunks(struct hist *h, bool new_process)
         }
     }
     if (rc == 0 && (rec.len || first)) {
-        if (rec.len == 0) {
-            hput_u8(&rec, HREC_CHUNKS);
-            hput_u8(&rec, first ? (uint8_t)(2 | (new_process ? 1 : 0)) : 0);
-            hput_u32(&rec, 0);
-        }
-        patch_u32(rec.data + 2, n);
+        if (rec.len == 0)
+            chunks_head(&rec, first, new_process, slice);
+        patch_u32(rec.data + n_at, n);
         rc = wal_append(h->wal, rec.data, rec.len);
     }
     buf_release(&rec);
@@ -544,7 +603,9 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
     }
     /* Retention first, so that the store knows the cutoff before the puts (after a restart
      * the replayed chunks of dropped partitions are refused, not stored again). */
+    uint64_t t0 = mono_ns();
     retention_pass(h);
+    uint64_t t_ret = mono_ns();
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct hseries *s = items[i].s;
         const struct hpending *p = items[i].p;
@@ -570,8 +631,12 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
         }
         (*chunks)++;
     }
+    uint64_t t_put = mono_ns();
     if (rc == 0)
         rc = hstore_commit(h->store);
+    log_debug("history", "commit: retention %.3f s, %zu chunks put in %.3f s, committed in %.3f s",
+              (double)(t_ret - t0) / 1e9, n, (double)(t_put - t_ret) / 1e9,
+              (double)(mono_ns() - t_put) / 1e9);
     if (rc < 0) {
         /* A failed store handle stays failed: reopen it for the next checkpoint. What was not
          * committed is still pending in the series and in the WAL. */
@@ -707,10 +772,25 @@ static int close_ended(struct hist *h)
     return rc;
 }
 
+/* Bytes logged into the WAL by this process so far (the dropped segments included). Writer
+ * thread. */
+static uint64_t wal_logged(const struct hist *h)
+{
+    return wal_bytes(h->wal) + h->wal_dropped;
+}
+
 /* Segments before `seg` hold nothing that is not in the store or in a later carry. */
 static void drop_segments(struct hist *h, uint64_t seg)
 {
+    uint64_t before = wal_bytes(h->wal), t0 = mono_ns();
     int rc = wal_drop_before(h->wal, seg);
+    /* wal_bytes() counts the live segments only: keep what went, so that wal_logged() counts
+     * every byte logged (the carry's schedule is in bytes logged since the last carry). */
+    uint64_t after = wal_bytes(h->wal);
+    if (after < before)
+        h->wal_dropped += before - after;
+    log_debug("history", "WAL: %.1f MB of segments before %llu deleted in %.3f s",
+              (double)(before - after) / 1e6, (unsigned long long)seg, (double)(mono_ns() - t0) / 1e9);
     if (rc < 0)
         log_error("history", "cannot delete old WAL segments (%s); retrying later", strerror(-rc));
     pthread_mutex_lock(&h->lock);
@@ -760,37 +840,62 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
     if (drop)
         drop_segments(h, drop);
 
-    /* The carry costs about the size of every open chunk: write one when the WAL since the
-     * last has grown to 8 times that (so it costs an eighth of the logging at most), at least
-     * every 10 minutes, at start and at the end. Between carries the WAL keeps its segments;
+    /* The carry costs about the size of the open chunks it writes. At start and at the end it
+     * writes every series' (a whole carry). Meanwhile one slice of the series at a time (of
+     * HCARRY_SLICES, a round of them begins a segment), when the WAL logged since the last
+     * carry has grown to 8 times that carry (so carries cost an eighth of the logging at
+     * most, spread over the checkpoints: at millions of series the whole of the open chunks
+     * is a gigabyte), and at least one slice per 10 minutes / HCARRY_SLICES. Until a round is
+     * complete and committed, the WAL keeps the segments since the previous round's start;
      * replay rebuilds the chunks committed meanwhile byte for byte and the store skips them. */
-    uint64_t since = wal_bytes(h->wal) - h->wal_after_carry;
-    bool carry = new_process || wait || since >= 8 * h->carry_bytes + (1u << 20) ||
-                 now_ms() - h->carry_ms >= 600000;
-    uint64_t t0 = mono_ns(), seg = 0;
+    pthread_mutex_lock(&h->lock);
+    uint64_t carry_min = h->carry_min_bytes;
+    pthread_mutex_unlock(&h->lock);
+    bool whole = new_process || wait;
+    uint64_t since = wal_logged(h) - h->wal_after_carry;
+    bool carry = whole || since >= 8 * h->carry_bytes + carry_min ||
+                 now_ms() - h->carry_ms >= 600000 / HCARRY_SLICES;
+    uint64_t t0 = mono_ns(), seg = 0, b0 = wal_logged(h);
     int rc = close_ended(h);
+    uint64_t t_close = mono_ns();
     collect_pending(h);
+    uint64_t t_coll = mono_ns();
+    int slice = whole ? -1 : (int)h->slice_next;
     if (rc == 0 && carry) {
-        uint64_t b0 = wal_bytes(h->wal);
-        rc = wal_rotate(h->wal, &seg);
+        bool starts = whole || h->slice_next == 0;
+        uint64_t b1 = wal_logged(h);
+        if (starts) {
+            rc = wal_rotate(h->wal, &seg);
+            if (rc == 0)
+                h->round_seg = seg;
+        }
         if (rc == 0)
-            rc = write_open_chunks(h, new_process);
-        if (rc == 0)
-            rc = write_index_map(h);
+            rc = write_open_chunks(h, new_process, slice);
+        if (rc == 0 && starts)
+            rc = write_index_map(h); /* replay from this segment needs every idx */
         if (rc == 0) {
-            h->carry_bytes = wal_bytes(h->wal) - b0;
-            h->carry_seg = seg;
+            h->carry_bytes = wal_logged(h) - b1;
+            if (whole || ++h->slice_next == HCARRY_SLICES) {
+                /* Every series carried since round_seg: once this hand-off is committed,
+                 * the segments before it can go. */
+                h->carry_seg = h->round_seg;
+                h->slice_next = 0;
+            }
         }
     }
+    uint64_t t_carry = mono_ns();
     if (rc == 0)
         rc = wal_sync(h->wal);
     if (rc == 0 && carry) {
-        h->wal_after_carry = wal_bytes(h->wal);
+        h->wal_after_carry = wal_logged(h);
         h->carry_ms = now_ms();
     }
     double took = (double)(mono_ns() - t0) / 1e9;
-    log_debug("history", "checkpoint: %zu chunks handed to the store%s in %.3f s", h->ncitems,
-              carry ? ", carry written" : "", took);
+    log_debug("history", "checkpoint: %zu chunks handed to the store%s in %.3f s (close %.3f, "
+              "collect %.3f, carry %.1f MB %.3f, sync %.3f)", h->ncitems,
+              !carry ? "" : slice < 0 ? ", whole carry written" : ", carry of a slice written", took, (double)(t_close - t0) / 1e9,
+              (double)(t_coll - t_close) / 1e9, (double)(wal_logged(h) - b0) / 1e6,
+              (double)(t_carry - t_coll) / 1e9, (double)(mono_ns() - t_carry) / 1e9);
     pthread_mutex_lock(&h->lock);
     if (rc < 0) {
         h->st.write_errors++;
@@ -864,14 +969,17 @@ static void *writer_main(void *arg)
 
         /* 2. WAL: every batch, one sync. */
         int status = 0;
-        uint64_t samples = 0;
+        uint64_t samples = 0, wb = wal_logged(h);
+        uint64_t t_it = mono_ns();
         for (struct hbatch *b = batches; b && status == 0; b = b->next) {
             if (b->n)
                 status = wal_append(h->wal, b->rec.data, b->rec.len);
             samples += b->samples;
         }
+        uint64_t t_app = mono_ns();
         if (batches && status == 0)
             status = wal_sync(h->wal);
+        uint64_t t_sync = mono_ns();
         if (status < 0)
             log_error("history", "the WAL could not be written (%s): %llu samples are not durable "
                       "and their producers are told so", strerror(-status), (unsigned long long)samples);
@@ -884,6 +992,7 @@ static void *writer_main(void *arg)
                     log_error("history", "internal: a batch could not be decoded");
             pthread_mutex_unlock(&h->series_lock);
         }
+        uint64_t t_enc = mono_ns();
 
         /* 3. back to the loop for the acknowledgements. */
         if (batches) {
@@ -917,6 +1026,14 @@ static void *writer_main(void *arg)
             int rc = checkpoint(h, false, quit);
             h->next_checkpoint = now_ms() + (rc == 1 ? 100 : h->commit_interval_ms);
         }
+        uint64_t t_end = mono_ns();
+        if (t_end - t_it > 1000000000u) /* where a slow pass went (log_level debug) */
+            log_debug("history", "writer: a pass of %.3f s: %llu samples, WAL %.1f MB appended in %.3f s, "
+                      "synced in %.3f s, encoded in %.3f s, checkpoint %.3f s",
+                      (double)(t_end - t_it) / 1e9, (unsigned long long)samples,
+                      (double)(wal_logged(h) - wb) / 1e6, (double)(t_app - t_it) / 1e9,
+                      (double)(t_sync - t_app) / 1e9, (double)(t_enc - t_sync) / 1e9,
+                      (double)(t_end - t_enc) / 1e9);
         if (quit)
             break;
     }
@@ -940,6 +1057,7 @@ int hist__writer_start(struct hist *h)
         log_error("history", "cannot open the store in %s (%s)", h->dir, strerror(-rc));
         return rc;
     }
+    h->carry_min_bytes = 1u << 20;
     /* Recovery: replay, then a checkpoint so the WAL starts afresh for this process. */
     uint64_t t0 = mono_ns();
     double c0 = thread_cpu_s();
@@ -953,6 +1071,7 @@ int hist__writer_start(struct hist *h)
     }
     if (h->carry_open)
         finish_carry(h);
+    h->replay_skip = false; /* from here on, every sample counts */
     uint64_t t_replay = mono_ns();
     double c_replay = thread_cpu_s();
     /* Indices in the replayed records were the previous process's: forget them. */
@@ -1024,6 +1143,11 @@ void hist__writer_stop(struct hist *h)
     free(h->series);
     free(h->created);
     h->created = NULL;
+    for (int i = 0; i < HCARRY_SLICES; i++) {
+        free(h->slices[i].s);
+        h->slices[i] = (struct hslice){NULL, 0, 0};
+    }
+    h->slice_next = 0;
     h->nseries = h->series_mask = 0;
     free(h->by_idx);
     free(h->citems);

@@ -347,6 +347,134 @@ static void closes_replayed_where_they_happened(void **state)
     assert_int_equal(count_samples(t->data, "x", ts, 1), 1);
 }
 
+/* A sliced carry (flag 4) of `name`'s slice holding its open chunk with ts[i] -> v[i]
+ * (n = 0: an empty carry of `slice`). */
+static void rec_slice_carry(struct buf *b, uint32_t slice, const char *name, const int64_t *ts,
+                            const double *v, int n)
+{
+    struct chunk_enc e;
+    chunk_enc_init(&e, PT_DOUBLE);
+    for (int i = 0; i < n; i++) {
+        struct pt_value pv = {.type = PT_DOUBLE, .u.d = v[i]};
+        assert_int_equal(chunk_enc_add(&e, ts[i], &pv, Q_GOOD), 0);
+    }
+    size_t len;
+    const uint8_t *data = chunk_enc_data(&e, &len);
+    buf_reset(b);
+    hput_u8(b, HREC_CHUNKS);
+    hput_u8(b, 2 | 4);
+    hput_u16(b, (uint16_t)slice);
+    hput_u16(b, HCARRY_SLICES);
+    hput_u32(b, n ? 1 : 0);
+    if (n) {
+        hput_u8(b, PT_DOUBLE);
+        hput_u16(b, (uint16_t)strlen(name));
+        buf_append(b, name, strlen(name));
+        hput_u8(b, 0);
+        hput_u32(b, (uint32_t)n);
+        hput_u32(b, (uint32_t)len);
+        buf_append(b, data, len);
+    }
+    chunk_enc_release(&e);
+}
+
+static uint32_t slice_of(const char *name)
+{
+    return hist_slice(hash_bytes(name, strlen(name)), HCARRY_SLICES);
+}
+
+/* The oldest segment left begins with the carry of another slice than b's (a round of sliced
+ * carries had begun there). b's samples before its own slice's carry are in that carry or in
+ * the store already: here the store holds b's chunk up to a partition end (B - 20 s .. B - 1 s)
+ * and the segment holds B - 10 s .. B + 4 s, then b's slice carry (B .. B + 4 s open), then
+ * B + 5 s .. B + 7 s. Rebuilding from B - 10 s would close a chunk at the partition end and
+ * store B - 10 s .. B - 1 s a second time; replay must ignore them. */
+static void sliced_carry_ignores_samples_before_its_slice(void **state)
+{
+    struct tdir *t = *state;
+    const char *a = "a";
+    char bname[16] = "b";
+    for (int i = 0; slice_of(bname) == slice_of(a); i++)
+        snprintf(bname, sizeof bname, "b%d", i);
+    int64_t day = 86400000, B = (now_ms() / day - 1) * day;
+    int64_t ts[28];
+    double v[28];
+    for (int i = 0; i < 28; i++) {
+        ts[i] = B + (i - 20) * 1000;
+        v[i] = i * 0.5;
+    }
+    /* The store: b's chunk closed at the partition end, committed in the original run. */
+    char pdir[400];
+    snprintf(pdir, sizeof pdir, "%s/history/partitions", t->data);
+    assert_int_equal(mkdir(pdir, 0750), 0);
+    struct hstore *st;
+    assert_int_equal(hstore_open(pdir, day, &st), 0);
+    struct chunk_enc e;
+    chunk_enc_init(&e, PT_DOUBLE);
+    for (int i = 0; i < 20; i++) {
+        struct pt_value pv = {.type = PT_DOUBLE, .u.d = v[i]};
+        assert_int_equal(chunk_enc_add(&e, ts[i], &pv, Q_GOOD), 0);
+    }
+    size_t len;
+    const uint8_t *data = chunk_enc_data(&e, &len);
+    assert_int_equal(hstore_put(st, bname, PT_DOUBLE, ts[0], ts[19], 20, data, len), 0);
+    assert_int_equal(hstore_commit(st), 0);
+    hstore_close(st);
+    chunk_enc_release(&e);
+
+    int64_t ats[3] = {B - 3000, B - 2000, B - 1000};
+    double av[3] = {1, 2, 3};
+    struct wal *w;
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(wal_open(t->wal, &w), 0);
+    rec_slice_carry(&b, slice_of(a), a, ats, av, 3);
+    append(w, &b);
+    rec_samples(&b, bname, ts + 10, v + 10, 15); /* B - 10 s .. B + 4 s */
+    append(w, &b);
+    rec_slice_carry(&b, slice_of(bname), bname, ts + 20, v + 20, 5); /* B .. B + 4 s open */
+    append(w, &b);
+    rec_samples(&b, bname, ts + 25, v + 25, 3);
+    append(w, &b);
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+    buf_release(&b);
+
+    assert_int_equal(count_samples(t->data, bname, ts, 28), 28);
+    assert_int_equal(count_samples(t->data, a, ats, 3), 3);
+    /* Again, from the WAL the first start wrote (a whole carry): nothing doubles. */
+    assert_int_equal(count_samples(t->data, bname, ts, 28), 28);
+}
+
+/* A sliced carry that is not where replay begins ignores nothing: the samples before it come
+ * from a segment that began with a whole carry (or from no carry at all). */
+static void sliced_carry_later_ignores_nothing(void **state)
+{
+    struct tdir *t = *state;
+    const char *a = "a";
+    char bname[16] = "b";
+    for (int i = 0; slice_of(bname) == slice_of(a); i++)
+        snprintf(bname, sizeof bname, "b%d", i);
+    int64_t now = now_ms() - 60000;
+    int64_t ts[4] = {now, now + 1000, now + 2000, now + 3000};
+    double v[4] = {1, 2, 3, 4};
+    struct wal *w;
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(wal_open(t->wal, &w), 0);
+    rec_samples(&b, bname, ts, v, 2);
+    append(w, &b);
+    rec_slice_carry(&b, slice_of(a), a, ts, v, 1);
+    append(w, &b);
+    rec_samples(&b, bname, ts + 2, v + 2, 2);
+    append(w, &b);
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+    buf_release(&b);
+    assert_int_equal(count_samples(t->data, bname, ts, 4), 4);
+    assert_int_equal(count_samples(t->data, a, ts, 1), 1);
+}
+
 /* Varints at the edges: every difference comes back, and a varint longer than 10 bytes or
  * cut short makes the reader fail. */
 static void zigzag_varints(void **state)
@@ -382,6 +510,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(later_carry_wins, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(packed_samples_replay, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(closes_replayed_where_they_happened, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(sliced_carry_ignores_samples_before_its_slice, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(sliced_carry_later_ignores_nothing, dir_setup, dir_teardown),
         cmocka_unit_test(zigzag_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
