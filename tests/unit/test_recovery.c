@@ -7,10 +7,13 @@
  * Each test gets a fresh data directory under $TMPDIR (or /tmp) and opens the real history
  * module on it (hist_open: replay, startup checkpoint, writer and committer threads) and reads
  * a series back from memory (open, late and pending chunks) and from the partition store. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -475,6 +478,211 @@ static void sliced_carry_later_ignores_nothing(void **state)
     assert_int_equal(count_samples(t->data, a, ts, 1), 1);
 }
 
+/* ---- kill -9 in the middle of a round of sliced carries (the real writer) ---- */
+
+#define KR_SERIES 48
+#define KR_STEPS_MAX 20000
+
+struct kr_barrier {
+    bool done;
+    int status;
+};
+
+static void kr_barrier_done(void *ud, int status)
+{
+    struct kr_barrier *b = ud;
+    b->done = true;
+    b->status = status;
+}
+
+/* The child: records a sample of every series per step (100 ms apart in data time), waits for
+ * each step to be durable and writes its number to fd, and kills itself with SIGKILL once
+ * the writer has completed a round of sliced carries and is in the middle of another one.
+ * Exits 2 when something is wrong before that. */
+static void kr_child(const char *data, int fd, int64_t base)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct live *live = live_new();
+    struct pt_meta m = {.type = PT_DOUBLE};
+    uint32_t idx[KR_SERIES];
+    for (int i = 0; i < KR_SERIES; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "kr%02d", i);
+        idx[i] = live_declare(live, name, &m);
+    }
+    struct hist_rule rule = {.match = "kr*", .mode = REC_ON_CHANGE};
+    struct hist_config cfg = {.present = true,
+                              .retention_ms = 30LL * 86400000,
+                              .partition_ms = 86400000,
+                              .commit_interval_ms = 100,
+                              .buffer_max = 1 << 20,
+                              .rules = &rule,
+                              .nrules = 1};
+    struct hist *h = NULL;
+    if (hist_open(&h, &cfg, data, &loop, live) != 0)
+        _exit(2);
+    /* A carry is due as soon as the WAL has grown by 8 times the last one (no 1 MiB floor):
+     * a slice at about every checkpoint with this little data. */
+    pthread_mutex_lock(&h->lock);
+    h->carry_min_bytes = 0;
+    pthread_mutex_unlock(&h->lock);
+    int64_t t_end = now_ms() + 20000;
+    uint64_t last_seg = 0;
+    int rounds = 0;
+    for (int32_t step = 0; step < KR_STEPS_MAX && now_ms() < t_end; step++) {
+        for (int i = 0; i < KR_SERIES; i++) {
+            struct pt_value v = {.type = PT_DOUBLE, .u.d = step * 0.25 + i};
+            if (hist_record(h, idx[i], base + step * 100LL, &v, Q_GOOD) != 0)
+                _exit(2);
+        }
+        struct kr_barrier b = {false, -1};
+        hist_barrier(h, kr_barrier_done, &b);
+        while (!b.done)
+            uv_run(&loop, UV_RUN_ONCE);
+        if (b.status != 0 || write(fd, &step, sizeof step) != sizeof step)
+            _exit(2);
+        /* Racy reads of the writer's fields (a word each), good enough to pick the moment:
+         * two rounds begun since the first samples (so the oldest segment left begins after
+         * them), the third a few slices in. */
+        uint64_t seg = __atomic_load_n(&h->round_seg, __ATOMIC_RELAXED);
+        uint32_t next = __atomic_load_n(&h->slice_next, __ATOMIC_RELAXED);
+        if (seg != last_seg) {
+            last_seg = seg;
+            rounds++;
+        }
+        if (rounds >= 4 && next >= 3 && next <= HCARRY_SLICES - 3)
+            kill(getpid(), SIGKILL);
+        usleep(2000);
+    }
+    _exit(2); /* no round in 20 s */
+}
+
+static int kr_first_flags; /* flags of the first record replayed, -1: not a kind 2 record */
+
+static int kr_first_record(void *ud, const void *rec, size_t len)
+{
+    (void)ud;
+    const uint8_t *p = rec;
+    if (kr_first_flags == -2)
+        kr_first_flags = len >= 2 && p[0] == HREC_CHUNKS ? p[1] : -1;
+    return 0;
+}
+
+struct kr_seen {
+    uint8_t *count; /* per step */
+    int64_t base;
+};
+
+static void kr_chunk(struct kr_seen *z, enum pt_type type, const void *data, size_t len, uint32_t n)
+{
+    struct chunk_dec d;
+    assert_int_equal(chunk_dec_init(&d, type, data, len, n), 0);
+    int64_t ts;
+    struct pt_value v;
+    enum pt_quality q;
+    while (chunk_dec_next(&d, &ts, &v, &q) == 1) {
+        int64_t step = (ts - z->base) / 100;
+        assert_true(step >= 0 && step < KR_STEPS_MAX && ts == z->base + step * 100);
+        assert_true(z->count[step] < 255);
+        z->count[step]++;
+    }
+}
+
+static int kr_stored(void *ud, enum pt_type type, int64_t t_first, int64_t t_last, uint32_t count,
+                     const void *data, size_t len)
+{
+    (void)t_first;
+    (void)t_last;
+    kr_chunk(ud, type, data, len, count);
+    return 0;
+}
+
+/* Every acknowledged sample of every series is there exactly once after a kill -9 in the middle
+ * of a round (replay from the round's start: the samples before a slice's carry are ignored),
+ * and again after a clean restart. */
+static void kill_in_the_middle_of_a_round(void **state)
+{
+    struct tdir *t = *state;
+    /* Samples 100 ms apart from 10 minutes ago, in today's partition (a chunk of an ended
+     * partition would be closed at every checkpoint, and every round would begin with no
+     * chunk open: replay from there would be exact without the rule under test). */
+    int64_t day = 86400000, now = now_ms(), base = now - 600000;
+    if (base / day != now / day)
+        base = now / day * day;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        kr_child(t->data, fds[1], base);
+    }
+    close(fds[1]);
+    int32_t step, acked = -1;
+    while (read(fds[0], &step, sizeof step) == sizeof step)
+        acked = step;
+    close(fds[0]);
+    int wst;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL); /* else: no round in time */
+    assert_true(acked > 0);
+
+    /* The oldest segment left begins with a sliced carry: replay takes the new path. */
+    kr_first_flags = -2;
+    struct wal_replay_stats rs;
+    memset(&rs, 0, sizeof rs);
+    assert_int_equal(wal_replay(t->wal, kr_first_record, NULL, &rs), 0);
+    assert_true(kr_first_flags >= 0 && (kr_first_flags & 4));
+
+    for (int round = 0; round < 2; round++) {
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        struct live *live = live_new();
+        struct hist_config cfg = {.present = true,
+                                  .retention_ms = 30LL * 86400000,
+                                  .partition_ms = 86400000,
+                                  .commit_interval_ms = 10000,
+                                  .buffer_max = 1 << 20};
+        struct hist *h = NULL;
+        assert_int_equal(hist_open(&h, &cfg, t->data, &loop, live), 0);
+        char pdir[400];
+        snprintf(pdir, sizeof pdir, "%s/history/partitions", t->data);
+        struct hstore_reader *r;
+        assert_int_equal(hstore_reader_open(pdir, &r), 0);
+        struct kr_seen z = {calloc(KR_STEPS_MAX, 1), base};
+        for (int i = 0; i < KR_SERIES; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "kr%02d", i);
+            memset(z.count, 0, KR_STEPS_MAX);
+            struct hmem_chunk *c;
+            size_t n;
+            assert_int_equal(hist__series_snapshot(h, name, &c, &n), 0);
+            for (size_t k = 0; k < n; k++) {
+                kr_chunk(&z, c[k].type, c[k].data, c[k].len, c[k].count);
+                free(c[k].data);
+            }
+            free(c);
+            assert_int_equal(hstore_read(r, name, 0, INT64_MAX, kr_stored, &z), 0);
+            for (int32_t k = 0; k < KR_STEPS_MAX; k++) {
+                if (k <= acked && z.count[k] != 1)
+                    fail_msg("series %s, step %d of %d acknowledged: %d copies", name, k, acked,
+                             z.count[k]);
+                if (k > acked && z.count[k] > 1)
+                    fail_msg("series %s, step %d (not acknowledged): %d copies", name, k, z.count[k]);
+            }
+        }
+        free(z.count);
+        hstore_reader_close(r);
+        hist_stop(h);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        hist_free(h);
+        live_free(live);
+        assert_int_equal(uv_loop_close(&loop), 0);
+    }
+}
+
 /* Varints at the edges: every difference comes back, and a varint longer than 10 bytes or
  * cut short makes the reader fail. */
 static void zigzag_varints(void **state)
@@ -512,6 +720,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(closes_replayed_where_they_happened, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(sliced_carry_ignores_samples_before_its_slice, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(sliced_carry_later_ignores_nothing, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(kill_in_the_middle_of_a_round, dir_setup, dir_teardown),
         cmocka_unit_test(zigzag_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
