@@ -152,6 +152,9 @@ struct hist {
     uint64_t queued_samples;
     bool quit;
     int64_t retention_ms;                /* may change on reload */
+    uint32_t series_hint;                /* points the recorder records (writer: reserve) */
+    uint32_t series_reserved;            /* the largest series_hint the writer made room for */
+    pthread_cond_t reserved;             /* series_reserved changed */
     struct hist_stats st;
 
     /* writer side; the series table is read by queries under series_lock */
@@ -165,6 +168,10 @@ struct hist {
     struct hseries **created;            /* [nseries], in the order the series were created:
                                           * the committer's order (see collect_pending) */
     struct hseries **by_idx;             /* idx -> series for the current process */
+    void **arena_blocks;                 /* the series' memory (writer.c arena_alloc) */
+    size_t narena, arena_cap, arena_used;
+    void **arena_spare;                  /* blocks made present ahead (arena_prefault) */
+    size_t arena_nspare;
     uint32_t by_idx_cap;
     int64_t next_checkpoint;
     int64_t partition_ms;
