@@ -101,14 +101,15 @@ struct hpending {
 
 /* A series, as the writer knows it (by name). */
 struct hseries {
+    struct chunk_enc open;       /* in time order; first: a sample's stores begin a line */
+    struct chunk_enc *late;      /* samples older than open's last: backfill; NULL until one
+                                  * comes (millions of series never get one: 100 bytes each) */
     char *name;
     size_t name_len;
     uint64_t hash;
     enum pt_type type;
-    struct chunk_enc open;       /* in time order */
-    struct chunk_enc late;       /* samples older than open's last: backfill */
-    struct hpending *pending, *pending_tail;
     uint32_t carry_gen;          /* replay: the carry that last replaced its chunks */
+    struct hpending *pending, *pending_tail;
 };
 
 /* A closed chunk handed to the committer thread at a checkpoint. */

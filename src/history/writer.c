@@ -151,6 +151,9 @@ static struct hseries **table_new(uint32_t mask)
 #ifdef MADV_HUGEPAGE
     madvise(t, bytes, MADV_HUGEPAGE);
 #endif
+#ifdef MADV_POPULATE_WRITE
+    madvise(t, bytes, MADV_POPULATE_WRITE); /* every page is touched soon, in random order */
+#endif
     return t;
 }
 
@@ -203,7 +206,7 @@ static void series_reserve(struct hist *h, uint32_t n)
 
 static void pending_add(struct hseries *s, struct chunk_enc *e)
 {
-    if (chunk_enc_count(e) == 0)
+    if (!e || chunk_enc_count(e) == 0) /* e: NULL for a late chunk never used */
         return;
     struct hpending *p = xmalloc(sizeof *p);
     p->next = NULL;
@@ -235,12 +238,14 @@ static struct hseries *series_get(struct hist *h, const char *name, size_t len, 
         if (s->type != type) {
             /* Close what was encoded with the old type (pending chunks keep their type). */
             pending_add(s, &s->open);
-            pending_add(s, &s->late);
+            pending_add(s, s->late);
             s->type = type;
             chunk_enc_release(&s->open);
-            chunk_enc_release(&s->late);
             chunk_enc_init(&s->open, type);
-            chunk_enc_init(&s->late, type);
+            if (s->late) {
+                chunk_enc_release(s->late);
+                chunk_enc_init(s->late, type);
+            }
         }
         return s;
     }
@@ -252,8 +257,7 @@ static struct hseries *series_get(struct hist *h, const char *name, size_t len, 
     s->name_len = len;
     s->hash = hash;
     s->type = type;
-    chunk_enc_init(&s->open, type);
-    chunk_enc_init(&s->late, type);
+    chunk_enc_init(&s->open, type); /* late: NULL until a sample comes late */
     series_insert(h, s);
     if ((h->nseries & (h->nseries - 1)) == 0) /* 0, 1, 2, 4, ...: double */
         h->created = xgrow(h->created, h->nseries ? (size_t)h->nseries * 2 : 1);
@@ -293,8 +297,13 @@ static void series_add(struct hist *h, struct hseries *s, int64_t ts, const stru
                        enum pt_quality q)
 {
     struct chunk_enc *e = &s->open;
-    if (chunk_enc_count(e) && ts < chunk_enc_last(e))
-        e = &s->late;
+    if (chunk_enc_count(e) && ts < chunk_enc_last(e)) {
+        if (!s->late) {
+            s->late = xmalloc(sizeof *s->late);
+            chunk_enc_init(s->late, s->type);
+        }
+        e = s->late;
+    }
     if (chunk_enc_count(e) &&
         (chunk_enc_count(e) >= HCHUNK_SAMPLES || ts < chunk_enc_last(e) ||
          !same_partition(h, ts, chunk_enc_first(e))))
@@ -500,9 +509,11 @@ static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len, bool fir
             /* The carried chunks hold every sample of its open and late chunks so far. */
             s->carry_gen = h->carry_gen;
             chunk_enc_release(&s->open);
-            chunk_enc_release(&s->late);
             chunk_enc_init(&s->open, s->type);
-            chunk_enc_init(&s->late, s->type);
+            if (s->late) {
+                chunk_enc_release(s->late);
+                chunk_enc_init(s->late, s->type);
+            }
         }
         struct chunk_dec d;
         if (chunk_dec_init(&d, (enum pt_type)type, data, clen, count) < 0)
@@ -532,7 +543,7 @@ static int apply_closed(struct hist *h, const uint8_t *rec, size_t len)
             return -1;
         struct hseries *s = series_find(h, (const char *)name, nl, hash_bytes(name, nl));
         if (s)
-            pending_add(s, which ? &s->late : &s->open);
+            pending_add(s, which ? s->late : &s->open);
     }
     return r.bad ? -1 : 0;
 }
@@ -545,7 +556,7 @@ static void finish_carry(struct hist *h)
         struct hseries *s = h->series[i];
         if (s && s->carry_gen != h->carry_gen) {
             pending_add(s, &s->open);
-            pending_add(s, &s->late);
+            pending_add(s, s->late);
         }
     }
 }
@@ -607,8 +618,8 @@ static int write_open_chunks(struct hist *h, bool new_process, int slice)
     for (uint32_t i = 0; i < nlist && rc == 0; i++) {
         struct hseries *s = list[i]; /* creation order: memory order, mostly */
         for (int which = 0; which < 2 && rc == 0; which++) {
-            struct chunk_enc *e = which ? &s->late : &s->open;
-            if (!chunk_enc_count(e))
+            struct chunk_enc *e = which ? s->late : &s->open;
+            if (!e || !chunk_enc_count(e))
                 continue;
             if (rec.len == 0) {
                 chunks_head(&rec, first, new_process, slice);
@@ -871,8 +882,8 @@ static int close_ended(struct hist *h)
     for (uint32_t i = 0; i < h->nseries && rc == 0; i++) {
         struct hseries *s = h->created[i];
         for (uint8_t which = 0; which < 2; which++) {
-            struct chunk_enc *e = which ? &s->late : &s->open;
-            if (chunk_enc_count(e) && partition_of(h, chunk_enc_first(e)) < current) {
+            struct chunk_enc *e = which ? s->late : &s->open;
+            if (e && chunk_enc_count(e) && partition_of(h, chunk_enc_first(e)) < current) {
                 pending_add(s, e);
                 closed_note(h, s, which);
             }
@@ -1268,7 +1279,10 @@ void hist__writer_stop(struct hist *h)
         if (!s)
             continue;
         chunk_enc_release(&s->open);
-        chunk_enc_release(&s->late);
+        if (s->late) {
+            chunk_enc_release(s->late);
+            free(s->late);
+        }
         struct hpending *p = s->pending;
         while (p) {
             struct hpending *next = p->next;
@@ -1313,8 +1327,8 @@ int hist__series_snapshot(struct hist *h, const char *name, struct hmem_chunk **
         memcpy(c[k++].data, p->data, p->len);
     }
     for (int which = 0; which < 2; which++) {
-        struct chunk_enc *e = which ? &s->late : &s->open;
-        if (!chunk_enc_count(e))
+        struct chunk_enc *e = which ? s->late : &s->open;
+        if (!e || !chunk_enc_count(e))
             continue;
         size_t len;
         const uint8_t *data = chunk_enc_data(e, &len);
