@@ -27,8 +27,8 @@
  *     hist_slice(hash, nslices) == slice); the flags are followed by [u16 slice][u16 nslices]
  *     before n, in every record of that carry. A sliced carry replaces the chunks of the
  *     series it lists, as a whole carry does, and closes nothing. The writer carries the
- *     slices 0, 1, ..., nslices - 1 in turn, one per checkpoint (a round); a round begins a
- *     WAL segment (slice 0's carry, then the idx -> series map). Once the last slice of a
+ *     slices 0, 1, ..., nslices - 1 in turn, one per checkpoint (a round), each carry at the
+ *     start of a WAL segment; slice 0's carry is followed by the idx -> series map. Once the last slice of a
  *     round is committed, the segments before the round's are deleted. When the oldest
  *     segment replayed begins with a sliced carry, replay ignores the samples of a series
  *     until its slice's carry has been read: the samples logged before it are in that carry
@@ -191,6 +191,7 @@ struct hist {
     } slices[HCARRY_SLICES];
     uint32_t slice_next;                 /* the slice the next carry writes; 0: a round starts */
     uint64_t round_seg;                  /* the segment the current round began */
+    uint64_t drop_upto;                  /* segments below it may go (drop_segments) */
     bool replay_seen;                    /* replay: a record was read */
     bool replay_skip;                    /* replay: ignore samples of slices not yet carried */
     uint32_t replay_known;               /* replay: the slices whose carry was read (bits) */

@@ -12,9 +12,10 @@
  *      writer; and, when one is due, log a carry: the still-open chunks (kind 2 records) of
  *      one slice of the series (of HCARRY_SLICES, by name hash), so that the older WAL can
  *      go without any one checkpoint rewriting every open chunk (a gigabyte at millions of
- *      series). The slices are carried in turn; a round of them begins a new segment with
- *      slice 0, then the idx -> series map. Once the checkpoint of a round's last slice is
- *      committed, the writer deletes the segments before that round's. At start and at the
+ *      series). Each carry begins a new segment; the slices are carried in turn, a round of
+ *      them begins with slice 0, then the idx -> series map. Once the checkpoint of a
+ *      round's last slice is committed, the writer deletes the segments before that round's
+ *      (one per pass). At start and at the
  *      end a whole carry (every series) begins a segment instead. The writer goes on logging
  *      while the store commits; a checkpoint waits for the previous one's commit.
  * Invariant: every acknowledged sample is, at any moment, in a committed partition or in a
@@ -912,9 +913,21 @@ static uint64_t wal_logged(const struct hist *h)
     return wal_bytes(h->wal) + h->wal_dropped;
 }
 
-/* Segments before `seg` hold nothing that is not in the store or in a later carry. */
-static void drop_segments(struct hist *h, uint64_t seg)
+/* Segments before `seg` hold nothing that is not in the store or in a later carry: they are
+ * deleted, all of them when `all`, else the oldest one only, the others at the next passes
+ * of the writer (drop_more): at millions of samples a second a round leaves tens of
+ * gigabytes, and deleting them at once kept the writer from logging for seconds (the
+ * filesystem discards the freed blocks). */
+static void drop_segments(struct hist *h, uint64_t seg, bool all)
 {
+    if (seg > h->drop_upto)
+        h->drop_upto = seg;
+    uint64_t next, oldest = wal_oldest(h->wal, &next);
+    if (oldest >= h->drop_upto)
+        return;
+    if (all || next > h->drop_upto)
+        next = h->drop_upto;
+    seg = next;
     uint64_t before = wal_bytes(h->wal), t0 = mono_ns();
     int rc = wal_drop_before(h->wal, seg);
     /* wal_bytes() counts the live segments only: keep what went, so that wal_logged() counts
@@ -971,7 +984,7 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
     h->drop_seg = 0;
     pthread_mutex_unlock(&h->lock);
     if (drop)
-        drop_segments(h, drop);
+        drop_segments(h, drop, false);
 
     /* The carry costs about the size of the open chunks it writes. At start and at the end it
      * writes every series' (a whole carry). Meanwhile one slice of the series at a time (of
@@ -997,11 +1010,9 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
     if (rc == 0 && carry) {
         bool starts = whole || h->slice_next == 0;
         uint64_t b1 = wal_logged(h);
-        if (starts) {
-            rc = wal_rotate(h->wal, &seg);
-            if (rc == 0)
-                h->round_seg = seg;
-        }
+        rc = wal_rotate(h->wal, &seg); /* a segment per carry: deleted one at a time later */
+        if (rc == 0 && starts)
+            h->round_seg = seg;
         if (rc == 0)
             rc = write_open_chunks(h, new_process, slice);
         if (rc == 0 && starts)
@@ -1054,7 +1065,7 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
     }
     pthread_mutex_unlock(&h->lock);
     if (wait && drop)
-        drop_segments(h, drop);
+        drop_segments(h, drop, true);
     return rc;
 }
 
@@ -1099,8 +1110,8 @@ static void *writer_main(void *arg)
         uint64_t drop = h->drop_seg;
         h->drop_seg = 0;
         pthread_mutex_unlock(&h->lock);
-        if (drop)
-            drop_segments(h, drop);
+        if (drop || h->drop_upto)
+            drop_segments(h, drop, false); /* one more segment of those that may go */
         if (hint > h->series_reserved) {
             /* The recorder records this many points: their series are coming. */
             uint64_t t0 = mono_ns();
