@@ -1017,15 +1017,8 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
             rc = write_open_chunks(h, new_process, slice);
         if (rc == 0 && starts)
             rc = write_index_map(h); /* replay from this segment needs every idx */
-        if (rc == 0) {
+        if (rc == 0)
             h->carry_bytes = wal_logged(h) - b1;
-            if (whole || ++h->slice_next == HCARRY_SLICES) {
-                /* Every series carried since round_seg: once this hand-off is committed,
-                 * the segments before it can go. */
-                h->carry_seg = h->round_seg;
-                h->slice_next = 0;
-            }
-        }
     }
     uint64_t t_carry = mono_ns();
     if (rc == 0)
@@ -1033,6 +1026,12 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
     if (rc == 0 && carry) {
         h->wal_after_carry = wal_logged(h);
         h->carry_ms = now_ms();
+        if (whole || ++h->slice_next == HCARRY_SLICES) {
+            /* Every series carried (durably) since round_seg: once this hand-off is
+             * committed, the segments before it can go. */
+            h->carry_seg = h->round_seg;
+            h->slice_next = 0;
+        }
     }
     double took = (double)(mono_ns() - t0) / 1e9;
     log_debug("history", "checkpoint: %zu chunks handed to the store%s in %.3f s (close %.3f, "
