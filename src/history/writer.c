@@ -824,7 +824,10 @@ static void *committer_main(void *arg)
         if (!h->commit_busy)
             break;
         /* The hand-off is ours until commit_busy goes back to false. */
+        uint32_t delay = h->commit_delay_ms;
         pthread_mutex_unlock(&h->lock);
+        if (delay) /* tests: a slow store */
+            nanosleep(&(struct timespec){delay / 1000, (long)(delay % 1000) * 1000000}, NULL);
         uint64_t t0 = mono_ns(), chunks = 0;
         int rc = commit_items(h, h->citems, h->ncitems, &chunks);
         if (rc < 0)
@@ -971,11 +974,73 @@ static void collect_pending(struct hist *h)
  * older segments can go. Returns 1 when the committer is still busy with the previous
  * checkpoint and `wait` is false (try again soon), 0 when handed off, or a negative errno.
  * With `wait`, returns once the store has committed. */
+/* Whether a carry is due (see checkpoint). */
+static bool carry_due(struct hist *h)
+{
+    pthread_mutex_lock(&h->lock);
+    uint64_t carry_min = h->carry_min_bytes;
+    pthread_mutex_unlock(&h->lock);
+    uint64_t since = wal_logged(h) - h->wal_after_carry;
+    return since >= 8 * h->carry_bytes + carry_min || now_ms() - h->carry_ms >= 600000 / HCARRY_SLICES;
+}
+
+/* Writes a carry in a new segment: every series' (whole) or the next slice's; the caller
+ * syncs, then calls carry_done. */
+static int carry_write(struct hist *h, bool new_process, bool whole)
+{
+    bool starts = whole || h->slice_next == 0;
+    uint64_t b1 = wal_logged(h), seg = 0;
+    int rc = wal_rotate(h->wal, &seg); /* a segment per carry: deleted one at a time later */
+    if (rc == 0 && starts)
+        h->round_seg = seg;
+    if (rc == 0)
+        rc = write_open_chunks(h, new_process, whole ? -1 : (int)h->slice_next);
+    if (rc == 0 && starts)
+        rc = write_index_map(h); /* replay from this segment needs every idx */
+    if (rc == 0)
+        h->carry_bytes = wal_logged(h) - b1;
+    return rc;
+}
+
+/* The carry is synced. */
+static void carry_done(struct hist *h, bool whole)
+{
+    h->wal_after_carry = wal_logged(h);
+    h->carry_ms = now_ms();
+    if (whole || ++h->slice_next == HCARRY_SLICES) {
+        /* Every series carried (durably) since round_seg: once the next hand-off (it
+         * collects every chunk closed before these carries) is committed, the segments
+         * before round_seg can go. */
+        h->carry_seg = h->round_seg;
+        h->slice_next = 0;
+    }
+}
+
 static int checkpoint(struct hist *h, bool new_process, bool wait)
 {
     pthread_mutex_lock(&h->lock);
     if (h->commit_busy && !wait) {
         pthread_mutex_unlock(&h->lock);
+        /* The store is still committing the previous hand-off: no new one, but a due slice
+         * is carried all the same (a carry needs no hand-off; see carry_done), so that a
+         * long commit does not hold a round, and the WAL it keeps, back. */
+        if (!carry_due(h))
+            return 1;
+        uint64_t t0 = mono_ns(), b0 = wal_logged(h);
+        int rc = carry_write(h, false, false);
+        if (rc == 0)
+            rc = wal_sync(h->wal);
+        if (rc == 0)
+            carry_done(h, false);
+        log_debug("history", "carry of a slice written while the store commits: %.1f MB in %.3f s",
+                  (double)(wal_logged(h) - b0) / 1e6, (double)(mono_ns() - t0) / 1e9);
+        if (rc < 0) {
+            pthread_mutex_lock(&h->lock);
+            h->st.write_errors++;
+            pthread_mutex_unlock(&h->lock);
+            log_error("history", "a carry failed (%s): the WAL keeps everything", strerror(-rc));
+            return rc;
+        }
         return 1;
     }
     while (h->commit_busy)
@@ -994,45 +1059,21 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
      * is a gigabyte), and at least one slice per 10 minutes / HCARRY_SLICES. Until a round is
      * complete and committed, the WAL keeps the segments since the previous round's start;
      * replay rebuilds the chunks committed meanwhile byte for byte and the store skips them. */
-    pthread_mutex_lock(&h->lock);
-    uint64_t carry_min = h->carry_min_bytes;
-    pthread_mutex_unlock(&h->lock);
     bool whole = new_process || wait;
-    uint64_t since = wal_logged(h) - h->wal_after_carry;
-    bool carry = whole || since >= 8 * h->carry_bytes + carry_min ||
-                 now_ms() - h->carry_ms >= 600000 / HCARRY_SLICES;
-    uint64_t t0 = mono_ns(), seg = 0, b0 = wal_logged(h);
+    bool carry = whole || carry_due(h);
+    uint64_t t0 = mono_ns(), b0 = wal_logged(h);
     int rc = close_ended(h);
     uint64_t t_close = mono_ns();
     collect_pending(h);
     uint64_t t_coll = mono_ns();
     int slice = whole ? -1 : (int)h->slice_next;
-    if (rc == 0 && carry) {
-        bool starts = whole || h->slice_next == 0;
-        uint64_t b1 = wal_logged(h);
-        rc = wal_rotate(h->wal, &seg); /* a segment per carry: deleted one at a time later */
-        if (rc == 0 && starts)
-            h->round_seg = seg;
-        if (rc == 0)
-            rc = write_open_chunks(h, new_process, slice);
-        if (rc == 0 && starts)
-            rc = write_index_map(h); /* replay from this segment needs every idx */
-        if (rc == 0)
-            h->carry_bytes = wal_logged(h) - b1;
-    }
+    if (rc == 0 && carry)
+        rc = carry_write(h, new_process, whole);
     uint64_t t_carry = mono_ns();
     if (rc == 0)
         rc = wal_sync(h->wal);
-    if (rc == 0 && carry) {
-        h->wal_after_carry = wal_logged(h);
-        h->carry_ms = now_ms();
-        if (whole || ++h->slice_next == HCARRY_SLICES) {
-            /* Every series carried (durably) since round_seg: once this hand-off is
-             * committed, the segments before it can go. */
-            h->carry_seg = h->round_seg;
-            h->slice_next = 0;
-        }
-    }
+    if (rc == 0 && carry)
+        carry_done(h, whole);
     double took = (double)(mono_ns() - t0) / 1e9;
     log_debug("history", "checkpoint: %zu chunks handed to the store%s in %.3f s (close %.3f, "
               "collect %.3f, carry %.1f MB %.3f, sync %.3f)", h->ncitems,

@@ -499,7 +499,7 @@ static void kr_barrier_done(void *ud, int status)
  * each step to be durable and writes its number to fd, and kills itself with SIGKILL once
  * the writer has completed a round of sliced carries and is in the middle of another one.
  * Exits 2 when something is wrong before that. */
-static void kr_child(const char *data, int fd, int64_t base)
+static void kr_child(const char *data, int fd, int64_t base, bool slow_store)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -526,6 +526,8 @@ static void kr_child(const char *data, int fd, int64_t base)
      * a slice at about every checkpoint with this little data. */
     pthread_mutex_lock(&h->lock);
     h->carry_min_bytes = 0;
+    h->commit_delay_ms = slow_store ? 250 : 0; /* checkpoints find the store busy: slices are
+                                                * carried without a hand-off */
     pthread_mutex_unlock(&h->lock);
     int64_t t_end = now_ms() + 20000;
     uint64_t last_seg = 0;
@@ -601,7 +603,7 @@ static int kr_stored(void *ud, enum pt_type type, int64_t t_first, int64_t t_las
 /* Every acknowledged sample of every series is there exactly once after a kill -9 in the middle
  * of a round (replay from the round's start: the samples before a slice's carry are ignored),
  * and again after a clean restart. */
-static void kill_in_the_middle_of_a_round(void **state)
+static void kill_mid_round(void **state, bool slow_store)
 {
     struct tdir *t = *state;
     /* Samples 100 ms apart from 10 minutes ago, in today's partition (a chunk of an ended
@@ -617,7 +619,7 @@ static void kill_in_the_middle_of_a_round(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(fds[0]);
-        kr_child(t->data, fds[1], base);
+        kr_child(t->data, fds[1], base, slow_store);
     }
     close(fds[1]);
     int32_t step, acked = -1;
@@ -683,6 +685,17 @@ static void kill_in_the_middle_of_a_round(void **state)
     }
 }
 
+static void kill_in_the_middle_of_a_round(void **state)
+{
+    kill_mid_round(state, false);
+}
+
+/* The same with a store slower than the checkpoints: slices are carried while it commits. */
+static void kill_in_the_middle_of_a_round_slow_store(void **state)
+{
+    kill_mid_round(state, true);
+}
+
 /* Varints at the edges: every difference comes back, and a varint longer than 10 bytes or
  * cut short makes the reader fail. */
 static void zigzag_varints(void **state)
@@ -721,6 +734,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(sliced_carry_ignores_samples_before_its_slice, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(sliced_carry_later_ignores_nothing, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(kill_in_the_middle_of_a_round, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(kill_in_the_middle_of_a_round_slow_store, dir_setup, dir_teardown),
         cmocka_unit_test(zigzag_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
