@@ -1053,7 +1053,7 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
 
     /* The carry costs about the size of the open chunks it writes. At start and at the end it
      * writes every series' (a whole carry). Meanwhile one slice of the series at a time (of
-     * HCARRY_SLICES, a round of them begins a segment), when the WAL logged since the last
+     * HCARRY_SLICES; each carry begins a segment), when the WAL logged since the last
      * carry has grown to 8 times that carry (so carries cost an eighth of the logging at
      * most, spread over the checkpoints: at millions of series the whole of the open chunks
      * is a gigabyte), and at least one slice per 10 minutes / HCARRY_SLICES. Until a round is
