@@ -48,7 +48,7 @@
 #   --perf      perf record -e cpu-clock of opsd for 10 s in the post phase and in each
 #               scale step; the top functions go to the notes
 #   --keep      keep the working directory (logs, configs, timelines) and print its path
-# Environment: OPSD_BIN (another opsd binary), HB_SCALE (e.g. 100000,1000000),
+# Environment: OPSD_BIN (another opsd binary), HB_LOG_LEVEL (opsd's log_level, default info), HB_SCALE (e.g. 100000,1000000),
 # HB_CONNS (POST connections, default 4), HB_BATCH (samples per request, default 10000),
 # HB_BUFFER_S (scale: buffer_max in seconds of data, default 20), HB_SC_RETENTION and
 # HB_SC_PARTITION (scale: default 2m and 1m), HB_SC_DUR and HB_SC_WIN (scale: seconds per
@@ -197,7 +197,7 @@ start_opsd() {
   ODIR=$TMP/$name
   mkdir -p "$ODIR/data"
   OPORT=$(free_port)
-  { printf 'server:\n  listen: 127.0.0.1:%s\n  data_dir: %s\n  log_level: info\n' "$OPORT" "$ODIR/data"
+  { printf 'server:\n  listen: 127.0.0.1:%s\n  data_dir: %s\n  log_level: %s\n' "$OPORT" "$ODIR/data" "${HB_LOG_LEVEL:-info}"
     cat; } >"$ODIR/opsd.yaml"
   "$OPSD" --config "$ODIR/opsd.yaml" >"$ODIR/stdout" 2>"$ODIR/stderr" &
   OPID=$!

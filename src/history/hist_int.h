@@ -23,6 +23,16 @@
  *     older segments whose samples those chunks already contain); when the carry ends (at
  *     the next record of another kind), a series it did not list closes what it holds: it
  *     had nothing open when the carry was written.
+ *     Flag 4: a carry of one slice of the series only (the series whose name hash gives
+ *     hist_slice(hash, nslices) == slice); the flags are followed by [u16 slice][u16 nslices]
+ *     before n, in every record of that carry. A sliced carry replaces the chunks of the
+ *     series it lists, as a whole carry does, and closes nothing. The writer carries the
+ *     slices 0, 1, ..., nslices - 1 in turn, one per checkpoint (a round), each carry at the
+ *     start of a WAL segment; slice 0's carry is followed by the idx -> series map. Once the last slice of a
+ *     round is committed, the segments before the round's are deleted. When the oldest
+ *     segment replayed begins with a sliced carry, replay ignores the samples of a series
+ *     until its slice's carry has been read: the samples logged before it are in that carry
+ *     or in chunks the store already holds (see writer.c).
  *   kind 3, chunks closed by a checkpoint because their partition ended (quiet series):
  *       [u8 3][u32 n] then n entries [u8 which: 0 open, 1 late][u16 name length][name]
  *     so that replay closes them at the same point of the stream: replay then rebuilds every
@@ -52,6 +62,13 @@
 #define HBATCH_MAX_BYTES (4u << 20)   /* a batch is sealed at this size */
 #define HCHUNK_SAMPLES   120          /* an open chunk is closed at this many samples */
 #define HQ_POOL_MAX      4            /* idle store readers kept for queries (hquery.c) */
+#define HCARRY_SLICES    16           /* slices of the series carried one per checkpoint */
+
+/* The carry slice of a series with this name hash (kind 2 records, flag 4). */
+static inline uint32_t hist_slice(uint64_t name_hash, uint32_t nslices)
+{
+    return (uint32_t)((name_hash >> 32) % nslices);
+}
 
 struct hticket {
     void (*done)(void *ud, int status);
@@ -84,14 +101,15 @@ struct hpending {
 
 /* A series, as the writer knows it (by name). */
 struct hseries {
+    struct chunk_enc open;       /* in time order; first: a sample's stores begin a line */
+    struct chunk_enc *late;      /* samples older than open's last: backfill; NULL until one
+                                  * comes (millions of series never get one: 100 bytes each) */
     char *name;
     size_t name_len;
     uint64_t hash;
     enum pt_type type;
-    struct chunk_enc open;       /* in time order */
-    struct chunk_enc late;       /* samples older than open's last: backfill */
-    struct hpending *pending, *pending_tail;
     uint32_t carry_gen;          /* replay: the carry that last replaced its chunks */
+    struct hpending *pending, *pending_tail;
 };
 
 /* A closed chunk handed to the committer thread at a checkpoint. */
@@ -135,6 +153,9 @@ struct hist {
     uint64_t queued_samples;
     bool quit;
     int64_t retention_ms;                /* may change on reload */
+    uint32_t series_hint;                /* points the recorder records (writer: reserve) */
+    uint32_t series_reserved;            /* the largest series_hint the writer made room for */
+    pthread_cond_t reserved;             /* series_reserved changed */
     struct hist_stats st;
 
     /* writer side; the series table is read by queries under series_lock */
@@ -148,6 +169,10 @@ struct hist {
     struct hseries **created;            /* [nseries], in the order the series were created:
                                           * the committer's order (see collect_pending) */
     struct hseries **by_idx;             /* idx -> series for the current process */
+    void **arena_blocks;                 /* the series' memory (writer.c arena_alloc) */
+    size_t narena, arena_cap, arena_used;
+    void **arena_spare;                  /* blocks made present ahead (arena_prefault) */
+    size_t arena_nspare;
     uint32_t by_idx_cap;
     int64_t next_checkpoint;
     int64_t partition_ms;
@@ -155,9 +180,23 @@ struct hist {
     int64_t commit_interval_ms;
     uint32_t carry_gen;                  /* replay: carries seen */
     bool carry_open;                     /* replay: the records of a carry are being read */
-    uint64_t carry_seg;                  /* segment the last carry began */
+    uint64_t carry_seg;                  /* segment the last whole carry or round began */
     uint64_t carry_bytes;                /* its size */
-    uint64_t wal_after_carry;            /* wal_bytes() right after it */
+    uint64_t wal_after_carry;            /* wal_logged() right after it */
+    uint64_t wal_dropped;                /* bytes of the WAL segments deleted so far */
+    uint64_t carry_min_bytes;            /* logged between two carries at least (1 MiB) */
+    uint32_t commit_delay_ms;            /* tests: the committer waits this long first */
+    struct hslice {                      /* the series of each carry slice, creation order */
+        struct hseries **s;
+        uint32_t n, cap;
+    } slices[HCARRY_SLICES];
+    uint32_t slice_next;                 /* the slice the next carry writes; 0: a round starts */
+    uint64_t round_seg;                  /* the segment the current round began */
+    uint64_t drop_upto;                  /* segments below it may go (drop_segments) */
+    bool replay_seen;                    /* replay: a record was read */
+    bool replay_skip;                    /* replay: ignore samples of slices not yet carried */
+    uint32_t replay_known;               /* replay: the slices whose carry was read (bits) */
+    uint32_t replay_nslices;             /* replay: nslices of those carries */
     int64_t carry_ms;                    /* when it was written */
     int64_t closed_part;                 /* close_ended: the partition of its last full pass */
     int64_t oldest_new;                  /* the first time of the oldest chunk started since */

@@ -180,6 +180,11 @@ static void assign_rules(struct hist *h)
     }
     log_info("history", "%llu points recorded by %zu rules", (unsigned long long)recorded,
              h->cfg.nrules);
+    /* The writer makes room for their series before they come (writer.c series_reserve). */
+    pthread_mutex_lock(&h->lock);
+    h->series_hint = recorded > UINT32_MAX ? UINT32_MAX : (uint32_t)recorded;
+    pthread_cond_signal(&h->wake);
+    pthread_mutex_unlock(&h->lock);
 }
 
 /* ---- batches ---- */
@@ -478,6 +483,7 @@ int hist_open(struct hist **out, const struct hist_config *cfg, const char *data
     snprintf(h->store_dir, dl + 16, "%s/history/partitions", data_dir);
     pthread_mutex_init(&h->lock, NULL);
     pthread_cond_init(&h->wake, NULL);
+    pthread_cond_init(&h->reserved, NULL);
     buf_init(&h->closed_rec, 64u << 20);
     pthread_cond_init(&h->commit_wake, NULL);
     pthread_cond_init(&h->commit_idle, NULL);
@@ -498,6 +504,13 @@ int hist_open(struct hist **out, const struct hist_config *cfg, const char *data
     h->interval_timer.data = h;
     uv_timer_start(&h->interval_timer, on_interval, 100, 100);
     assign_rules(h);
+    /* Before the first sample: the writer makes room for the recorded points' series (their
+     * memory made present), which at millions of points takes seconds that would otherwise
+     * be spent while their samples arrive. At start only: a reload does not wait for it. */
+    pthread_mutex_lock(&h->lock);
+    while (h->series_reserved < h->series_hint)
+        pthread_cond_wait(&h->reserved, &h->lock);
+    pthread_mutex_unlock(&h->lock);
     live_listen(live, on_changes, h);
     *out = h;
     return 0;
@@ -529,6 +542,7 @@ void hist_free(struct hist *h)
     free(h->store_dir);
     pthread_mutex_destroy(&h->lock);
     pthread_cond_destroy(&h->wake);
+    pthread_cond_destroy(&h->reserved);
     buf_release(&h->closed_rec);
     pthread_cond_destroy(&h->commit_wake);
     pthread_cond_destroy(&h->commit_idle);

@@ -638,6 +638,16 @@ int wal_drop_before(struct wal *w, uint64_t segment)
     return rc;
 }
 
+uint64_t wal_oldest(const struct wal *w, uint64_t *next)
+{
+    if (w->nold == 0) {
+        *next = w->seg + 1;
+        return w->seg;
+    }
+    *next = w->nold > 1 ? w->old[1].id : w->seg;
+    return w->old[0].id;
+}
+
 uint64_t wal_bytes(const struct wal *w)
 {
     return atomic_load_explicit(&w->bytes, memory_order_relaxed);

@@ -83,6 +83,11 @@ int wal_rotate(struct wal *w, uint64_t *new_segment);
  * On an error the segments already deleted stay deleted, the others stay listed. */
 int wal_drop_before(struct wal *w, uint64_t segment);
 
+/* Id of the oldest live segment (the current one when there is no other), and in *next the
+ * id of the one after it (the current id + 1 when it is the current one): deleting the
+ * segments before *next deletes that one only. Owner's thread. */
+uint64_t wal_oldest(const struct wal *w, uint64_t *next);
+
 /* Reads every segment of DIR in id order and calls fn(ud, rec, len) for each intact record
  * (rec is valid only during the call). A segment ends at its first torn or corrupt record
  * (short header, short payload, length 0 or above WAL_RECORD_MAX, CRC mismatch): that is

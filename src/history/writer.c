@@ -7,17 +7,27 @@
  *   3. hand them back to the loop, which acknowledges their producers
  *   4. encode their samples into the series' open chunks; a chunk that is full
  *      (HCHUNK_SAMPLES) or would cross a partition boundary is closed (pending)
- *   5. at a checkpoint: start a new WAL segment that begins with the still-open chunks (the
- *      carry, kind 2 records), sync it, and hand the pending chunks to the committer thread,
- *      which puts them in the store, commits (durable), drops partitions past the retention
- *      and tells the writer, which then deletes the segments older than the carry. The
- *      writer goes on logging while the store commits; a checkpoint waits for the previous
- *      one's commit.
+ *   5. at a checkpoint: hand the pending chunks to the committer thread, which puts them in
+ *      the store, commits (durable), drops partitions past the retention and tells the
+ *      writer; and, when one is due, log a carry: the still-open chunks (kind 2 records) of
+ *      one slice of the series (of HCARRY_SLICES, by name hash), so that the older WAL can
+ *      go without any one checkpoint rewriting every open chunk (a gigabyte at millions of
+ *      series). Each carry begins a new segment; the slices are carried in turn, a round of
+ *      them begins with slice 0, then the idx -> series map. Once the checkpoint of a
+ *      round's last slice is committed, the writer deletes the segments before that round's
+ *      (one per pass). At start and at the
+ *      end a whole carry (every series) begins a segment instead. The writer goes on logging
+ *      while the store commits; a checkpoint waits for the previous one's commit.
  * Invariant: every acknowledged sample is, at any moment, in a committed partition or in a
- * WAL segment that has not been dropped. So a restart replays the segments and loses
- * nothing. Replay may see segments from before the last carry (the commit had not finished):
- * the carry replaces the chunks they built, and a chunk the store already holds is
- * recognised and not stored twice.
+ * WAL segment that has not been dropped. For the segments before round R's start S: a
+ * sample of a series of slice j is, if its chunk was closed before R's carry of j, in a
+ * hand-off of that checkpoint or an earlier one (all committed once R's last slice is), and
+ * otherwise in that carry, which is in S or later. So a restart replays the segments and
+ * loses nothing. Replay may see segments from before the last carry (the commit had not
+ * finished): the carry replaces the chunks they built, and a chunk the store already holds
+ * is recognised and not stored twice. When replay begins at a round's start, a series'
+ * samples before its slice's carry are ignored (they are in the carry or in the store: see
+ * above); rebuilding chunks from the middle of them would store their samples twice.
  *
  * Late samples (older than the open chunk's last) go to the series' `late` chunk; one that is
  * out of order even there closes it and starts another. Queries merge all of them. */
@@ -27,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -34,6 +45,81 @@
 #include "core/mem.h"
 #include "core/util.h"
 #include "history/hist_int.h"
+
+/* ---- series memory ---- */
+
+/* Series structs and their names live until the writer stops: they are carved from blocks of
+ * HARENA_BLOCK bytes, asked to be backed by huge pages. At start the writer meets millions of
+ * new series at once; with malloc, each 4 KiB of them was a page fault of its own (a third of
+ * the writer's time over the first 40 s at 5 M series, and each fault costs more in a VM). */
+#define HARENA_BLOCK (64u << 20)
+
+static void *arena_block(void)
+{
+    void *b = mmap(NULL, HARENA_BLOCK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) {
+        log_error("history", "out of memory: %zu bytes for series (%s)", (size_t)HARENA_BLOCK,
+                  strerror(errno));
+        abort();
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(b, HARENA_BLOCK, MADV_HUGEPAGE); /* a hint: 4 KiB pages otherwise */
+#endif
+    return b;
+}
+
+static void *arena_alloc(struct hist *h, size_t n, size_t align)
+{
+    size_t at = (h->arena_used + align - 1) & ~(align - 1);
+    if (!h->arena_blocks || at + n > HARENA_BLOCK) {
+        if (h->narena == h->arena_cap) {
+            h->arena_cap = h->arena_cap ? h->arena_cap * 2 : 16;
+            h->arena_blocks = xgrow(h->arena_blocks, h->arena_cap);
+        }
+        if (h->arena_nspare) /* made ready by arena_prefault */
+            h->arena_blocks[h->narena++] = h->arena_spare[--h->arena_nspare];
+        else
+            h->arena_blocks[h->narena++] = arena_block();
+        at = 0;
+    }
+    void *p = (uint8_t *)h->arena_blocks[h->narena - 1] + at;
+    h->arena_used = at + n;
+    return p; /* zeroed: fresh anonymous memory */
+}
+
+/* Memory for n more series, its pages made present now (MADV_POPULATE_WRITE, where the
+ * kernel has it): at start, before the points' samples come, rather than a page fault at a
+ * time while millions of them a second wait in the buffer. */
+static void arena_prefault(struct hist *h, uint64_t n)
+{
+    uint64_t bytes = n * (((sizeof(struct hseries) + 63) & ~(size_t)63) + 24);
+    for (size_t i = 0; i < h->arena_nspare; i++)
+        bytes = bytes > HARENA_BLOCK ? bytes - HARENA_BLOCK : 0;
+    while (bytes > 0) {
+        void *b = arena_block();
+        size_t len = bytes < HARENA_BLOCK ? (size_t)((bytes + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1))
+                                          : HARENA_BLOCK;
+#ifdef MADV_POPULATE_WRITE
+        madvise(b, len, MADV_POPULATE_WRITE); /* else: faulted in as used */
+#endif
+        bytes -= bytes < len ? bytes : len;
+        h->arena_spare = xgrow(h->arena_spare, h->arena_nspare + 1);
+        h->arena_spare[h->arena_nspare++] = b;
+    }
+}
+
+static void arena_free(struct hist *h)
+{
+    for (size_t i = 0; i < h->narena; i++)
+        munmap(h->arena_blocks[i], HARENA_BLOCK);
+    for (size_t i = 0; i < h->arena_nspare; i++)
+        munmap(h->arena_spare[i], HARENA_BLOCK);
+    free(h->arena_blocks);
+    free(h->arena_spare);
+    h->arena_blocks = h->arena_spare = NULL;
+    h->narena = h->arena_cap = h->arena_nspare = 0;
+    h->arena_used = 0;
+}
 
 /* ---- series table (writer thread; queries read it under series_lock) ---- */
 
@@ -50,6 +136,39 @@ static struct hseries *series_find(struct hist *h, const char *name, size_t len,
     }
 }
 
+/* The table of mask + 1 slots. A large one is asked to be backed by huge pages: every lookup
+ * is a random access into it (at 5 M series, 128 MiB), and a TLB miss on top of the cache
+ * miss was a good part of the writer's time at start. */
+static struct hseries **table_new(uint32_t mask)
+{
+    size_t bytes = ((size_t)mask + 1) * sizeof(struct hseries *);
+    if (bytes < (8u << 20))
+        return xnew(struct hseries *, (size_t)mask + 1);
+    void *t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED) {
+        log_error("history", "out of memory: %zu bytes for the series table (%s)", bytes, strerror(errno));
+        abort();
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(t, bytes, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_WRITE
+    madvise(t, bytes, MADV_POPULATE_WRITE); /* every page is touched soon, in random order */
+#endif
+    return t;
+}
+
+static void table_free(struct hseries **t, uint32_t mask)
+{
+    size_t bytes = ((size_t)mask + 1) * sizeof(struct hseries *);
+    if (!t)
+        return;
+    if (bytes < (8u << 20))
+        free(t);
+    else
+        munmap(t, bytes);
+}
+
 static void series_insert(struct hist *h, struct hseries *s)
 {
     for (uint32_t i = (uint32_t)s->hash & h->series_mask;; i = (i + 1) & h->series_mask) {
@@ -63,9 +182,32 @@ static void series_insert(struct hist *h, struct hseries *s)
 /* The series named so, created with `type` when new. A type change closes its chunks. */
 static struct hseries *series_get(struct hist *h, const char *name, size_t len, enum pt_type type);
 
+/* Room for n series in the table (grown by doubling: at most half full), and in `created`.
+ * Called as series come, and at start with the number of points the recorder records (so
+ * that millions of series are not rehashed a dozen times while the buffer fills).
+ * Writer thread, under series_lock. */
+static void series_reserve(struct hist *h, uint32_t n)
+{
+    if (n > UINT32_MAX / 4)
+        n = UINT32_MAX / 4;
+    uint32_t mask = h->series_mask ? h->series_mask : 1023;
+    while ((uint64_t)n * 2 > mask)
+        mask = mask * 2 + 1;
+    if (mask != h->series_mask || !h->series) {
+        uint32_t old_mask = h->series_mask;
+        struct hseries **old = h->series;
+        h->series_mask = mask;
+        h->series = table_new(mask);
+        for (uint32_t i = 0; old && i <= old_mask; i++)
+            if (old[i])
+                series_insert(h, old[i]);
+        table_free(old, old_mask);
+    }
+}
+
 static void pending_add(struct hseries *s, struct chunk_enc *e)
 {
-    if (chunk_enc_count(e) == 0)
+    if (!e || chunk_enc_count(e) == 0) /* e: NULL for a late chunk never used */
         return;
     struct hpending *p = xmalloc(sizeof *p);
     p->next = NULL;
@@ -97,36 +239,36 @@ static struct hseries *series_get(struct hist *h, const char *name, size_t len, 
         if (s->type != type) {
             /* Close what was encoded with the old type (pending chunks keep their type). */
             pending_add(s, &s->open);
-            pending_add(s, &s->late);
+            pending_add(s, s->late);
             s->type = type;
             chunk_enc_release(&s->open);
-            chunk_enc_release(&s->late);
             chunk_enc_init(&s->open, type);
-            chunk_enc_init(&s->late, type);
+            if (s->late) {
+                chunk_enc_release(s->late);
+                chunk_enc_init(s->late, type);
+            }
         }
         return s;
     }
-    if ((h->nseries + 1) * 2 > h->series_mask) {
-        uint32_t old_mask = h->series_mask;
-        struct hseries **old = h->series;
-        h->series_mask = old_mask ? old_mask * 2 + 1 : 1023;
-        h->series = xnew(struct hseries *, (size_t)h->series_mask + 1);
-        for (uint32_t i = 0; old && i <= old_mask; i++)
-            if (old[i])
-                series_insert(h, old[i]);
-        free(old);
-    }
-    s = xzalloc(sizeof *s);
-    s->name = xstrndup(name, len);
+    if ((h->nseries + 1) * 2 > h->series_mask)
+        series_reserve(h, h->nseries + 1);
+    s = arena_alloc(h, sizeof *s, 64); /* a cache line apart: a sample touches one series */
+    s->name = arena_alloc(h, len + 1, 1);
+    memcpy(s->name, name, len);
     s->name_len = len;
     s->hash = hash;
     s->type = type;
-    chunk_enc_init(&s->open, type);
-    chunk_enc_init(&s->late, type);
+    chunk_enc_init(&s->open, type); /* late: NULL until a sample comes late */
     series_insert(h, s);
     if ((h->nseries & (h->nseries - 1)) == 0) /* 0, 1, 2, 4, ...: double */
         h->created = xgrow(h->created, h->nseries ? (size_t)h->nseries * 2 : 1);
     h->created[h->nseries++] = s;
+    struct hslice *sl = &h->slices[hist_slice(hash, HCARRY_SLICES)];
+    if (sl->n == sl->cap) {
+        sl->cap = sl->cap ? sl->cap * 2 : 1024;
+        sl->s = xgrow(sl->s, sl->cap);
+    }
+    sl->s[sl->n++] = s;
     return s;
 }
 
@@ -156,8 +298,13 @@ static void series_add(struct hist *h, struct hseries *s, int64_t ts, const stru
                        enum pt_quality q)
 {
     struct chunk_enc *e = &s->open;
-    if (chunk_enc_count(e) && ts < chunk_enc_last(e))
-        e = &s->late;
+    if (chunk_enc_count(e) && ts < chunk_enc_last(e)) {
+        if (!s->late) {
+            s->late = xmalloc(sizeof *s->late);
+            chunk_enc_init(s->late, s->type);
+        }
+        e = s->late;
+    }
     if (chunk_enc_count(e) &&
         (chunk_enc_count(e) >= HCHUNK_SAMPLES || ts < chunk_enc_last(e) ||
          !same_partition(h, ts, chunk_enc_first(e))))
@@ -235,8 +382,16 @@ static void apply_block(struct hist *h, struct hahead *a, size_t *n)
     *n = 0;
 }
 
+/* Replay of a WAL that begins with a sliced carry: is this series' slice still to be read?
+ * Its samples until then are in that carry or in the store already (writer.c, top). */
+static bool replay_ignores(const struct hist *h, const struct hseries *s)
+{
+    return h->replay_skip && !(h->replay_known >> hist_slice(s->hash, h->replay_nslices) & 1);
+}
+
 /* Reads the value of one logged sample of series idx into the block a[0..*n) (a string is
- * added at once, after the block: its value lives in sbuf). -1 when malformed. */
+ * added at once, after the block: its value lives in sbuf). -1 when malformed, 1 when
+ * ignored (replay_ignores), 0 when added. */
 static int replay_sample(struct hist *h, struct hreader *r, uint64_t idx, int64_t ts, uint8_t q,
                          char *sbuf, struct hahead *a, size_t *n)
 {
@@ -244,6 +399,8 @@ static int replay_sample(struct hist *h, struct hreader *r, uint64_t idx, int64_
     struct pt_value v;
     if (!s || q > Q_BAD || read_value(r, s->type, &v, sbuf) < 0)
         return -1;
+    if (replay_ignores(h, s))
+        return 1;
     if (v.type == PT_STRING) {
         apply_block(h, a, n);
         series_add(h, s, ts, &v, (enum pt_quality)q);
@@ -267,7 +424,7 @@ static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
     struct hahead ahead[HAPPLY_BLOCK];
     size_t nahead = 0;
     int rc = 0;
-    for (uint32_t i = 0; i < n && !r.bad && rc == 0; i++) {
+    for (uint32_t i = 0; i < n && !r.bad && rc >= 0; i++) {
         uint8_t tag = hget_u8(&r);
         if ((tag & 0x0f) == HTAG_PACKED) {
             uint64_t idx = last_idx + hget_zz(&r);
@@ -303,11 +460,18 @@ static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
     return rc < 0 || r.bad ? -1 : applied;
 }
 
-/* Applies a kind 2 record (open chunks at a checkpoint). */
-static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
+/* Applies a kind 2 record (open chunks at a checkpoint). `first`: the first record replayed. */
+static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len, bool first)
 {
     struct hreader r = {rec, len, 1, false};
     uint8_t flags = hget_u8(&r);
+    uint32_t slice = 0, nslices = 0;
+    if (flags & 4) {
+        slice = hget_u16(&r);
+        nslices = hget_u16(&r);
+        if (r.bad || nslices == 0 || nslices > 32 || slice >= nslices)
+            return -1;
+    }
     if (flags & 1) {
         /* A new process starts here: earlier indices meant other points. */
         if (h->by_idx)
@@ -315,7 +479,20 @@ static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
     }
     if (flags & 2) {
         h->carry_gen++; /* a checkpoint's carry starts: it replaces what older segments built */
-        h->carry_open = true;
+        /* A whole carry lists every series with something open; a slice's lists its slice's
+         * only, and closes nothing. */
+        h->carry_open = !(flags & 4);
+        if (!(flags & 4)) {
+            h->replay_skip = false; /* every series' chunks are known from here on */
+        } else if (first) {
+            h->replay_skip = true;
+            h->replay_known = 0;
+            h->replay_nslices = nslices;
+        } else if (h->replay_skip && nslices != h->replay_nslices) {
+            h->replay_skip = false; /* not written so: keep every sample */
+        }
+        if (h->replay_skip && (flags & 4))
+            h->replay_known |= 1u << slice;
     }
     uint32_t n = hget_u32(&r);
     for (uint32_t i = 0; i < n && !r.bad; i++) {
@@ -333,9 +510,11 @@ static int apply_chunks(struct hist *h, const uint8_t *rec, size_t len)
             /* The carried chunks hold every sample of its open and late chunks so far. */
             s->carry_gen = h->carry_gen;
             chunk_enc_release(&s->open);
-            chunk_enc_release(&s->late);
             chunk_enc_init(&s->open, s->type);
-            chunk_enc_init(&s->late, s->type);
+            if (s->late) {
+                chunk_enc_release(s->late);
+                chunk_enc_init(s->late, s->type);
+            }
         }
         struct chunk_dec d;
         if (chunk_dec_init(&d, (enum pt_type)type, data, clen, count) < 0)
@@ -365,7 +544,7 @@ static int apply_closed(struct hist *h, const uint8_t *rec, size_t len)
             return -1;
         struct hseries *s = series_find(h, (const char *)name, nl, hash_bytes(name, nl));
         if (s)
-            pending_add(s, which ? &s->late : &s->open);
+            pending_add(s, which ? s->late : &s->open);
     }
     return r.bad ? -1 : 0;
 }
@@ -378,7 +557,7 @@ static void finish_carry(struct hist *h)
         struct hseries *s = h->series[i];
         if (s && s->carry_gen != h->carry_gen) {
             pending_add(s, &s->open);
-            pending_add(s, &s->late);
+            pending_add(s, s->late);
         }
     }
 }
@@ -388,6 +567,8 @@ static int replay_one(void *ud, const void *rec, size_t len)
     struct hist *h = ud;
     const uint8_t *p = rec;
     int rc = -1;
+    bool first = !h->replay_seen;
+    h->replay_seen = true;
     bool carry_part = len >= 2 && p[0] == HREC_CHUNKS && !(p[1] & 2);
     if (h->carry_open && !carry_part)
         finish_carry(h);
@@ -396,7 +577,7 @@ static int replay_one(void *ud, const void *rec, size_t len)
     else if (len >= 1 && p[0] == HREC_CLOSED)
         rc = apply_closed(h, p, len);
     else if (len >= 1 && p[0] == HREC_CHUNKS)
-        rc = apply_chunks(h, p, len);
+        rc = apply_chunks(h, p, len, first);
     if (rc < 0)
         log_error("history", "a WAL record of %zu bytes is malformed; skipped", len);
     return 0; /* keep going: one bad record must not hide the rest */
@@ -410,24 +591,39 @@ static void patch_u32(char *at, uint32_t v)
     memcpy(at, le, 4);
 }
 
-/* Writes the open chunks as kind 2 records (split at about 1 MiB) into the current segment. */
-static int write_open_chunks(struct hist *h, bool new_process)
+/* Starts a kind 2 record: the first of the carry, or a continuation. */
+static void chunks_head(struct buf *rec, bool first, bool new_process, int slice)
+{
+    uint8_t flags = first ? (uint8_t)(2 | (new_process ? 1 : 0)) : 0;
+    hput_u8(rec, HREC_CHUNKS);
+    hput_u8(rec, (uint8_t)(flags | (slice >= 0 ? 4 : 0)));
+    if (slice >= 0) {
+        hput_u16(rec, (uint16_t)slice);
+        hput_u16(rec, HCARRY_SLICES);
+    }
+    hput_u32(rec, 0);
+}
+
+/* Writes the open chunks as kind 2 records (split at about 1 MiB) into the current segment:
+ * of every series (slice < 0), or of one slice's. */
+static int write_open_chunks(struct hist *h, bool new_process, int slice)
 {
     struct buf rec;
-    buf_init(&rec, 64u << 20);
+    buf_init(&rec, slice < 0 ? 64u << 20 : 4u << 20);
     uint32_t n = 0;
     int rc = 0;
     bool first = true;
-    for (uint32_t i = 0; i < h->nseries && rc == 0; i++) {
-        struct hseries *s = h->created[i]; /* creation order: memory order, mostly */
+    size_t n_at = slice >= 0 ? 6 : 2; /* where n is in the record */
+    struct hseries **list = slice >= 0 ? h->slices[slice].s : h->created;
+    uint32_t nlist = slice >= 0 ? h->slices[slice].n : h->nseries;
+    for (uint32_t i = 0; i < nlist && rc == 0; i++) {
+        struct hseries *s = list[i]; /* creation order: memory order, mostly */
         for (int which = 0; which < 2 && rc == 0; which++) {
-            struct chunk_enc *e = which ? &s->late : &s->open;
-            if (!chunk_enc_count(e))
+            struct chunk_enc *e = which ? s->late : &s->open;
+            if (!e || !chunk_enc_count(e))
                 continue;
             if (rec.len == 0) {
-                hput_u8(&rec, HREC_CHUNKS);
-                hput_u8(&rec, first ? (uint8_t)(2 | (new_process ? 1 : 0)) : 0);
-                hput_u32(&rec, 0);
+                chunks_head(&rec, first, new_process, slice);
                 first = false;
             }
             size_t len;
@@ -442,7 +638,7 @@ static int write_open_chunks(struct hist *h, bool new_process)
             buf_append(&rec, data, len);
             n++;
             if (rec.len > (1u << 20)) {
-                patch_u32(rec.data + 2, n);
+                patch_u32(rec.data + n_at, n);
                 rc = wal_append(h->wal, rec.data, rec.len);
                 buf_reset(&rec);
                 n = 0;
@@ -450,12 +646,9 @@ static int write_open_chunks(struct hist *h, bool new_process)
         }
     }
     if (rc == 0 && (rec.len || first)) {
-        if (rec.len == 0) {
-            hput_u8(&rec, HREC_CHUNKS);
-            hput_u8(&rec, first ? (uint8_t)(2 | (new_process ? 1 : 0)) : 0);
-            hput_u32(&rec, 0);
-        }
-        patch_u32(rec.data + 2, n);
+        if (rec.len == 0)
+            chunks_head(&rec, first, new_process, slice);
+        patch_u32(rec.data + n_at, n);
         rc = wal_append(h->wal, rec.data, rec.len);
     }
     buf_release(&rec);
@@ -544,7 +737,9 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
     }
     /* Retention first, so that the store knows the cutoff before the puts (after a restart
      * the replayed chunks of dropped partitions are refused, not stored again). */
+    uint64_t t0 = mono_ns();
     retention_pass(h);
+    uint64_t t_ret = mono_ns();
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct hseries *s = items[i].s;
         const struct hpending *p = items[i].p;
@@ -570,8 +765,12 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
         }
         (*chunks)++;
     }
+    uint64_t t_put = mono_ns();
     if (rc == 0)
         rc = hstore_commit(h->store);
+    log_debug("history", "commit: retention %.3f s, %zu chunks put in %.3f s, committed in %.3f s",
+              (double)(t_ret - t0) / 1e9, n, (double)(t_put - t_ret) / 1e9,
+              (double)(mono_ns() - t_put) / 1e9);
     if (rc < 0) {
         /* A failed store handle stays failed: reopen it for the next checkpoint. What was not
          * committed is still pending in the series and in the WAL. */
@@ -625,7 +824,10 @@ static void *committer_main(void *arg)
         if (!h->commit_busy)
             break;
         /* The hand-off is ours until commit_busy goes back to false. */
+        uint32_t delay = h->commit_delay_ms;
         pthread_mutex_unlock(&h->lock);
+        if (delay) /* tests: a slow store */
+            nanosleep(&(struct timespec){delay / 1000, (long)(delay % 1000) * 1000000}, NULL);
         uint64_t t0 = mono_ns(), chunks = 0;
         int rc = commit_items(h, h->citems, h->ncitems, &chunks);
         if (rc < 0)
@@ -684,8 +886,8 @@ static int close_ended(struct hist *h)
     for (uint32_t i = 0; i < h->nseries && rc == 0; i++) {
         struct hseries *s = h->created[i];
         for (uint8_t which = 0; which < 2; which++) {
-            struct chunk_enc *e = which ? &s->late : &s->open;
-            if (chunk_enc_count(e) && partition_of(h, chunk_enc_first(e)) < current) {
+            struct chunk_enc *e = which ? s->late : &s->open;
+            if (e && chunk_enc_count(e) && partition_of(h, chunk_enc_first(e)) < current) {
                 pending_add(s, e);
                 closed_note(h, s, which);
             }
@@ -707,10 +909,37 @@ static int close_ended(struct hist *h)
     return rc;
 }
 
-/* Segments before `seg` hold nothing that is not in the store or in a later carry. */
-static void drop_segments(struct hist *h, uint64_t seg)
+/* Bytes logged into the WAL by this process so far (the dropped segments included). Writer
+ * thread. */
+static uint64_t wal_logged(const struct hist *h)
 {
+    return wal_bytes(h->wal) + h->wal_dropped;
+}
+
+/* Segments before `seg` hold nothing that is not in the store or in a later carry: they are
+ * deleted, all of them when `all`, else the oldest one only, the others at the next passes
+ * of the writer (drop_more): at millions of samples a second a round leaves tens of
+ * gigabytes, and deleting them at once kept the writer from logging for seconds (the
+ * filesystem discards the freed blocks). */
+static void drop_segments(struct hist *h, uint64_t seg, bool all)
+{
+    if (seg > h->drop_upto)
+        h->drop_upto = seg;
+    uint64_t next, oldest = wal_oldest(h->wal, &next);
+    if (oldest >= h->drop_upto)
+        return;
+    if (all || next > h->drop_upto)
+        next = h->drop_upto;
+    seg = next;
+    uint64_t before = wal_bytes(h->wal), t0 = mono_ns();
     int rc = wal_drop_before(h->wal, seg);
+    /* wal_bytes() counts the live segments only: keep what went, so that wal_logged() counts
+     * every byte logged (the carry's schedule is in bytes logged since the last carry). */
+    uint64_t after = wal_bytes(h->wal);
+    if (after < before)
+        h->wal_dropped += before - after;
+    log_debug("history", "WAL: %.1f MB of segments before %llu deleted in %.3f s",
+              (double)(before - after) / 1e6, (unsigned long long)seg, (double)(mono_ns() - t0) / 1e9);
     if (rc < 0)
         log_error("history", "cannot delete old WAL segments (%s); retrying later", strerror(-rc));
     pthread_mutex_lock(&h->lock);
@@ -745,11 +974,73 @@ static void collect_pending(struct hist *h)
  * older segments can go. Returns 1 when the committer is still busy with the previous
  * checkpoint and `wait` is false (try again soon), 0 when handed off, or a negative errno.
  * With `wait`, returns once the store has committed. */
+/* Whether a carry is due (see checkpoint). */
+static bool carry_due(struct hist *h)
+{
+    pthread_mutex_lock(&h->lock);
+    uint64_t carry_min = h->carry_min_bytes;
+    pthread_mutex_unlock(&h->lock);
+    uint64_t since = wal_logged(h) - h->wal_after_carry;
+    return since >= 8 * h->carry_bytes + carry_min || now_ms() - h->carry_ms >= 600000 / HCARRY_SLICES;
+}
+
+/* Writes a carry in a new segment: every series' (whole) or the next slice's; the caller
+ * syncs, then calls carry_done. */
+static int carry_write(struct hist *h, bool new_process, bool whole)
+{
+    bool starts = whole || h->slice_next == 0;
+    uint64_t b1 = wal_logged(h), seg = 0;
+    int rc = wal_rotate(h->wal, &seg); /* a segment per carry: deleted one at a time later */
+    if (rc == 0 && starts)
+        h->round_seg = seg;
+    if (rc == 0)
+        rc = write_open_chunks(h, new_process, whole ? -1 : (int)h->slice_next);
+    if (rc == 0 && starts)
+        rc = write_index_map(h); /* replay from this segment needs every idx */
+    if (rc == 0)
+        h->carry_bytes = wal_logged(h) - b1;
+    return rc;
+}
+
+/* The carry is synced. */
+static void carry_done(struct hist *h, bool whole)
+{
+    h->wal_after_carry = wal_logged(h);
+    h->carry_ms = now_ms();
+    if (whole || ++h->slice_next == HCARRY_SLICES) {
+        /* Every series carried (durably) since round_seg: once the next hand-off (it
+         * collects every chunk closed before these carries) is committed, the segments
+         * before round_seg can go. */
+        h->carry_seg = h->round_seg;
+        h->slice_next = 0;
+    }
+}
+
 static int checkpoint(struct hist *h, bool new_process, bool wait)
 {
     pthread_mutex_lock(&h->lock);
     if (h->commit_busy && !wait) {
         pthread_mutex_unlock(&h->lock);
+        /* The store is still committing the previous hand-off: no new one, but a due slice
+         * is carried all the same (a carry needs no hand-off; see carry_done), so that a
+         * long commit does not hold a round, and the WAL it keeps, back. */
+        if (!carry_due(h))
+            return 1;
+        uint64_t t0 = mono_ns(), b0 = wal_logged(h);
+        int rc = carry_write(h, false, false);
+        if (rc == 0)
+            rc = wal_sync(h->wal);
+        if (rc == 0)
+            carry_done(h, false);
+        log_debug("history", "carry of a slice written while the store commits: %.1f MB in %.3f s",
+                  (double)(wal_logged(h) - b0) / 1e6, (double)(mono_ns() - t0) / 1e9);
+        if (rc < 0) {
+            pthread_mutex_lock(&h->lock);
+            h->st.write_errors++;
+            pthread_mutex_unlock(&h->lock);
+            log_error("history", "a carry failed (%s): the WAL keeps everything", strerror(-rc));
+            return rc;
+        }
         return 1;
     }
     while (h->commit_busy)
@@ -758,39 +1049,37 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
     h->drop_seg = 0;
     pthread_mutex_unlock(&h->lock);
     if (drop)
-        drop_segments(h, drop);
+        drop_segments(h, drop, false);
 
-    /* The carry costs about the size of every open chunk: write one when the WAL since the
-     * last has grown to 8 times that (so it costs an eighth of the logging at most), at least
-     * every 10 minutes, at start and at the end. Between carries the WAL keeps its segments;
+    /* The carry costs about the size of the open chunks it writes. At start and at the end it
+     * writes every series' (a whole carry). Meanwhile one slice of the series at a time (of
+     * HCARRY_SLICES; each carry begins a segment), when the WAL logged since the last
+     * carry has grown to 8 times that carry (so carries cost an eighth of the logging at
+     * most, spread over the checkpoints: at millions of series the whole of the open chunks
+     * is a gigabyte), and at least one slice per 10 minutes / HCARRY_SLICES. Until a round is
+     * complete and committed, the WAL keeps the segments since the previous round's start;
      * replay rebuilds the chunks committed meanwhile byte for byte and the store skips them. */
-    uint64_t since = wal_bytes(h->wal) - h->wal_after_carry;
-    bool carry = new_process || wait || since >= 8 * h->carry_bytes + (1u << 20) ||
-                 now_ms() - h->carry_ms >= 600000;
-    uint64_t t0 = mono_ns(), seg = 0;
+    bool whole = new_process || wait;
+    bool carry = whole || carry_due(h);
+    uint64_t t0 = mono_ns(), b0 = wal_logged(h);
     int rc = close_ended(h);
+    uint64_t t_close = mono_ns();
     collect_pending(h);
-    if (rc == 0 && carry) {
-        uint64_t b0 = wal_bytes(h->wal);
-        rc = wal_rotate(h->wal, &seg);
-        if (rc == 0)
-            rc = write_open_chunks(h, new_process);
-        if (rc == 0)
-            rc = write_index_map(h);
-        if (rc == 0) {
-            h->carry_bytes = wal_bytes(h->wal) - b0;
-            h->carry_seg = seg;
-        }
-    }
+    uint64_t t_coll = mono_ns();
+    int slice = whole ? -1 : (int)h->slice_next;
+    if (rc == 0 && carry)
+        rc = carry_write(h, new_process, whole);
+    uint64_t t_carry = mono_ns();
     if (rc == 0)
         rc = wal_sync(h->wal);
-    if (rc == 0 && carry) {
-        h->wal_after_carry = wal_bytes(h->wal);
-        h->carry_ms = now_ms();
-    }
+    if (rc == 0 && carry)
+        carry_done(h, whole);
     double took = (double)(mono_ns() - t0) / 1e9;
-    log_debug("history", "checkpoint: %zu chunks handed to the store%s in %.3f s", h->ncitems,
-              carry ? ", carry written" : "", took);
+    log_debug("history", "checkpoint: %zu chunks handed to the store%s in %.3f s (close %.3f, "
+              "collect %.3f, carry %.1f MB %.3f, sync %.3f)", h->ncitems,
+              !carry ? "" : slice < 0 ? ", whole carry written" : ", carry of a slice written", took, (double)(t_close - t0) / 1e9,
+              (double)(t_coll - t_close) / 1e9, (double)(wal_logged(h) - b0) / 1e6,
+              (double)(t_carry - t_coll) / 1e9, (double)(mono_ns() - t_carry) / 1e9);
     pthread_mutex_lock(&h->lock);
     if (rc < 0) {
         h->st.write_errors++;
@@ -816,7 +1105,7 @@ static int checkpoint(struct hist *h, bool new_process, bool wait)
     }
     pthread_mutex_unlock(&h->lock);
     if (wait && drop)
-        drop_segments(h, drop);
+        drop_segments(h, drop, true);
     return rc;
 }
 
@@ -841,7 +1130,8 @@ static void *writer_main(void *arg)
     h->next_checkpoint = now_ms() + h->commit_interval_ms;
     for (;;) {
         pthread_mutex_lock(&h->lock);
-        while (!h->queue && !h->quit && !h->drop_seg && now_ms() < h->next_checkpoint) {
+        while (!h->queue && !h->quit && !h->drop_seg && h->series_hint <= h->series_reserved &&
+               now_ms() < h->next_checkpoint) {
             int64_t wait = h->next_checkpoint - now_ms();
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -855,23 +1145,41 @@ static void *writer_main(void *arg)
         }
         struct hbatch *batches = h->queue;
         h->queue = h->queue_tail = NULL;
+        uint32_t hint = h->series_hint;
         bool quit = h->quit;
         uint64_t drop = h->drop_seg;
         h->drop_seg = 0;
         pthread_mutex_unlock(&h->lock);
-        if (drop)
-            drop_segments(h, drop);
+        if (drop || h->drop_upto)
+            drop_segments(h, drop, false); /* one more segment of those that may go */
+        if (hint > h->series_reserved) {
+            /* The recorder records this many points: their series are coming. */
+            uint64_t t0 = mono_ns();
+            pthread_mutex_lock(&h->series_lock);
+            series_reserve(h, hint);
+            pthread_mutex_unlock(&h->series_lock);
+            if (hint > h->nseries)
+                arena_prefault(h, hint - h->nseries);
+            log_debug("history", "room made for %u series in %.3f s", hint, (double)(mono_ns() - t0) / 1e9);
+            pthread_mutex_lock(&h->lock);
+            h->series_reserved = hint;
+            pthread_cond_broadcast(&h->reserved);
+            pthread_mutex_unlock(&h->lock);
+        }
 
         /* 2. WAL: every batch, one sync. */
         int status = 0;
-        uint64_t samples = 0;
+        uint64_t samples = 0, wb = wal_logged(h);
+        uint64_t t_it = mono_ns();
         for (struct hbatch *b = batches; b && status == 0; b = b->next) {
             if (b->n)
                 status = wal_append(h->wal, b->rec.data, b->rec.len);
             samples += b->samples;
         }
+        uint64_t t_app = mono_ns();
         if (batches && status == 0)
             status = wal_sync(h->wal);
+        uint64_t t_sync = mono_ns();
         if (status < 0)
             log_error("history", "the WAL could not be written (%s): %llu samples are not durable "
                       "and their producers are told so", strerror(-status), (unsigned long long)samples);
@@ -884,6 +1192,7 @@ static void *writer_main(void *arg)
                     log_error("history", "internal: a batch could not be decoded");
             pthread_mutex_unlock(&h->series_lock);
         }
+        uint64_t t_enc = mono_ns();
 
         /* 3. back to the loop for the acknowledgements. */
         if (batches) {
@@ -917,6 +1226,14 @@ static void *writer_main(void *arg)
             int rc = checkpoint(h, false, quit);
             h->next_checkpoint = now_ms() + (rc == 1 ? 100 : h->commit_interval_ms);
         }
+        uint64_t t_end = mono_ns();
+        if (t_end - t_it > 1000000000u) /* where a slow pass went (log_level debug) */
+            log_debug("history", "writer: a pass of %.3f s: %llu samples, WAL %.1f MB appended in %.3f s, "
+                      "synced in %.3f s, encoded in %.3f s, checkpoint %.3f s",
+                      (double)(t_end - t_it) / 1e9, (unsigned long long)samples,
+                      (double)(wal_logged(h) - wb) / 1e6, (double)(t_app - t_it) / 1e9,
+                      (double)(t_sync - t_app) / 1e9, (double)(t_enc - t_sync) / 1e9,
+                      (double)(t_end - t_enc) / 1e9);
         if (quit)
             break;
     }
@@ -940,6 +1257,7 @@ int hist__writer_start(struct hist *h)
         log_error("history", "cannot open the store in %s (%s)", h->dir, strerror(-rc));
         return rc;
     }
+    h->carry_min_bytes = 1u << 20;
     /* Recovery: replay, then a checkpoint so the WAL starts afresh for this process. */
     uint64_t t0 = mono_ns();
     double c0 = thread_cpu_s();
@@ -953,6 +1271,7 @@ int hist__writer_start(struct hist *h)
     }
     if (h->carry_open)
         finish_carry(h);
+    h->replay_skip = false; /* from here on, every sample counts */
     uint64_t t_replay = mono_ns();
     double c_replay = thread_cpu_s();
     /* Indices in the replayed records were the previous process's: forget them. */
@@ -1011,19 +1330,26 @@ void hist__writer_stop(struct hist *h)
         if (!s)
             continue;
         chunk_enc_release(&s->open);
-        chunk_enc_release(&s->late);
+        if (s->late) {
+            chunk_enc_release(s->late);
+            free(s->late);
+        }
         struct hpending *p = s->pending;
         while (p) {
             struct hpending *next = p->next;
             pending_free(p);
             p = next;
         }
-        free(s->name);
-        free(s);
     }
-    free(h->series);
+    arena_free(h);
+    table_free(h->series, h->series_mask);
     free(h->created);
     h->created = NULL;
+    for (int i = 0; i < HCARRY_SLICES; i++) {
+        free(h->slices[i].s);
+        h->slices[i] = (struct hslice){NULL, 0, 0};
+    }
+    h->slice_next = 0;
     h->nseries = h->series_mask = 0;
     free(h->by_idx);
     free(h->citems);
@@ -1052,8 +1378,8 @@ int hist__series_snapshot(struct hist *h, const char *name, struct hmem_chunk **
         memcpy(c[k++].data, p->data, p->len);
     }
     for (int which = 0; which < 2; which++) {
-        struct chunk_enc *e = which ? &s->late : &s->open;
-        if (!chunk_enc_count(e))
+        struct chunk_enc *e = which ? s->late : &s->open;
+        if (!e || !chunk_enc_count(e))
             continue;
         size_t len;
         const uint8_t *data = chunk_enc_data(e, &len);

@@ -7,10 +7,13 @@
  * Each test gets a fresh data directory under $TMPDIR (or /tmp) and opens the real history
  * module on it (hist_open: replay, startup checkpoint, writer and committer threads) and reads
  * a series back from memory (open, late and pending chunks) and from the partition store. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -347,6 +350,352 @@ static void closes_replayed_where_they_happened(void **state)
     assert_int_equal(count_samples(t->data, "x", ts, 1), 1);
 }
 
+/* A sliced carry (flag 4) of `name`'s slice holding its open chunk with ts[i] -> v[i]
+ * (n = 0: an empty carry of `slice`). */
+static void rec_slice_carry(struct buf *b, uint32_t slice, const char *name, const int64_t *ts,
+                            const double *v, int n)
+{
+    struct chunk_enc e;
+    chunk_enc_init(&e, PT_DOUBLE);
+    for (int i = 0; i < n; i++) {
+        struct pt_value pv = {.type = PT_DOUBLE, .u.d = v[i]};
+        assert_int_equal(chunk_enc_add(&e, ts[i], &pv, Q_GOOD), 0);
+    }
+    size_t len;
+    const uint8_t *data = chunk_enc_data(&e, &len);
+    buf_reset(b);
+    hput_u8(b, HREC_CHUNKS);
+    hput_u8(b, 2 | 4);
+    hput_u16(b, (uint16_t)slice);
+    hput_u16(b, HCARRY_SLICES);
+    hput_u32(b, n ? 1 : 0);
+    if (n) {
+        hput_u8(b, PT_DOUBLE);
+        hput_u16(b, (uint16_t)strlen(name));
+        buf_append(b, name, strlen(name));
+        hput_u8(b, 0);
+        hput_u32(b, (uint32_t)n);
+        hput_u32(b, (uint32_t)len);
+        buf_append(b, data, len);
+    }
+    chunk_enc_release(&e);
+}
+
+static uint32_t slice_of(const char *name)
+{
+    return hist_slice(hash_bytes(name, strlen(name)), HCARRY_SLICES);
+}
+
+/* The oldest segment left begins with the carry of another slice than b's (a round of sliced
+ * carries had begun there). b's samples before its own slice's carry are in that carry or in
+ * the store already: here the store holds b's chunk up to a partition end (B - 20 s .. B - 1 s)
+ * and the segment holds B - 10 s .. B + 4 s, then b's slice carry (B .. B + 4 s open), then
+ * B + 5 s .. B + 7 s. Rebuilding from B - 10 s would close a chunk at the partition end and
+ * store B - 10 s .. B - 1 s a second time; replay must ignore them. */
+static void sliced_carry_ignores_samples_before_its_slice(void **state)
+{
+    struct tdir *t = *state;
+    const char *a = "a";
+    char bname[16] = "b";
+    for (int i = 0; slice_of(bname) == slice_of(a); i++)
+        snprintf(bname, sizeof bname, "b%d", i);
+    int64_t day = 86400000, B = (now_ms() / day - 1) * day;
+    int64_t ts[28];
+    double v[28];
+    for (int i = 0; i < 28; i++) {
+        ts[i] = B + (i - 20) * 1000;
+        v[i] = i * 0.5;
+    }
+    /* The store: b's chunk closed at the partition end, committed in the original run. */
+    char pdir[400];
+    snprintf(pdir, sizeof pdir, "%s/history/partitions", t->data);
+    assert_int_equal(mkdir(pdir, 0750), 0);
+    struct hstore *st;
+    assert_int_equal(hstore_open(pdir, day, &st), 0);
+    struct chunk_enc e;
+    chunk_enc_init(&e, PT_DOUBLE);
+    for (int i = 0; i < 20; i++) {
+        struct pt_value pv = {.type = PT_DOUBLE, .u.d = v[i]};
+        assert_int_equal(chunk_enc_add(&e, ts[i], &pv, Q_GOOD), 0);
+    }
+    size_t len;
+    const uint8_t *data = chunk_enc_data(&e, &len);
+    assert_int_equal(hstore_put(st, bname, PT_DOUBLE, ts[0], ts[19], 20, data, len), 0);
+    assert_int_equal(hstore_commit(st), 0);
+    hstore_close(st);
+    chunk_enc_release(&e);
+
+    int64_t ats[3] = {B - 3000, B - 2000, B - 1000};
+    double av[3] = {1, 2, 3};
+    struct wal *w;
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(wal_open(t->wal, &w), 0);
+    rec_slice_carry(&b, slice_of(a), a, ats, av, 3);
+    append(w, &b);
+    rec_samples(&b, bname, ts + 10, v + 10, 15); /* B - 10 s .. B + 4 s */
+    append(w, &b);
+    rec_slice_carry(&b, slice_of(bname), bname, ts + 20, v + 20, 5); /* B .. B + 4 s open */
+    append(w, &b);
+    rec_samples(&b, bname, ts + 25, v + 25, 3);
+    append(w, &b);
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+    buf_release(&b);
+
+    assert_int_equal(count_samples(t->data, bname, ts, 28), 28);
+    assert_int_equal(count_samples(t->data, a, ats, 3), 3);
+    /* Again, from the WAL the first start wrote (a whole carry): nothing doubles. */
+    assert_int_equal(count_samples(t->data, bname, ts, 28), 28);
+}
+
+/* A sliced carry that is not where replay begins ignores nothing: the samples before it come
+ * from a segment that began with a whole carry (or from no carry at all). */
+static void sliced_carry_later_ignores_nothing(void **state)
+{
+    struct tdir *t = *state;
+    const char *a = "a";
+    char bname[16] = "b";
+    for (int i = 0; slice_of(bname) == slice_of(a); i++)
+        snprintf(bname, sizeof bname, "b%d", i);
+    int64_t now = now_ms() - 60000;
+    int64_t ts[4] = {now, now + 1000, now + 2000, now + 3000};
+    double v[4] = {1, 2, 3, 4};
+    struct wal *w;
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(wal_open(t->wal, &w), 0);
+    rec_samples(&b, bname, ts, v, 2);
+    append(w, &b);
+    rec_slice_carry(&b, slice_of(a), a, ts, v, 1);
+    append(w, &b);
+    rec_samples(&b, bname, ts + 2, v + 2, 2);
+    append(w, &b);
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+    buf_release(&b);
+    assert_int_equal(count_samples(t->data, bname, ts, 4), 4);
+    assert_int_equal(count_samples(t->data, a, ts, 1), 1);
+}
+
+/* ---- kill -9 in the middle of a round of sliced carries (the real writer) ---- */
+
+#define KR_SERIES 48
+#define KR_STEPS_MAX 20000
+
+struct kr_barrier {
+    bool done;
+    int status;
+};
+
+static void kr_barrier_done(void *ud, int status)
+{
+    struct kr_barrier *b = ud;
+    b->done = true;
+    b->status = status;
+}
+
+/* The child: records a sample of every series per step (100 ms apart in data time), waits for
+ * each step to be durable and writes its number to fd, and kills itself with SIGKILL once
+ * the writer has completed a round of sliced carries and is in the middle of another one.
+ * Exits 2 when something is wrong before that. */
+static void kr_child(const char *data, int fd, int64_t base, bool slow_store)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct live *live = live_new();
+    struct pt_meta m = {.type = PT_DOUBLE};
+    uint32_t idx[KR_SERIES];
+    for (int i = 0; i < KR_SERIES; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "kr%02d", i);
+        idx[i] = live_declare(live, name, &m);
+    }
+    struct hist_rule rule = {.match = "kr*", .mode = REC_ON_CHANGE};
+    struct hist_config cfg = {.present = true,
+                              .retention_ms = 30LL * 86400000,
+                              .partition_ms = 86400000,
+                              .commit_interval_ms = 100,
+                              .buffer_max = 1 << 20,
+                              .rules = &rule,
+                              .nrules = 1};
+    struct hist *h = NULL;
+    if (hist_open(&h, &cfg, data, &loop, live) != 0)
+        _exit(2);
+    /* A carry is due as soon as the WAL has grown by 8 times the last one (no 1 MiB floor):
+     * a slice at about every checkpoint with this little data. */
+    pthread_mutex_lock(&h->lock);
+    h->carry_min_bytes = 0;
+    h->commit_delay_ms = slow_store ? 250 : 0; /* checkpoints find the store busy: slices are
+                                                * carried without a hand-off */
+    pthread_mutex_unlock(&h->lock);
+    int64_t t_end = now_ms() + 20000;
+    uint64_t last_seg = 0;
+    int rounds = 0;
+    for (int32_t step = 0; step < KR_STEPS_MAX && now_ms() < t_end; step++) {
+        for (int i = 0; i < KR_SERIES; i++) {
+            struct pt_value v = {.type = PT_DOUBLE, .u.d = step * 0.25 + i};
+            if (hist_record(h, idx[i], base + step * 100LL, &v, Q_GOOD) != 0)
+                _exit(2);
+        }
+        struct kr_barrier b = {false, -1};
+        hist_barrier(h, kr_barrier_done, &b);
+        while (!b.done)
+            uv_run(&loop, UV_RUN_ONCE);
+        if (b.status != 0 || write(fd, &step, sizeof step) != sizeof step)
+            _exit(2);
+        /* Racy reads of the writer's fields (a word each), good enough to pick the moment:
+         * two rounds begun since the first samples (so the oldest segment left begins after
+         * them), the third a few slices in. */
+        uint64_t seg = __atomic_load_n(&h->round_seg, __ATOMIC_RELAXED);
+        uint32_t next = __atomic_load_n(&h->slice_next, __ATOMIC_RELAXED);
+        if (seg != last_seg) {
+            last_seg = seg;
+            rounds++;
+        }
+        if (rounds >= 4 && next >= 3 && next <= HCARRY_SLICES - 3)
+            kill(getpid(), SIGKILL);
+        usleep(2000);
+    }
+    _exit(2); /* no round in 20 s */
+}
+
+static int kr_first_flags; /* flags of the first record replayed, -1: not a kind 2 record */
+
+static int kr_first_record(void *ud, const void *rec, size_t len)
+{
+    (void)ud;
+    const uint8_t *p = rec;
+    if (kr_first_flags == -2)
+        kr_first_flags = len >= 2 && p[0] == HREC_CHUNKS ? p[1] : -1;
+    return 0;
+}
+
+struct kr_seen {
+    uint8_t *count; /* per step */
+    int64_t base;
+};
+
+static void kr_chunk(struct kr_seen *z, enum pt_type type, const void *data, size_t len, uint32_t n)
+{
+    struct chunk_dec d;
+    assert_int_equal(chunk_dec_init(&d, type, data, len, n), 0);
+    int64_t ts;
+    struct pt_value v;
+    enum pt_quality q;
+    while (chunk_dec_next(&d, &ts, &v, &q) == 1) {
+        int64_t step = (ts - z->base) / 100;
+        assert_true(step >= 0 && step < KR_STEPS_MAX && ts == z->base + step * 100);
+        assert_true(z->count[step] < 255);
+        z->count[step]++;
+    }
+}
+
+static int kr_stored(void *ud, enum pt_type type, int64_t t_first, int64_t t_last, uint32_t count,
+                     const void *data, size_t len)
+{
+    (void)t_first;
+    (void)t_last;
+    kr_chunk(ud, type, data, len, count);
+    return 0;
+}
+
+/* Every acknowledged sample of every series is there exactly once after a kill -9 in the middle
+ * of a round (replay from the round's start: the samples before a slice's carry are ignored),
+ * and again after a clean restart. */
+static void kill_mid_round(void **state, bool slow_store)
+{
+    struct tdir *t = *state;
+    /* Samples 100 ms apart from 10 minutes ago, in today's partition (a chunk of an ended
+     * partition would be closed at every checkpoint, and every round would begin with no
+     * chunk open: replay from there would be exact without the rule under test). */
+    int64_t day = 86400000, now = now_ms(), base = now - 600000;
+    if (base / day != now / day)
+        base = now / day * day;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        kr_child(t->data, fds[1], base, slow_store);
+    }
+    close(fds[1]);
+    int32_t step, acked = -1;
+    while (read(fds[0], &step, sizeof step) == sizeof step)
+        acked = step;
+    close(fds[0]);
+    int wst;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL); /* else: no round in time */
+    assert_true(acked > 0);
+
+    /* The oldest segment left begins with a sliced carry: replay takes the new path. */
+    kr_first_flags = -2;
+    struct wal_replay_stats rs;
+    memset(&rs, 0, sizeof rs);
+    assert_int_equal(wal_replay(t->wal, kr_first_record, NULL, &rs), 0);
+    assert_true(kr_first_flags >= 0 && (kr_first_flags & 4));
+
+    for (int round = 0; round < 2; round++) {
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        struct live *live = live_new();
+        struct hist_config cfg = {.present = true,
+                                  .retention_ms = 30LL * 86400000,
+                                  .partition_ms = 86400000,
+                                  .commit_interval_ms = 10000,
+                                  .buffer_max = 1 << 20};
+        struct hist *h = NULL;
+        assert_int_equal(hist_open(&h, &cfg, t->data, &loop, live), 0);
+        char pdir[400];
+        snprintf(pdir, sizeof pdir, "%s/history/partitions", t->data);
+        struct hstore_reader *r;
+        assert_int_equal(hstore_reader_open(pdir, &r), 0);
+        struct kr_seen z = {calloc(KR_STEPS_MAX, 1), base};
+        for (int i = 0; i < KR_SERIES; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "kr%02d", i);
+            memset(z.count, 0, KR_STEPS_MAX);
+            struct hmem_chunk *c;
+            size_t n;
+            assert_int_equal(hist__series_snapshot(h, name, &c, &n), 0);
+            for (size_t k = 0; k < n; k++) {
+                kr_chunk(&z, c[k].type, c[k].data, c[k].len, c[k].count);
+                free(c[k].data);
+            }
+            free(c);
+            assert_int_equal(hstore_read(r, name, 0, INT64_MAX, kr_stored, &z), 0);
+            for (int32_t k = 0; k < KR_STEPS_MAX; k++) {
+                if (k <= acked && z.count[k] != 1)
+                    fail_msg("series %s, step %d of %d acknowledged: %d copies", name, k, acked,
+                             z.count[k]);
+                if (k > acked && z.count[k] > 1)
+                    fail_msg("series %s, step %d (not acknowledged): %d copies", name, k, z.count[k]);
+            }
+        }
+        free(z.count);
+        hstore_reader_close(r);
+        hist_stop(h);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        hist_free(h);
+        live_free(live);
+        assert_int_equal(uv_loop_close(&loop), 0);
+    }
+}
+
+static void kill_in_the_middle_of_a_round(void **state)
+{
+    kill_mid_round(state, false);
+}
+
+/* The same with a store slower than the checkpoints: slices are carried while it commits. */
+static void kill_in_the_middle_of_a_round_slow_store(void **state)
+{
+    kill_mid_round(state, true);
+}
+
 /* Varints at the edges: every difference comes back, and a varint longer than 10 bytes or
  * cut short makes the reader fail. */
 static void zigzag_varints(void **state)
@@ -382,6 +731,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(later_carry_wins, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(packed_samples_replay, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(closes_replayed_where_they_happened, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(sliced_carry_ignores_samples_before_its_slice, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(sliced_carry_later_ignores_nothing, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(kill_in_the_middle_of_a_round, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(kill_in_the_middle_of_a_round_slow_store, dir_setup, dir_teardown),
         cmocka_unit_test(zigzag_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -351,17 +351,24 @@ static void drop_before(void **state)
     uint64_t all = (uint64_t)(seg_size(dir, 1) + seg_size(dir, 2) + seg_size(dir, 3));
     assert_int_equal(wal_bytes(w), all);
 
+    uint64_t next;
+    assert_int_equal(wal_oldest(w, &next), 1); /* the oldest, and the one after it */
+    assert_int_equal(next, s2);
     assert_int_equal(wal_drop_before(w, 1), 0); /* nothing below 1 */
     assert_int_equal(count_files(dir, ".wal"), 3);
     assert_int_equal(wal_drop_before(w, s3 + 1), -EINVAL); /* would delete the current one */
     assert_int_equal(count_files(dir, ".wal"), 3);
     assert_int_equal(wal_drop_before(w, s2), 0);
     assert_int_equal(seg_size(dir, 1), -1);
+    assert_int_equal(wal_oldest(w, &next), s2);
+    assert_int_equal(next, s3);
     assert_int_equal(wal_bytes(w), (uint64_t)(seg_size(dir, 2) + seg_size(dir, 3)));
     assert_int_equal(wal_drop_before(w, s3), 0);
     assert_int_equal(seg_size(dir, 2), -1);
     assert_int_equal(wal_bytes(w), (uint64_t)seg_size(dir, 3));
     assert_int_equal(wal_drop_before(w, s3), 0); /* again: nothing left to do */
+    assert_int_equal(wal_oldest(w, &next), s3); /* only the current one */
+    assert_int_equal(next, s3 + 1);
     append_rec(w, 3, 400);
     wal_close(w);
 
