@@ -7,8 +7,9 @@
  *   1  jnl_parse_wire_time (NServiceBus and RFC 3339 times)
  *   2  jnl_base64_decode
  * Checks beyond the sanitizers: derivation always yields an id (36 characters when derived);
- * durations are -1 or not negative; a header set that passes the check gives a headers JSON
- * text that jansson reads back with the same values; a decoded time is formatted back by
+ * durations are -1 or not negative; the body is not hashed yet (jstore_prepare does that,
+ * off the loop); a header set that passes the check gives a headers JSON text that jansson
+ * reads back with the same values; a decoded time is formatted back by
  * the wire format and parses to the same value; base64 output fits its bound and re-encodes
  * to input that decodes the same. */
 #include <jansson.h>
@@ -56,7 +57,7 @@ static void headers(const uint8_t *p, size_t n)
     if (m.id_derived)
         check(strlen(m.id) == 36, "a derived id is a UUID");
     check(m.processing_ms >= -1 && m.critical_ms >= -1 && m.delivery_ms >= -1, "durations");
-    check(strlen(m.body_hash) == 64, "body hash");
+    check(m.body_hash[0] == '\0', "derivation leaves the body hash to jstore_prepare (off the loop)");
     if (ok == 0) {
         struct buf b;
         buf_init(&b, 64u << 20);
