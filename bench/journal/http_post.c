@@ -272,6 +272,24 @@ out:
     return NULL;
 }
 
+/* Runs `run` on conns threads until they are done; returns the seconds taken, with the CPU
+ * seconds this process used meanwhile in *cpu. */
+static double run_all(int conns, double *cpu)
+{
+    double c0 = bu_self_cpu_s();
+    int64_t t0 = bu_mono_ms();
+    pthread_t *th = calloc((size_t)conns, sizeof *th);
+    if (!th)
+        abort();
+    for (int i = 0; i < conns; i++)
+        pthread_create(&th[i], NULL, run, NULL);
+    for (int i = 0; i < conns; i++)
+        pthread_join(th[i], NULL);
+    free(th);
+    *cpu = bu_self_cpu_s() - c0;
+    return (double)(bu_mono_ms() - t0) / 1000.0;
+}
+
 static int main_gen(int argc, char **argv)
 {
     int kb = (int)strtol(argv[5], NULL, 10);
@@ -291,18 +309,10 @@ static int main_gen(int argc, char **argv)
         gen_bodies[i] = make_body(kb, i);
     gen_until_ms = bu_mono_ms() + (int64_t)(secs * 1000);
     gen_t0_us = bu_wall_us();
-    double c0 = bu_self_cpu_s();
-    int64_t t0 = bu_mono_ms();
-    pthread_t *th = calloc((size_t)conns, sizeof *th);
-    for (int i = 0; i < conns; i++)
-        pthread_create(&th[i], NULL, run, NULL);
-    for (int i = 0; i < conns; i++)
-        pthread_join(th[i], NULL);
-    double s = (double)(bu_mono_ms() - t0) / 1000.0;
+    double cpu, s = run_all(conns, &cpu);
     size_t reqs = atomic_load(&next_body) - (size_t)conns; /* each thread took one more to stop */
     printf("{\"requests\":%zu,\"messages\":%zu,\"seconds\":%.3f,\"client_cpu_s\":%.3f}\n", reqs,
-           reqs * (size_t)gen_batch, s, bu_self_cpu_s() - c0);
-    free(th);
+           reqs * (size_t)gen_batch, s, cpu);
     for (unsigned i = 0; i < 16; i++)
         free(gen_bodies[i]);
     return atomic_load(&failed) ? 1 : 0;
@@ -350,15 +360,7 @@ int main(int argc, char **argv)
         bodies[nbodies++] = (struct body){nl + 1, len};
         off = (size_t)(nl + 1 + len - map);
     }
-    double c0 = bu_self_cpu_s();
-    int64_t t0 = bu_mono_ms();
-    pthread_t *th = calloc((size_t)conns, sizeof *th);
-    for (int i = 0; i < conns; i++)
-        pthread_create(&th[i], NULL, run, NULL);
-    for (int i = 0; i < conns; i++)
-        pthread_join(th[i], NULL);
-    double s = (double)(bu_mono_ms() - t0) / 1000.0;
-    printf("{\"requests\":%zu,\"seconds\":%.3f,\"client_cpu_s\":%.3f}\n", nbodies, s, bu_self_cpu_s() - c0);
-    free(th);
+    double cpu, s = run_all(conns, &cpu);
+    printf("{\"requests\":%zu,\"seconds\":%.3f,\"client_cpu_s\":%.3f}\n", nbodies, s, cpu);
     return atomic_load(&failed) ? 1 : 0;
 }

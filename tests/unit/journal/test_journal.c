@@ -226,6 +226,27 @@ static void test_ingest_search(void **state)
     uv_loop_close(&loop);
 }
 
+/* Message id's body as the journal gives it back: state, size, content type (unless NULL),
+ * the bytes (none when not stored) and their SHA-256. */
+static void check_body(struct jnl *j, const char *id, const char *state, const char *content_type,
+                       const unsigned char *want, size_t n)
+{
+    struct jnl_body jb;
+    assert_int_equal(jnl_q_body(j, id, NULL, &jb), 0);
+    assert_string_equal(jb.state, state);
+    assert_int_equal(jb.len, n);
+    if (content_type)
+        assert_string_equal(jb.content_type, content_type);
+    if (strcmp(state, "not_stored") == 0)
+        assert_null(jb.data);
+    else
+        assert_memory_equal(jb.data, want, n);
+    char h[65];
+    jnl_sha256_hex(want, n, h);
+    assert_string_equal(jb.hash, h);
+    free(jb.data);
+}
+
 static void test_bodies_failed_retention(void **state)
 {
     (void)state;
@@ -265,20 +286,7 @@ static void test_bodies_failed_retention(void **state)
     for (int i = 0; i < 3; i++) {
         char id[32];
         snprintf(id, sizeof id, "body-%d", i);
-        struct jnl_body jb;
-        int rc = jnl_q_body(j, id, NULL, &jb);
-        assert_int_equal(rc, 0);
-        assert_string_equal(jb.state, states[i]);
-        assert_int_equal(jb.len, sizes[i]);
-        assert_string_equal(jb.content_type, "application/octet-stream");
-        if (i < 2)
-            assert_memory_equal(jb.data, copy[i], sizes[i]);
-        else
-            assert_null(jb.data);
-        char h[65];
-        jnl_sha256_hex(copy[i], sizes[i], h);
-        assert_string_equal(jb.hash, h);
-        free(jb.data);
+        check_body(j, id, states[i], "application/octet-stream", copy[i], sizes[i]);
         free(copy[i]);
     }
     struct jnl_stats st;
@@ -410,17 +418,9 @@ static void test_prepared_bodies(void **state)
     assert_int_equal(last_status, 0);
     const char *states[N] = {"inline", "compressed", "compressed", "not_stored"};
     for (int i = 0; i < N; i++) {
-        char id[32], h[65];
+        char id[32];
         snprintf(id, sizeof id, "prep-%d", i);
-        struct jnl_body jb;
-        assert_int_equal(jnl_q_body(j, id, NULL, &jb), 0);
-        assert_string_equal(jb.state, states[i]);
-        assert_int_equal(jb.len, sizes[i]);
-        if (i < 3)
-            assert_memory_equal(jb.data, copy[i], sizes[i]);
-        jnl_sha256_hex(copy[i], sizes[i], h);
-        assert_string_equal(jb.hash, h);
-        free(jb.data);
+        check_body(j, id, states[i], NULL, copy[i], sizes[i]);
         free(copy[i]);
     }
     struct jnl_stats st;
