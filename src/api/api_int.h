@@ -51,6 +51,9 @@ struct api {
     struct reg *device_listening;     /* the registry ws_registry.c's listener is registered with */
     int64_t started_ms;
     char *ui_root;                    /* the web UI's directory (real path), NULL: none */
+    struct post_work *posts_waiting;  /* POST /api/v1/messages bodies waiting for the pool */
+    struct post_work **posts_waiting_end;
+    unsigned posts_running;           /* ... and those on it (rest_journal.c) */
 };
 
 struct rest_deferred;
@@ -85,6 +88,9 @@ struct rest_deferred {
 };
 struct rest_deferred *rest_defer(struct http_req *r);
 void rest_complete(struct rest_deferred *d);
+
+/* rest_journal.c: drops the POST bodies still waiting for the pool (at stop). */
+void rest_journal_stop(struct api *api);
 
 /* rest.c */
 void rest_dispatch(struct http_req *r);

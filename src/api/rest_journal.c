@@ -75,9 +75,15 @@ static bool refuse(struct http_req *r, int rc)
 
 /* A POST's body is read, derived, hashed and compressed on libuv's worker pool: for bodies
  * of tens of KB that is most of the work, it then runs on several cores, and each body is
- * still in the cache of the core that decoded it when it is hashed and compressed. */
+ * still in the cache of the core that decoded it when it is hashed and compressed. The pool
+ * is shared with the reads (searches, bodies, history and registry queries), so at most
+ * posts_max() bodies are on it at once, one thread fewer than it has: with every thread
+ * taken by batches of MBs, a search waited behind them. The others wait in order on the
+ * loop; one whose client has gone is dropped before its turn. */
 struct post_work {
     uv_work_t work;
+    struct post_work *next;     /* waiting */
+    struct api *api;
     struct rest_deferred *d;
     struct jnl *j;
     struct buf raw;             /* the request body, taken from the request */
@@ -102,10 +108,61 @@ static void post_parse(uv_work_t *w)
     jnl_prepare(x->j, x->b);
 }
 
+static unsigned posts_max(void)
+{
+    static unsigned max;
+    if (!max) {
+        int64_t pool = 4; /* libuv's default */
+        const char *env = getenv("UV_THREADPOOL_SIZE");
+        if (env && (parse_int64(env, &pool) < 0 || pool < 1))
+            pool = 4;
+        unsigned cpus = uv_available_parallelism();
+        max = (unsigned)(pool > 1 ? pool - 1 : 1);
+        if (max > cpus)
+            max = cpus ? cpus : 1;
+    }
+    return max;
+}
+
+static void post_parsed(uv_work_t *w, int status);
+
+/* Starts waiting bodies while the pool has room for them. */
+static void posts_start(struct api *api)
+{
+    while (api->posts_waiting && api->posts_running < posts_max()) {
+        struct post_work *x = api->posts_waiting;
+        if (!(api->posts_waiting = x->next))
+            api->posts_waiting_end = &api->posts_waiting;
+        if (!x->d->req) { /* the client has gone */
+            buf_release(&x->raw);
+            rest_complete(x->d);
+            free(x);
+            continue;
+        }
+        api->posts_running++;
+        uv_queue_work(api->loop, &x->work, post_parse, post_parsed);
+    }
+}
+
+void rest_journal_stop(struct api *api)
+{
+    while (api->posts_waiting) {
+        struct post_work *x = api->posts_waiting;
+        api->posts_waiting = x->next;
+        buf_release(&x->raw);
+        rest_complete(x->d);
+        free(x);
+    }
+    api->posts_waiting_end = &api->posts_waiting;
+}
+
 static void post_parsed(uv_work_t *w, int status)
 {
     (void)status;
     struct post_work *x = w->data;
+    struct api *api = x->api;
+    api->posts_running--;
+    posts_start(api);
     struct rest_deferred *d = x->d;
     struct http_req *r = d->req;
     struct jnl_batch *b = x->b;
@@ -145,7 +202,12 @@ static void post_messages(struct http_req *r)
     buf_init(&r->body, r->body.max);
     x->work.data = x;
     x->d = rest_defer(r);
-    uv_queue_work(r->api->loop, &x->work, post_parse, post_parsed);
+    struct api *api = x->api = r->api;
+    if (!api->posts_waiting_end)
+        api->posts_waiting_end = &api->posts_waiting;
+    *api->posts_waiting_end = x;
+    api->posts_waiting_end = &x->next;
+    posts_start(api);
 }
 
 /* ---- reads on the worker pool ---- */

@@ -485,6 +485,7 @@ void api_stop(struct api *api)
     /* With libuv, lws destroys a context in two steps around a loop run (its handles close
      * asynchronously): here the first, in api_free() the second. */
     lws_context_destroy(api->ctx);
+    rest_journal_stop(api);
     ws_release(api);
     uv_timer_stop(&api->house);
     uv_close((uv_handle_t *)&api->house, NULL);
