@@ -1,6 +1,7 @@
 // bench/journal: J1-J4 of ../shared/SEEDS.md against a real opsd and a private RabbitMQ.
 //
 //   node bench/journal/run.mjs BUILD_DIR [--soak MINUTES] [--amqp N] [--http N]
+//        [--only-j1 | --only-j2 | --only-j3] [--compress-min BYTES]
 //
 // Prints msg/s ingested durably (AMQP: from a pre-filled queue until every delivery is
 // acknowledged; HTTP: batches answered 200), bytes on disk per message, opsd CPU and RSS,
@@ -24,6 +25,10 @@ const AMQP_N = opt('--amqp', 100000);
 const HTTP_N = opt('--http', 200000);
 const ONLY_J3 = args.includes('--only-j3');
 const ONLY_J1 = args.includes('--only-j1'); // J1 only (AMQP and HTTP): for before/after runs
+const ONLY_J2 = args.includes('--only-j2'); // J2 and the searches only
+const J1 = !ONLY_J3 && !ONLY_J2, J2 = !ONLY_J3 && !ONLY_J1, J3 = !ONLY_J1 && !ONLY_J2;
+const J4 = J1 && J2 && J3;
+const COMPRESS_MIN = opt('--compress-min', 4096); // the journal's compress_min (0: inline bodies as they are)
 const TOOL = postTool(process.env.OPSD);
 
 const work = workDir('bench_journal');
@@ -37,6 +42,7 @@ journal:
   partition: 5s
   inline_max: 85000
   body_max: 102400
+  compress_min: ${COMPRESS_MIN}
   disk_floor: 0
   queue_max: 2000000
   breaker: {failures: 1000000}
@@ -81,7 +87,7 @@ async function fill(queue, n) {
 // The broker's own ceiling, side by side: the same messages drained by a plain amqplib
 // consumer that stores nothing (same prefetch, one ack per 1,000).
 let brokerRate = 0;
-if (!ONLY_J3) {
+if (J1) {
   await fill('ceiling', AMQP_N);
   const c2 = await conn.createChannel();
   await c2.prefetch(5000);
@@ -95,13 +101,13 @@ if (!ONLY_J3) {
   brokerRate = AMQP_N / ((Date.now() - t0) / 1000);
   await c2.close();
 }
-await fill('audit', ONLY_J3 ? 0 : AMQP_N);
+await fill('audit', J1 ? AMQP_N : 0);
 
 const d = await startOpsd(work, { config });
 row('test', 'messages', 'msg/s', 'bytes on disk/msg', 'opsd CPU s', 'RSS MiB');
 
 // J1 AMQP
-if (!ONLY_J3) {
+if (J1) {
   const c0 = cpuSeconds(d.pid);
   const t0 = Date.now();
   let acked = 0;
@@ -167,7 +173,7 @@ async function httpLoad(n, batch, conc, mk, prebuild = false) {
 }
 
 // J1 HTTP
-if (!ONLY_J3) {
+if (J1) {
   const before = await metrics(d);
   const r = await httpLoad(HTTP_N, 1000, 8, (i) => ({ headers: nsbHeaders(1000000 + i, { base: BASE }), body: `{"orderId":${i},"item":"widget"}` }), true);
   const m = await metrics(d);
@@ -186,7 +192,7 @@ function body(kb, seed) {
   }
   return s.slice(0, kb * 1000 - 2) + ']}';
 }
-for (const kb of ONLY_J3 || ONLY_J1 ? [] : [13, 20, 40, 66, 93, 133]) {
+for (const kb of J2 ? [13, 20, 40, 66, 93, 133] : []) {
   const n = Math.max(1000, Math.floor(150000 / kb));
   const before = await metrics(d);
   const bodies = Array.from({ length: 16 }, (_, k) => body(kb, k));
@@ -197,7 +203,7 @@ for (const kb of ONLY_J3 || ONLY_J1 ? [] : [13, 20, 40, 66, 93, 133]) {
 }
 
 // Search latencies (median of 15) over everything stored so far
-if (!ONLY_J3 && !ONLY_J1) {
+if (J2) {
 const total = (await http(d, 'GET', '/api/v1/messages?limit=1')).json.total;
 console.log(`\nsearch over ${fmt(total)} messages in ${(await http(d, 'GET', '/api/v1/journal/partitions')).json.partitions.length} partitions: median ms`);
 async function lat(what, path) {
@@ -217,13 +223,13 @@ await lat('full text (one word in a body)', '/api/v1/messages?q=widget-12345&lim
 await lat('endpoint + type filter', '/api/v1/messages?endpoint=Sales&type=Shop.Messages.PlaceOrder&limit=50');
 await lat('sort by critical time', '/api/v1/messages?sort=critical_time&limit=50');
 await lat('conversation view (≈1/10 of J1 messages)', '/api/v1/conversations/conv-3?x=1');
-await lat('one message with headers', '/api/v1/messages/msg-000042');
+await lat('one message with headers', `/api/v1/messages/msg-${2000000 + 13 * 100000 + 42}`);
 await lat('a 66 KB body', `/api/v1/messages/msg-${String(2000000 + 66 * 100000 + 5).padStart(6, '0')}/body`);
 }
 
 // J3 (scaled down in time): messages processed just inside the 1 h retention land in
 // partitions that expire while ingestion goes on; cost per expired message.
-if (!ONLY_J1) {
+if (J3) {
   const EXP = 50000;
   const before = await metrics(d);
   // processed 1 h - 40 s before it is sent: inside the retention when it arrives, expired
@@ -255,7 +261,7 @@ if (!ONLY_J1) {
 }
 
 // J4 soak: steady HTTP load, RSS sampled every 10 s
-if (!ONLY_J3 && !ONLY_J1) {
+if (J4) {
   console.log(`\nsoak ${SOAK_MIN} min`);
   const end = Date.now() + SOAK_MIN * 60000;
   const samples = [];
