@@ -9,6 +9,7 @@
  * body has been validated. */
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,7 +53,15 @@ struct value_tok {
     size_t slen;
 };
 
-/* A JSON number: an integer that fits int64 (as jansson reads it), or a finite real. */
+/* The powers of ten a double holds exactly. */
+static const double exact_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A JSON number: an integer that fits int64 (as jansson reads it), or a finite real. The
+ * digits are summed as they are scanned. A real m x 10^k with m <= 2^53 and |k| <= 22 is
+ * m times or over an exact power of ten, one correctly rounded operation on exact doubles:
+ * exactly what strtod gives (Clinger's fast path), at a twentieth of its cost. Samples such
+ * as 12.34 take it; strtod decides the others. */
 static bool number(struct scan *s, struct value_tok *t)
 {
     const char *b = s->p, *c = b, *e = s->end;
@@ -62,44 +71,64 @@ static bool number(struct scan *s, struct value_tok *t)
     if (!is_digit(c, e))
         return false;
     const char *digits = c;
+    uint64_t m = 0; /* the digits so far, while there are at most 19 */
     if (*c == '0')
         c++;
     else
-        while (is_digit(c, e))
-            c++;
+        for (; c < e && (unsigned)(*c - '0') < 10; c++)
+            m = m * 10 + (unsigned)(*c - '0');
     const char *int_end = c;
-    bool real = false;
+    long nd = int_end - digits, k = 0;
+    bool real = false, fast = true;
     if (c < e && *c == '.') {
-        c++;
-        if (!is_digit(c, e))
+        const char *f = ++c;
+        for (; c < e && (unsigned)(*c - '0') < 10; c++)
+            m = m * 10 + (unsigned)(*c - '0');
+        if (c == f)
             return false;
-        while (is_digit(c, e))
-            c++;
+        nd += c - f;
+        k = -(c - f);
         real = true;
     }
     if (c < e && (*c == 'e' || *c == 'E')) {
         c++;
+        bool eneg = c < e && *c == '-';
         if (c < e && (*c == '+' || *c == '-'))
             c++;
         if (!is_digit(c, e))
             return false;
-        while (is_digit(c, e))
-            c++;
+        long x = 0;
+        const char *f = c;
+        for (; c < e && (unsigned)(*c - '0') < 10; c++)
+            if (c - f < 5)
+                x = x * 10 + (*c - '0');
+        if (c - f > 4)
+            fast = false; /* the exponent may have wrapped: strtod decides */
+        k += eneg ? -x : x;
         real = true;
     }
     s->p = c;
     if (!real) {
-        uint64_t u = 0;
-        for (const char *d = digits; d < int_end; d++) {
-            unsigned v = (unsigned)(*d - '0');
-            if (u > (UINT64_MAX - v) / 10)
-                return false;
-            u = u * 10 + v;
+        uint64_t u = m;
+        if (nd > 18) { /* 10^18 and more: summed again, with the overflow checked */
+            u = 0;
+            for (const char *d = digits; d < int_end; d++) {
+                unsigned v = (unsigned)(*d - '0');
+                if (u > (UINT64_MAX - v) / 10)
+                    return false;
+                u = u * 10 + v;
+            }
         }
         if (u > (uint64_t)INT64_MAX + (neg ? 1u : 0u))
             return false;
         t->kind = TOK_INT;
         t->i = neg ? (u == 0 ? 0 : -(int64_t)(u - 1) - 1) : (int64_t)u;
+        return true;
+    }
+    t->kind = TOK_REAL;
+    if (fast && nd <= 19 && m <= (1ULL << 53) && k >= -22 && k <= 22) {
+        double d = k < 0 ? (double)m / exact_pow10[-k] : (double)m * exact_pow10[k];
+        t->d = neg ? -d : d;
         return true;
     }
     char tmp[64];
@@ -111,7 +140,6 @@ static bool number(struct scan *s, struct value_tok *t)
     double d = strtod(tmp, NULL);
     if (isinf(d))
         return false; /* jansson refuses an overflowing real */
-    t->kind = TOK_REAL;
     t->d = d;
     return true;
 }
@@ -329,7 +357,9 @@ int samples_parse_fast(const char *body, size_t len, const struct live *l, int64
     size_t cap = rows ? len / 20 + 1 : len / 4 + 1, cnt = 0;
     if (cap > (rows ? SAMPLES_MAX : COLUMNS_MAX))
         cap = rows ? SAMPLES_MAX : COLUMNS_MAX;
-    struct staged *st = xnew(struct staged, cap);
+    /* Not zeroed: every entry used is written whole, and the capacity is up to six times
+     * what a columnar body holds (2.4 MB zeroed for a batch of 10,000 cost 7 % of a POST). */
+    struct staged *st = xmalloc(mem_array_size(cap, sizeof *st, __FILE__, __LINE__));
     if (!take(&s, ']')) {
         do {
             if (rows ? cnt == cap || !sample(&s, l, now, &st[cnt++]) : !series_entry(&s, l, now, st, cap, &cnt))
