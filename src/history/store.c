@@ -1254,6 +1254,17 @@ int hstore_commit(struct hstore *s)
     rc = commit_all(s);
     if (rc < 0)
         return rc;
+    if (s->sealer_started) {
+        /* a partition past its end plus the grace gets no more chunks but late ones: close
+         * it now rather than when the writer is two partitions further, so that the sealer
+         * can seal it (a late chunk opens it again) */
+        int64_t now = now_ms();
+        for (size_t i = 0; i < s->nent; i++) {
+            struct hs_ent *e = &s->ent[i];
+            if (e->part && !e->part->in_txn && e->start <= now - s->len - s->seal_grace)
+                part_close(s, e, false);
+        }
+    }
     while (s->nopen > HS_KEEP_OPEN) {
         struct hs_ent *lru = NULL;
         for (size_t i = 0; i < s->nent; i++) {

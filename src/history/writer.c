@@ -704,16 +704,15 @@ static double thread_cpu_s(void)
 
 /* ---- committer thread ---- */
 
-/* A closed partition whose end is this far in the past is sealed (rewritten into compressed
- * blocks, store.h) by the store's own thread, off the writer's and the committer's paths. The
- * writer closes a partition once it writes into the second one after it, so this only keeps
- * a clock step or a slow commit from racing the seal (a late chunk into a sealed partition is
- * stored all the same). */
-#define HIST_SEAL_GRACE_MS 30000
+/* A partition whose end is the commit interval plus this far in the past is closed by the
+ * store and sealed (rewritten into compressed blocks, store.h) by the store's own thread, off
+ * the writer's and the committer's paths: by then the chunks that the partition's end closed
+ * have been committed. A late chunk into a sealed partition is stored all the same. */
+#define HIST_SEAL_GRACE_MS 5000
 
 static void store_sealer(struct hist *h)
 {
-    if (h->store && hstore_sealer_start(h->store, HIST_SEAL_GRACE_MS) < 0)
+    if (h->store && hstore_sealer_start(h->store, h->commit_interval_ms + HIST_SEAL_GRACE_MS) < 0)
         log_warn("history", "store %s: cannot start the sealer thread; partitions stay unsealed",
                  h->store_dir);
 }
