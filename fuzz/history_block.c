@@ -7,7 +7,8 @@
  * - Odd: the rest is taken as the compressed frame itself, with a raw size from its first
  *   four bytes (frame checks, sizes that do not match).
  * A block that decodes is walked: every entry must lie inside the raw bytes, in key order,
- * inside the partition, with the counts hblock_decode reported. A refused one must say why. */
+ * inside the partition, with the counts hblock_decode reported, and a chunk kept as columns
+ * must rebuild to its recorded size or fail cleanly. A refused block must say why. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@
 
 struct chk {
     const struct hblock *b;
+    uint8_t *buf;
+    size_t cap;
     size_t n;
     uint64_t samples;
     char prev[LIVE_NAME_MAX + 1];
@@ -31,7 +34,8 @@ struct chk {
 static int walk(void *ud, const struct hblock_entry *e)
 {
     struct chk *c = ud;
-    if (e->data < c->b->raw + c->b->dir_end || e->data + e->len > c->b->raw + c->b->rawlen)
+    if (e->form == 0 &&
+        (e->data < c->b->raw + c->b->dir_end || e->data + e->len > c->b->raw + c->b->rawlen))
         abort();
     if (e->nlen == 0 || e->nlen > LIVE_NAME_MAX || strlen(e->name) != e->nlen)
         abort();
@@ -45,6 +49,15 @@ static int walk(void *ud, const struct hblock_entry *e)
             cmp = (e->nlen > c->prevlen) - (e->nlen < c->prevlen);
         if (cmp < 0 || (cmp == 0 && (e->t_first < c->prev_tf ||
                                      (e->t_first == c->prev_tf && e->seq <= c->prev_seq))))
+            abort();
+    }
+    if (e->form == 1) { /* the columns must stay inside the block, and rebuild or fail */
+        const uint8_t *data;
+        size_t len;
+        if (e->tcol < c->b->raw + c->b->dir_end || e->tcol + e->tlen > c->b->raw + c->b->rawlen ||
+            e->vcol < c->b->raw + c->b->dir_end || e->vcol + e->vlen > c->b->raw + c->b->rawlen)
+            abort();
+        if (hblock_chunk(e, &c->buf, &c->cap, &data, &len) == 0 && len != e->len)
             abort();
     }
     memcpy(c->prev, e->name, e->nlen + 1);
@@ -63,6 +76,7 @@ static void check(const void *z, size_t zlen, size_t raw)
     if (hblock_decode(z, zlen, raw, START, LENGTH, &b, err, sizeof err) == 0) {
         struct chk c = {.b = &b};
         hblock_walk(&b, walk, &c);
+        free(c.buf);
         if (c.n != b.n || c.samples != b.samples || b.rawlen != raw)
             abort();
     } else if (strncmp(err, "block: ", 7) != 0) {

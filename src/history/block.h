@@ -10,15 +10,28 @@
  *
  * The uncompressed block ("raw"):
  *   byte     version (HBLOCK_VERSION)
- *   varint   n, the number of entries (>= 1)
+ *   varint   n, the number of entries (>= 1); varint T, varint V: the sizes of two areas
  *   n times  varint shared, varint slen, slen bytes: the name is the first `shared` bytes of
  *            the previous entry's name plus these bytes (1 .. LIVE_NAME_MAX bytes, no NUL)
  *            byte type (enum pt_type), varint t_first - start, varint seq,
- *            varint t_last - t_first, varint count (1 .. 2^32-1), varint len (1 .. HSTORE_DATA_MAX)
- *   the chunks' bytes, in entry order, nothing after them
+ *            varint t_last - t_first, varint count (1 .. 2^32-1), byte form, then
+ *            form 1 only: byte quality, byte scale, varint tlen, varint vlen;
+ *            varint len (1 .. HSTORE_DATA_MAX), the chunk's size
+ *   T bytes  the timestamps of the form-1 entries, in entry order (tlen each)
+ *   V bytes  their values (vlen each)
+ *   the bytes of the form-0 chunks, in entry order, nothing after them
  * (varints: LEB128, at most 10 bytes). The zstd frame records the raw size and a checksum of
  * the raw bytes. Entries are sorted by (name as bytes, t_first, seq),
  * with no two equal keys; every chunk lies in [start, start + length).
+ *
+ * Form 0 keeps the chunk's bytes as they are. Form 1 keeps a chunk of decimal doubles or of
+ * integers (one quality throughout) as columns that zstd compresses much better than the
+ * codec's bit stream (the same shape in many series lines up in bytes): timestamps as
+ * zigzag varints of their delta-of-delta (the first is t_first), values as the integer n
+ * (double = n / 10^scale) as zigzag varints of n0, then the first delta, then deltas of
+ * deltas. The builder uses form 1 only when encoding the decoded samples again (chunk.h)
+ * gives back the very bytes it was handed, so hblock_chunk rebuilds the original chunk,
+ * byte for byte.
  *
  * Decoding is a parser of bytes from disk: hblock_decode checks all of the above and returns
  * -1 with a reason for anything else, never reading outside its input or the decompressed
@@ -48,15 +61,30 @@ struct hblock_entry {
     uint8_t type;
     int64_t t_first, seq, t_last;
     uint32_t count;
-    const uint8_t *data;
-    size_t len;
+    uint8_t form;           /* 0: data holds the chunk; 1: columns, see hblock_chunk */
+    uint8_t quality, scale; /* form 1 */
+    const uint8_t *tcol, *vcol;
+    size_t tlen, vlen;
+    const uint8_t *data;    /* form 0 */
+    size_t len;             /* the chunk's size (both forms) */
 };
+
+/* The chunk of entry e as it was added: form 0 points *data at the block's bytes; form 1
+ * rebuilds them into *buf (*cap bytes, grown with realloc; the caller frees it). 0, or -1 when
+ * the columns do not make that chunk (a damaged block). */
+int hblock_chunk(const struct hblock_entry *e, uint8_t **buf, size_t *cap, const uint8_t **data,
+                 size_t *len);
 
 /* Builds one block at a time. */
 struct hblock_builder {
     int64_t start;
     uint8_t *dir, *data;      /* directory and chunk bytes so far */
     size_t ndir, capdir, ndata, capdata;
+    uint8_t *tc, *vc;         /* the form-1 columns so far */
+    size_t ntc, captc, nvc, capvc;
+    int64_t *sts, *snv;       /* scratch: a chunk's samples */
+    size_t capsamp;
+    uint64_t columnar;        /* entries in form 1 (all blocks) */
     size_t n;                 /* entries */
     uint64_t samples;
     int64_t max_span;
@@ -88,7 +116,8 @@ struct hblock {
     uint8_t *raw;
     size_t rawlen, rawcap;
     size_t n;                  /* entries */
-    size_t dir_end;            /* where the chunks' bytes begin */
+    size_t dir_end;            /* where the T area begins */
+    size_t tarea, varea;       /* sizes of the T and V areas; the form-0 bytes follow */
     int64_t start;             /* the partition's */
     uint64_t samples;
     char first[LIVE_NAME_MAX + 1], last[LIVE_NAME_MAX + 1];

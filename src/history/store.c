@@ -488,6 +488,8 @@ struct hs_part {
     uint64_t use;      /* LRU tick */
     sqlite3_stmt *blocks;    /* format 3: HS_BLOCKS_SQL, prepared when first needed */
     struct hblock cache;     /* format 3: the block decoded last (a replay's duplicates) */
+    uint8_t *cbuf;           /* format 3: a chunk rebuilt from a block */
+    size_t ccap;
     char cache_last[LIVE_NAME_MAX + 1];
     int64_t cache_n;
     /* the open transaction's contribution, applied to meta at commit */
@@ -674,6 +676,7 @@ static void part_close(struct hstore *s, struct hs_ent *e, bool dropping)
         sqlite3_finalize(p->st[i]);
     sqlite3_finalize(p->blocks);
     hblock_free(&p->cache);
+    free(p->cbuf);
     if (dropping)
         sqlite3_db_config(p->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
     else
@@ -1125,14 +1128,20 @@ struct dup_find {
     uint32_t count;
     const void *data;
     size_t len;
+    uint8_t **buf;     /* for a form-1 chunk rebuilt */
+    size_t *cap;
 };
 
 static int dup_walk(void *ud, const struct hblock_entry *e)
 {
     const struct dup_find *f = ud;
+    const uint8_t *data;
+    size_t len;
     return e->nlen == f->nlen && memcmp(e->name, f->name, f->nlen) == 0 &&
            e->t_first == f->t_first && e->t_last == f->t_last && e->count == f->count &&
-           e->type == (uint8_t)f->type && e->len == f->len && memcmp(e->data, f->data, f->len) == 0;
+           e->type == (uint8_t)f->type && e->len == f->len &&
+           hblock_chunk(e, f->buf, f->cap, &data, &len) == 0 && len == f->len &&
+           memcmp(data, f->data, f->len) == 0;
 }
 
 /* Sealed partitions (format 3): whether the blocks already hold this very chunk (a replay of
@@ -1217,7 +1226,8 @@ int hstore_put(struct hstore *s, const char *series, enum pt_type type, int64_t 
     dup = false;
     src = SQLITE_OK;
     if (p->format == 3) {
-        struct dup_find f = {series, n, type, t_first, t_last, count, data, len};
+        struct dup_find f = {series, n, type, t_first, t_last, count, data, len, &p->cbuf,
+                             &p->ccap};
         src = block_dup(s, start, p, &f, &dup);
         if (src == SQLITE_OK && dup)
             return 0;
@@ -1780,6 +1790,10 @@ static int seal_write(struct hstore *s, sqlite3 *sdb, const struct hs_meta *m, c
     }
     *nser_out = nser;
     *nblocks_out = (uint64_t)o.nblocks;
+    if (rc == 0)
+        log_debug(HS_MOD, "store %s: partition %" PRId64 ": %" PRIu64 " of %" PRIu64
+                  " chunks in columns, %" PRIu64 " bytes compressed", s->dir, m->start,
+                  o.b.columnar, nchunks, o.zbytes);
 out:
     sqlite3_free(emsg);
     sqlite3_finalize(o.ins);
@@ -2009,13 +2023,9 @@ struct hr_conn {
     uint64_t use;
 };
 
-/* A chunk of a sealed partition's blocks, for the read in progress. */
+/* A chunk of a sealed partition's blocks, for the read in progress (its name not kept). */
 struct hr_bent {
-    enum pt_type type;
-    int64_t t_first, t_last;
-    uint32_t count;
-    const uint8_t *data;
-    size_t len;
+    struct hblock_entry e;
 };
 
 /* A file found bad: skipped without a new report until it changes. */
@@ -2055,6 +2065,8 @@ struct hstore_reader {
     bool peek, sql_done;
     int sql_src;
     struct hstore_chunk peek_chunk;
+    uint8_t *cbuf;               /* a form-1 chunk rebuilt (block.h), valid until the next */
+    size_t ccap;
 };
 
 static int cmp_file(const void *a, const void *b)
@@ -2343,8 +2355,9 @@ static int bent_walk(void *ud, const struct hblock_entry *e)
         r->capbent = r->capbent ? r->capbent * 2 : 16;
         r->bent = xgrow(r->bent, r->capbent);
     }
-    r->bent[r->nbent++] = (struct hr_bent){(enum pt_type)e->type, e->t_first, e->t_last,
-                                           e->count, e->data, e->len};
+    r->bent[r->nbent] = (struct hr_bent){*e};
+    r->bent[r->nbent].e.name = NULL;
+    r->nbent++;
     return 0;
 }
 
@@ -2479,10 +2492,18 @@ int hstore_next(struct hstore_reader *r, struct hstore_chunk *out)
             }
             /* blocks first at equal t_first: a late chunk was stored after them */
             if (r->bi < r->nbent &&
-                (!r->peek || r->bent[r->bi].t_first <= r->peek_chunk.t_first)) {
-                const struct hr_bent *b = &r->bent[r->bi++];
-                *out = (struct hstore_chunk){b->type, b->t_first, b->t_last, b->count, b->data,
-                                             b->len};
+                (!r->peek || r->bent[r->bi].e.t_first <= r->peek_chunk.t_first)) {
+                const struct hblock_entry *b = &r->bent[r->bi++].e;
+                const uint8_t *data;
+                size_t len;
+                if (hblock_chunk(b, &r->cbuf, &r->ccap, &data, &len) < 0) {
+                    log_warn(HS_MOD, "store %s: partition %" PRId64 ": a chunk of %s at %" PRId64
+                             " in a block does not rebuild; skipped (opsctl history verify)",
+                             r->dir, r->cf.start, r->series, b->t_first);
+                    continue;
+                }
+                *out = (struct hstore_chunk){(enum pt_type)b->type, b->t_first, b->t_last,
+                                             b->count, data, len};
                 return 1;
             }
             if (r->peek) {
@@ -2594,9 +2615,10 @@ int hstore_newest(struct hstore_reader *r, const char *series, int64_t from, int
             }
             insane = true;
         }
-        if (r->nbent > 0 && (!found || r->bent[r->nbent - 1].t_first > out->t_first)) {
-            const struct hr_bent *b = &r->bent[r->nbent - 1];
-            *out = (struct hstore_chunk){b->type, b->t_first, b->t_last, b->count, NULL, 0};
+        if (r->nbent > 0 && (!found || r->bent[r->nbent - 1].e.t_first > out->t_first)) {
+            const struct hblock_entry *b = &r->bent[r->nbent - 1].e;
+            *out = (struct hstore_chunk){(enum pt_type)b->type, b->t_first, b->t_last, b->count,
+                                         NULL, 0};
             found = true;
         }
         hr_blocks_free(r);
@@ -2662,6 +2684,7 @@ void hstore_reader_close(struct hstore_reader *r)
     for (size_t i = 0; i < r->capblk; i++)
         hblock_free(&r->blk[i]);
     free(r->blk);
+    free(r->cbuf);
     free(r->bent);
     free(r->file);
     free(r->bad);
@@ -2772,6 +2795,9 @@ static int v_step(sqlite3 *db, sqlite3_stmt *st, char *err, size_t errlen);
 
 /* Verification of a sealed partition's blocks: every entry in key order across blocks. */
 struct vwalk {
+    uint8_t *buf;
+    size_t cap;
+    bool unbuilt;      /* a form-1 chunk that does not rebuild */
     char prev[LIVE_NAME_MAX + 1];
     size_t prevlen;
     int64_t prev_tf, prev_seq;
@@ -2788,6 +2814,14 @@ static int v_walk(void *ud, const struct hblock_entry *e)
                              (e->t_first == v->prev_tf && e->seq <= v->prev_seq)))) {
         v->bad = true;
         return 1;
+    }
+    {
+        const uint8_t *data;
+        size_t len;
+        if (hblock_chunk(e, &v->buf, &v->cap, &data, &len) < 0) {
+            v->unbuilt = true;
+            return 1;
+        }
     }
     if (c > 0)
         v->series++;
@@ -2840,6 +2874,13 @@ static int v_blocks(sqlite3 *db, const struct hs_meta *m, struct vwalk *v, char 
             break;
         }
         hblock_walk(&b, v_walk, v);
+        if (v->unbuilt) {
+            snprintf(err, errlen, "block %" PRId64 " (%s .. %s): a chunk in columns does not "
+                     "rebuild", n, first, last);
+            hblock_free(&b);
+            rc = -EBADMSG;
+            break;
+        }
         if (v->bad || strcmp(b.first, first) != 0 || strcmp(b.last, last) != 0 ||
             (int64_t)(v->chunks - c0) != sqlite3_column_int64(st, 3) ||
             (int64_t)(v->samples - s0) != sqlite3_column_int64(st, 4)) {
@@ -2853,6 +2894,8 @@ static int v_blocks(sqlite3 *db, const struct hs_meta *m, struct vwalk *v, char 
         hblock_free(&b);
     }
     sqlite3_finalize(st);
+    free(v->buf);
+    v->buf = NULL;
     return rc < 0 ? rc : 0;
 }
 
