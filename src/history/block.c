@@ -32,7 +32,8 @@ static void put_bytes(uint8_t **buf, size_t *n, size_t *cap, const void *p, size
         *buf = xgrow(*buf, c);
         *cap = c;
     }
-    memcpy(*buf + *n, p, len);
+    if (p) /* NULL: only make room (the caller writes in place) */
+        memcpy(*buf + *n, p, len);
     *n += len;
 }
 
@@ -218,19 +219,22 @@ int hblock_add(struct hblock_builder *b, const char *name, size_t nlen, enum pt_
         if (col_samples(b, type, data, len, count, &quality, &scale) &&
             col_same(b, type, data, len, count, quality, scale)) {
             size_t t0 = b->ntc, v0 = b->nvc;
-            uint8_t vb[10];
             int64_t dprev = 0, nprev = 0, dnprev = 0;
+            /* room for the worst case (10 bytes a varint) once, then write in place */
+            put_bytes(&b->tc, &b->ntc, &b->captc, NULL, (size_t)count * 10);
+            put_bytes(&b->vc, &b->nvc, &b->capvc, NULL, (size_t)count * 10);
+            b->ntc = t0;
+            b->nvc = v0;
             for (uint32_t i = 0; i < count; i++) {
                 int64_t n = b->snv[i];
                 if (i > 0) {
                     int64_t dt = (int64_t)((uint64_t)b->sts[i] - (uint64_t)b->sts[i - 1]);
-                    put_bytes(&b->tc, &b->ntc, &b->captc, vb,
-                              varint(vb, zz((int64_t)((uint64_t)dt - (uint64_t)dprev))));
+                    b->ntc += varint(b->tc + b->ntc, zz((int64_t)((uint64_t)dt - (uint64_t)dprev)));
                     dprev = dt;
                 }
                 int64_t dn = (int64_t)((uint64_t)n - (uint64_t)nprev);
                 int64_t r = i == 0 ? n : i == 1 ? dn : (int64_t)((uint64_t)dn - (uint64_t)dnprev);
-                put_bytes(&b->vc, &b->nvc, &b->capvc, vb, varint(vb, zz(r)));
+                b->nvc += varint(b->vc + b->nvc, zz(r));
                 nprev = n;
                 dnprev = dn;
             }

@@ -51,7 +51,7 @@
 #define HBLOCK_VERSION    1
 #define HBLOCK_RAW_TARGET (256u * 1024)       /* a block is closed once its raw size reaches this */
 #define HBLOCK_RAW_MAX    (64u * 1024 * 1024) /* largest raw block a decoder accepts */
-#define HBLOCK_LEVEL      9                   /* zstd level (measured: history-store.md) */
+#define HBLOCK_LEVEL      3                   /* zstd level (measured: bench/RESULTS.md) */
 
 /* One chunk of a block. name (nlen bytes, NUL-terminated) and data are valid during the walk
  * callback (name) or as long as the decoded block (data). */
