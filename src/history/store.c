@@ -506,6 +506,7 @@ struct hs_ent {
     int format;                               /* 1, 2, or 3 (sealed into blocks) */
     bool sealing;                             /* the sealer is rewriting it */
     int64_t seal_after;                       /* the sealer tries it again from then (ms) */
+    int64_t last_write;                       /* wall clock of its last commit (ms), or 0 */
     struct hs_part *part;                     /* open, or NULL */
 };
 
@@ -925,6 +926,7 @@ static int commit_all_locked(struct hstore *s)
             return rc;
         }
         p->in_txn = false;
+        e->last_write = now_ms();
         p->nser_committed += (int64_t)p->p_series;
         e->series += p->p_series;
         e->chunks += p->p_chunks;
@@ -1271,7 +1273,8 @@ int hstore_commit(struct hstore *s)
         int64_t now = now_ms();
         for (size_t i = 0; i < s->nent; i++) {
             struct hs_ent *e = &s->ent[i];
-            if (e->part && !e->part->in_txn && e->start <= now - s->len - s->seal_grace)
+            if (e->part && !e->part->in_txn && e->start <= now - s->len - s->seal_grace &&
+                e->last_write <= now - s->seal_grace)
                 part_close(s, e, false);
         }
     }
@@ -1943,6 +1946,7 @@ static void *sealer_main(void *arg)
             const struct hs_ent *e = &s->ent[i];
             if (!e->bad && !e->part && !e->sealing && e->format != 3 &&
                 e->start <= now - s->len - s->seal_grace && e->seal_after <= now &&
+                e->last_write <= now - s->seal_grace &&
                 e->start > s->floor - s->len) {
                 start = e->start;
                 break;
