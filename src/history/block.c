@@ -562,37 +562,64 @@ fail:
     return -1;
 }
 
+void hblock_iter_init(const struct hblock *b, struct hblock_iter *it)
+{
+    uint64_t skip;
+    struct rd r;
+
+    memset(it, 0, sizeof *it);
+    it->b = b;
+    if (!b->raw || b->n == 0)
+        return;
+    r.p = b->raw + 1;
+    r.end = b->raw + b->dir_end;
+    if (get_varint(&r, &it->left) < 0 || get_varint(&r, &skip) < 0 || get_varint(&r, &skip) < 0) {
+        it->left = 0;
+        return;
+    }
+    it->pos = (size_t)(r.p - b->raw);
+    it->toff = b->dir_end;
+    it->voff = b->dir_end + b->tarea;
+    it->off = b->dir_end + b->tarea + b->varea;
+}
+
+int hblock_iter_next(struct hblock_iter *it, struct hblock_entry *e)
+{
+    const struct hblock *b = it->b;
+    const char *why;
+    struct rd r;
+
+    if (it->left == 0)
+        return 0;
+    r.p = b->raw + it->pos;
+    r.end = b->raw + b->dir_end;
+    if (get_entry(&r, b->start, it->name, &it->nlen, e, &why) < 0) {
+        it->left = 0; /* cannot happen on a decoded block */
+        return 0;
+    }
+    it->pos = (size_t)(r.p - b->raw);
+    it->left--;
+    e->tcol = b->raw + it->toff;
+    e->vcol = b->raw + it->voff;
+    it->toff += e->tlen;
+    it->voff += e->vlen;
+    e->data = NULL;
+    if (e->form == 0) {
+        e->data = b->raw + it->off;
+        it->off += e->len;
+    }
+    return 1;
+}
+
 int hblock_walk(const struct hblock *b, int (*fn)(void *ud, const struct hblock_entry *e),
                 void *ud)
 {
-    char name[LIVE_NAME_MAX + 1];
-    size_t nlen = 0, toff = b->dir_end, voff = b->dir_end + b->tarea;
-    size_t off = b->dir_end + b->tarea + b->varea;
-    const char *why;
-    struct rd r;
-    uint64_t n, skip;
+    struct hblock_iter it;
+    struct hblock_entry e;
 
-    if (!b->raw || b->n == 0)
-        return 0;
-    r.p = b->raw + 1;
-    r.end = b->raw + b->dir_end;
-    if (get_varint(&r, &n) < 0 || get_varint(&r, &skip) < 0 || get_varint(&r, &skip) < 0)
-        return 0;
-    for (uint64_t i = 0; i < n; i++) {
-        struct hblock_entry e;
-        int rc;
-        if (get_entry(&r, b->start, name, &nlen, &e, &why) < 0)
-            return 0; /* cannot happen on a decoded block */
-        e.tcol = b->raw + toff;
-        e.vcol = b->raw + voff;
-        toff += e.tlen;
-        voff += e.vlen;
-        e.data = NULL;
-        if (e.form == 0) {
-            e.data = b->raw + off;
-            off += e.len;
-        }
-        rc = fn(ud, &e);
+    hblock_iter_init(b, &it);
+    while (hblock_iter_next(&it, &e) == 1) {
+        int rc = fn(ud, &e);
         if (rc)
             return rc;
     }

@@ -133,6 +133,17 @@ int hblock_decode(const void *z, size_t zlen, size_t rawlen, int64_t start, int6
  * stop, and hblock_walk returns that. Only on a block hblock_decode accepted. */
 int hblock_walk(const struct hblock *b, int (*fn)(void *ud, const struct hblock_entry *e),
                 void *ud);
+/* The same entries one at a time: hblock_iter_next returns 1 with *e (its name valid until
+ * the next call), 0 after the last. */
+struct hblock_iter {
+    const struct hblock *b;
+    uint64_t left;
+    size_t pos, toff, voff, off, nlen;
+    char name[LIVE_NAME_MAX + 1];
+};
+void hblock_iter_init(const struct hblock *b, struct hblock_iter *it);
+int hblock_iter_next(struct hblock_iter *it, struct hblock_entry *e);
+
 /* Frees the buffer; b is then zeroed. */
 void hblock_free(struct hblock *b);
 

@@ -507,6 +507,7 @@ struct hs_ent {
     bool sealing;                             /* the sealer is rewriting it */
     int64_t seal_after;                       /* the sealer tries it again from then (ms) */
     int64_t last_write;                       /* wall clock of its last commit (ms), or 0 */
+    bool late;                                /* sealed, with chunks in its chunks table */
     struct hs_part *part;                     /* open, or NULL */
 };
 
@@ -927,6 +928,8 @@ static int commit_all_locked(struct hstore *s)
         }
         p->in_txn = false;
         e->last_write = now_ms();
+        if (p->format == 3 && p->p_chunks > 0)
+            e->late = true; /* sealed again later, blocks and late chunks merged */
         p->nser_committed += (int64_t)p->p_series;
         e->series += p->p_series;
         e->chunks += p->p_chunks;
@@ -1501,6 +1504,10 @@ static int hs_scan(struct hstore *s)
         }
         e->unsealed = m.wal && !part_seal(db);
         e->format = (int)m.format;
+        if (m.format == 3) {
+            int64_t late = 0;
+            e->late = q_int(db, "SELECT count(*) FROM chunks", &late) == SQLITE_OK && late > 0;
+        }
         sqlite3_close(db);
         if (m.length != s->len && !other_len) {
             other_len = m.length;
@@ -1657,6 +1664,15 @@ static int seal_flush(struct seal_out *o)
     return src == SQLITE_DONE ? SQLITE_OK : src;
 }
 
+/* A chunk as the sealer reads it (from the chunks table or from a block). */
+struct seal_row {
+    const char *name;
+    size_t nlen;
+    int64_t type, tf, tl, count;
+    const void *data;
+    size_t len;
+};
+
 /* Writes the sealed copy of the partition open in `src` (meta m) to `tmp`: every chunk, in
  * (name, t_first, seq) order, into blocks. 0, -ECANCELED (the writer or retention wants the
  * partition: seal_abort), -EBADMSG (a chunk that is not sane, or counters that do not match:
@@ -1667,9 +1683,17 @@ static int seal_write(struct hstore *s, sqlite3 *sdb, const struct hs_meta *m, c
     char sql[2048], prev[LIVE_NAME_MAX + 1];
     size_t prevlen = 0;
     struct seal_out o;
-    sqlite3_stmt *rd = NULL;
+    sqlite3_stmt *rd = NULL, *bl = NULL;
     uint64_t nser = 0, nchunks = 0, nsamples = 0, rows = 0;
-    int64_t span = 0;
+    int64_t span = 0, prev_tf = 0, prev_seq = 0;
+    struct seal_row rd_row;
+    bool rd_has = false, rd_done = false, bl_has = false, bl_done = false;
+    struct hblock blk = {0};
+    struct hblock_iter it;
+    struct hblock_entry bent;
+    uint8_t *cbuf = NULL;
+    size_t ccap = 0;
+    char berr[HS_ERR_LEN];
     int rc = 0, src;
     char *emsg = NULL;
 
@@ -1707,66 +1731,135 @@ static int seal_write(struct hstore *s, sqlite3 *sdb, const struct hs_meta *m, c
                              "FROM series s JOIN chunks c ON c.series = s.id "
                              "ORDER BY s.name, c.t_first, c.seq",
                              -1, &rd, NULL);
+    if (src == SQLITE_OK && m->format == 3) /* sealed before: its blocks, merged */
+        src = sqlite3_prepare_v2(sdb, "SELECT raw, data, n FROM blocks ORDER BY last, n", -1,
+                                 &bl, NULL);
     if (src != SQLITE_OK) {
         rc = hs_errno(sdb, src) ? hs_errno(sdb, src) : -EIO;
         log_error(HS_MOD, "store %s: sealing partition %" PRId64 ": %s", s->dir, m->start,
                   sqlite3_errmsg(sdb));
         goto out;
     }
-    while ((src = sqlite3_step(rd)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(rd, 0);
-        size_t nlen = (size_t)sqlite3_column_bytes(rd, 0);
-        int64_t type = sqlite3_column_int64(rd, 1), tf = sqlite3_column_int64(rd, 2);
-        int64_t seq = sqlite3_column_int64(rd, 3), tl = sqlite3_column_int64(rd, 4);
-        int64_t count = sqlite3_column_int64(rd, 5);
-        const void *data = sqlite3_column_blob(rd, 6);
-        size_t len = (size_t)sqlite3_column_bytes(rd, 6);
+    hblock_iter_init(&blk, &it);
+    for (;;) {
+        struct seal_row row;
+        int64_t seq;
+
+        /* the next row of the chunks table, and the next chunk of the blocks */
+        if (!rd_has && !rd_done) {
+            src = sqlite3_step(rd);
+            if (src == SQLITE_ROW) {
+                rd_row.name = (const char *)sqlite3_column_text(rd, 0);
+                rd_row.nlen = (size_t)sqlite3_column_bytes(rd, 0);
+                rd_row.type = sqlite3_column_int64(rd, 1);
+                rd_row.tf = sqlite3_column_int64(rd, 2);
+                rd_row.tl = sqlite3_column_int64(rd, 4);
+                rd_row.count = sqlite3_column_int64(rd, 5);
+                rd_row.data = sqlite3_column_blob(rd, 6);
+                rd_row.len = (size_t)sqlite3_column_bytes(rd, 6);
+                if (!rd_row.name || rd_row.nlen == 0 || rd_row.nlen > LIVE_NAME_MAX ||
+                    rd_row.type < 0 || rd_row.type > PT_STRING || rd_row.count <= 0 ||
+                    rd_row.count > UINT32_MAX || rd_row.tf < m->start || rd_row.tl < rd_row.tf ||
+                    rd_row.tl - m->start >= m->length || sqlite3_column_int64(rd, 3) < 0 ||
+                    !rd_row.data || sqlite3_column_type(rd, 6) != SQLITE_BLOB ||
+                    rd_row.len == 0 || rd_row.len > HSTORE_DATA_MAX) {
+                    log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed: a chunk of "
+                              "%s at %" PRId64 " is not sane (opsctl history verify)", s->dir,
+                              m->start, rd_row.name ? rd_row.name : "?", rd_row.tf);
+                    rc = -EBADMSG;
+                    break;
+                }
+                rd_has = true;
+            } else if (src == SQLITE_DONE) {
+                rd_done = true;
+            } else {
+                rc = hs_errno(sdb, src) ? hs_errno(sdb, src) : -EIO;
+                log_error(HS_MOD, "store %s: sealing partition %" PRId64 ": reading it: %s",
+                          s->dir, m->start, sqlite3_errmsg(sdb));
+                break;
+            }
+        }
+        while (bl && !bl_has && !bl_done) {
+            if (hblock_iter_next(&it, &bent) == 1) {
+                bl_has = true;
+                break;
+            }
+            src = sqlite3_step(bl);
+            if (src == SQLITE_DONE) {
+                bl_done = true;
+                break;
+            }
+            if (src != SQLITE_ROW ||
+                hblock_decode(sqlite3_column_blob(bl, 1), (size_t)sqlite3_column_bytes(bl, 1),
+                              (size_t)sqlite3_column_int64(bl, 0), m->start, m->length, &blk,
+                              berr, sizeof berr) < 0) {
+                log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed again: block %"
+                          PRId64 ": %s (opsctl history verify)", s->dir, m->start,
+                          src == SQLITE_ROW ? (int64_t)sqlite3_column_int64(bl, 2) : -1,
+                          src == SQLITE_ROW ? berr : sqlite3_errmsg(sdb));
+                rc = -EBADMSG;
+                break;
+            }
+            hblock_iter_init(&blk, &it);
+        }
+        if (rc < 0)
+            break;
+        if (!rd_has && !bl_has)
+            break;
+        /* the smaller key first; at an equal one the block's (stored before) */
+        if (bl_has && (!rd_has || text_cmp(bent.name, bent.nlen, rd_row.name, rd_row.nlen) < 0 ||
+                       (text_cmp(bent.name, bent.nlen, rd_row.name, rd_row.nlen) == 0 &&
+                        bent.t_first <= rd_row.tf))) {
+            const uint8_t *d;
+            size_t dl;
+            if (hblock_chunk(&bent, &cbuf, &ccap, &d, &dl) < 0) {
+                log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed again: a chunk "
+                          "of %s in a block does not rebuild (opsctl history verify)", s->dir,
+                          m->start, bent.name);
+                rc = -EBADMSG;
+                break;
+            }
+            row = (struct seal_row){bent.name, bent.nlen, bent.type, bent.t_first, bent.t_last,
+                                    bent.count, d, dl};
+            bl_has = false;
+        } else {
+            row = rd_row;
+            rd_has = false;
+        }
 
         if (++rows % HS_SEAL_CHECK_ROWS == 0 && atomic_load(&s->seal_abort)) {
             rc = -ECANCELED;
             break;
         }
-        if (!name || nlen == 0 || nlen > LIVE_NAME_MAX || type < 0 || type > PT_STRING ||
-            count <= 0 || count > UINT32_MAX || tf < m->start || tl < tf ||
-            tl - m->start >= m->length || seq < 0 || !data ||
-            sqlite3_column_type(rd, 6) != SQLITE_BLOB || len == 0 || len > HSTORE_DATA_MAX) {
-            log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed: a chunk of %s at %"
-                      PRId64 " is not sane (opsctl history verify)", s->dir, m->start,
-                      name ? name : "?", tf);
-            rc = -EBADMSG;
-            break;
-        }
-        if (nser == 0 || text_cmp(name, nlen, prev, prevlen) != 0) {
+        if (nser == 0 || text_cmp(row.name, row.nlen, prev, prevlen) != 0) {
             nser++;
-            memcpy(prev, name, nlen);
-            prev[nlen] = '\0';
-            prevlen = nlen;
+            memcpy(prev, row.name, row.nlen);
+            prev[row.nlen] = '\0';
+            prevlen = row.nlen;
+            seq = 0;
+        } else {
+            seq = row.tf == prev_tf ? prev_seq + 1 : 0; /* renumbered: blocks and late merged */
         }
+        prev_tf = row.tf;
+        prev_seq = seq;
         if (hblock_raw_size(&o.b) >= HBLOCK_RAW_TARGET && (src = seal_flush(&o)) != SQLITE_OK) {
             rc = hs_errno(o.db, src) ? hs_errno(o.db, src) : -EIO;
             log_error(HS_MOD, "store %s: sealing partition %" PRId64 ": %s", s->dir, m->start,
                       sqlite3_errmsg(o.db));
             break;
         }
-        if (hblock_add(&o.b, name, nlen, (enum pt_type)type, tf, seq, tl, (uint32_t)count, data,
-                       len) < 0) {
+        if (hblock_add(&o.b, row.name, row.nlen, (enum pt_type)row.type, row.tf, seq, row.tl,
+                       (uint32_t)row.count, row.data, row.len) < 0) {
             log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed: its chunks do not "
-                      "come in key order (%s at %" PRId64 ")", s->dir, m->start, name, tf);
+                      "come in key order (%s at %" PRId64 ")", s->dir, m->start, row.name, row.tf);
             rc = -EBADMSG;
             break;
         }
         nchunks++;
-        nsamples += (uint64_t)count;
-        if (tl - tf > span)
-            span = tl - tf;
+        nsamples += (uint64_t)row.count;
+        if (row.tl - row.tf > span)
+            span = row.tl - row.tf;
     }
-    if (rc == 0 && src != SQLITE_DONE) {
-        rc = hs_errno(sdb, src) ? hs_errno(sdb, src) : -EIO;
-        log_error(HS_MOD, "store %s: sealing partition %" PRId64 ": reading it: %s", s->dir,
-                  m->start, sqlite3_errmsg(sdb));
-    }
-    sqlite3_finalize(rd);
-    rd = NULL;
     if (rc == 0 && (src = seal_flush(&o)) != SQLITE_OK) {
         rc = hs_errno(o.db, src);
         if (rc == 0)
@@ -1798,6 +1891,10 @@ static int seal_write(struct hstore *s, sqlite3 *sdb, const struct hs_meta *m, c
                   " chunks in columns, %" PRIu64 " bytes compressed", s->dir, m->start,
                   o.b.columnar, nchunks, o.zbytes);
 out:
+    sqlite3_finalize(rd);
+    sqlite3_finalize(bl);
+    hblock_free(&blk);
+    free(cbuf);
     sqlite3_free(emsg);
     sqlite3_finalize(o.ins);
     if (o.db && sqlite3_close(o.db) != SQLITE_OK && rc == 0)
@@ -1822,7 +1919,8 @@ static int seal_one(struct hstore *s, int64_t start, bool by_sealer)
     pthread_mutex_lock(&s->lock);
     at = ent_find(s, start, &found);
     if (!found || s->ent[at].bad || s->ent[at].part || s->ent[at].sealing ||
-        s->ent[at].format == 3 || (by_sealer && s->sealer_quit) || s->failed ||
+        (s->ent[at].format == 3 && !s->ent[at].late) || (by_sealer && s->sealer_quit) ||
+        s->failed ||
         start <= s->floor - s->len) {
         pthread_mutex_unlock(&s->lock);
         return 1;
@@ -1841,8 +1939,11 @@ static int seal_one(struct hstore *s, int64_t start, bool by_sealer)
         goto done;
     }
     if (m.format == 3) {
-        rc = 1;
-        goto done;
+        int64_t late = 0;
+        if (q_int(sdb, "SELECT count(*) FROM chunks", &late) != SQLITE_OK || late == 0) {
+            rc = 1; /* sealed, nothing late to merge */
+            goto done;
+        }
     }
     if (m.wal && !part_seal(sdb)) {
         rc = -EBUSY; /* a reader holds it in WAL mode: later */
@@ -1882,6 +1983,7 @@ static int seal_one(struct hstore *s, int64_t start, bool by_sealer)
         }
         e->format = 3;
         e->unsealed = false;
+        e->late = false;
         e->series = nser;
         ent_bytes_refresh(s, e);
         stats_publish(s);
@@ -1944,7 +2046,7 @@ static void *sealer_main(void *arg)
         int64_t now = now_ms(), start = -1;
         for (size_t i = 0; i < s->nent; i++) {
             const struct hs_ent *e = &s->ent[i];
-            if (!e->bad && !e->part && !e->sealing && e->format != 3 &&
+            if (!e->bad && !e->part && !e->sealing && (e->format != 3 || e->late) &&
                 e->start <= now - s->len - s->seal_grace && e->seal_after <= now &&
                 e->last_write <= now - s->seal_grace &&
                 e->start > s->floor - s->len) {

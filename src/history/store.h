@@ -119,19 +119,21 @@ int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped);
  * written beside the old one, synced and renamed over it, so a crash leaves one or the other,
  * whole. Readers return exactly the same chunks from either. A late chunk put into a sealed
  * partition goes into its ordinary chunks table (a chunk identical to one in a block is
- * recognised and not stored twice). Retention drops sealed files like any other.
+ * recognised and not stored twice), and a later seal merges them into blocks. Retention drops
+ * sealed files like any other.
  *
  * hstore_seal seals the partition starting at `start` now, in the calling thread (any thread;
  * the writer may work meanwhile: a put that needs that partition makes the seal give up, and
  * the put waits at most until the sealer notices, within a few hundred chunks). Returns 0
- * sealed; 1 nothing done (no such partition, open in the writer, already sealed, dropped, a
- * bad file, the handle failed); -ECANCELED the writer or retention needed it meanwhile (the
+ * sealed; 1 nothing done (no such partition, open in the writer, sealed with no late chunk
+ * since, dropped, a bad file, the handle failed); -ECANCELED the writer or retention needed it meanwhile (the
  * old file stays); -EBUSY a reader holds it in WAL mode; -EBADMSG a chunk that is not sane or
  * meta counters that do not match the tables (logged: run hstore_verify; nothing changed);
  * -EINVAL start is not a partition start; -ENOSPC, -EIO, ... writing the new file failed (the
  * old file stays).
  * hstore_sealer_start starts a thread (at a lower scheduling priority) that seals every closed
- * partition whose end is at least grace_ms in the past (wall clock), oldest first, retrying
+ * partition whose end and last commit are at least grace_ms in the past (wall clock), and
+ * seals again one that got late chunks, oldest first, retrying
  * after 10 s one that could not be sealed. hstore_sealer_stop (also done by hstore_close)
  * stops it, abandoning a seal in progress. */
 int hstore_seal(struct hstore *s, int64_t start);

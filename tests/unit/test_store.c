@@ -1879,7 +1879,8 @@ static void test_seal_smaller(void **state)
 /* Late chunks into a sealed partition: stored in its chunks table, read merged with the blocks
  * in t_first order (a block chunk first at an equal start), newest across both; a replayed
  * chunk identical to one in a block is not stored again (also after a reopen); the file
- * verifies; retention drops it. */
+ * verifies; sealing it again merges them into the blocks with the same answers; retention
+ * drops it. */
 static void test_seal_late_chunk(void **state)
 {
     const char *dir = tdir(state);
@@ -1953,6 +1954,32 @@ static void test_seal_late_chunk(void **state)
         assert_int_equal(c.count, 10); /* from a block */
         hstore_reader_close(r);
     }
+    /* sealed again: the late chunks merged into the blocks, the same answers */
+    {
+        struct view v0[3], v1[3];
+        const char *names[3] = {"a", "b", "c"};
+        struct hstore_reader *r;
+        assert_int_equal(hstore_reader_open(dir, &r), 0);
+        for (int i = 0; i < 3; i++)
+            v0[i] = view_of(r, names[i], 0, INT64_MAX);
+        hstore_reader_close(r);
+        assert_int_equal(hstore_open(dir, SM, &s), 0);
+        assert_int_equal(hstore_seal(s, T0), 0);
+        assert_int_equal(hstore_seal(s, T0), 1); /* nothing late any more */
+        hstore_close(s);
+        assert_int_equal(part_int(dir, T0, "SELECT count(*) FROM chunks", -1), 0);
+        assert_int_equal(part_int(dir, T0, "SELECT sum(chunks) FROM blocks", -1), 9);
+        assert_int_equal(part_int(dir, T0, "SELECT series FROM meta", -1), 3);
+        assert_int_equal(hstore_verify(p, err, sizeof err), 0);
+        assert_int_equal(hstore_reader_open(dir, &r), 0);
+        for (int i = 0; i < 3; i++) {
+            v1[i] = view_of(r, names[i], 0, INT64_MAX);
+            assert_int_equal(v1[i].n, v0[i].n);
+            assert_int_equal(v1[i].h, v0[i].h);
+            assert_int_equal(v1[i].newest, v0[i].newest);
+        }
+        hstore_reader_close(r);
+    }
     /* retention drops it like any other */
     assert_int_equal(hstore_open(dir, SM, &s), 0);
     assert_int_equal(hstore_drop_before(s, T0 + SM, NULL), 0);
@@ -2000,6 +2027,12 @@ static void test_seal_corrupt_block(void **state)
     assert_int_equal(g.n, 1); /* the late one, from the chunks table */
     assert_int_equal(read_all(dir, "s02999", 0, INT64_MAX, &g), 0);
     assert_int_equal(g.n, 1); /* in the last block */
+    /* sealing it again (it has a late chunk) refuses to lose the damaged block's chunks */
+    assert_int_equal(hstore_open(dir, SM, &s), 0);
+    assert_int_equal(hstore_seal(s, T0), -EBADMSG);
+    hstore_close(s);
+    assert_int_equal(part_int(dir, T0, "SELECT count(*) FROM chunks", -1), 1);
+    assert_int_equal(count_files(dir), 1);
     /* cut short */
     part_sql(dir, T0, "UPDATE blocks SET data = substr(data, 1, 50) WHERE n = 0");
     assert_int_equal(hstore_verify(p, err, sizeof err), -EBADMSG);
