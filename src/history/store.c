@@ -118,6 +118,7 @@
 #define HS_SEAL_PAGE_SIZE  "1024"     /* SQLite page size of a sealed partition (format 3) */
 #define HS_SEAL_RETRY_MS   10000      /* a seal that could not run is tried again after this */
 #define HS_SEAL_CHECK_ROWS 256        /* the sealer looks for an abort every this many chunks */
+#define HS_SEAL_CLOSE_MS   10000      /* hstore_close: at most this long sealing what has ended */
 
 /* ---- names and errors ------------------------------------------------------------------- */
 
@@ -533,6 +534,8 @@ struct hstore {
     pthread_mutex_t lock;
     _Atomic bool seal_abort;  /* the writer needs the partition being sealed, or is closing */
     bool sealer_started, sealer_quit;
+    bool sealer_final, sealer_idle; /* hstore_close's last pass, and the sealer found no work */
+    pthread_cond_t sealer_done;
     int64_t seal_grace;
     pthread_t sealer;
     pthread_cond_t sealer_wake;
@@ -1583,6 +1586,7 @@ int hstore_open(const char *dir, int64_t partition_ms, struct hstore **out)
         pthread_mutex_init(&s->lock, &ma);
         pthread_mutexattr_destroy(&ma);
         pthread_cond_init(&s->sealer_wake, NULL);
+        pthread_cond_init(&s->sealer_done, NULL);
     }
     rc = hs_scan(s);
     if (rc < 0) {
@@ -1597,13 +1601,32 @@ void hstore_close(struct hstore *s)
 {
     if (!s)
         return;
-    hstore_sealer_stop(s);
     for (size_t i = 0; i < s->nent; i++)
         part_close(s, &s->ent[i], false);
+    if (s->sealer_started && !s->failed) {
+        /* a last pass: what has ended is sealed now (the grace no longer matters: nothing is
+         * written any more), for at most HS_SEAL_CLOSE_MS, so that a store at rest is sealed
+         * but for its current partition; what is left is sealed after the next start */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += HS_SEAL_CLOSE_MS / 1000;
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->nent; i++)
+            s->ent[i].seal_after = 0; /* a failure in this pass sets it: tried once */
+        s->sealer_final = true;
+        s->sealer_idle = false;
+        pthread_cond_signal(&s->sealer_wake);
+        while (!s->sealer_idle &&
+               pthread_cond_timedwait(&s->sealer_done, &s->lock, &ts) == 0)
+            ;
+        pthread_mutex_unlock(&s->lock);
+    }
+    hstore_sealer_stop(s);
     seal_retry(s);
     free(s->ent);
     close(s->dirfd); /* releases the lock */
     pthread_cond_destroy(&s->sealer_wake);
+    pthread_cond_destroy(&s->sealer_done);
     pthread_mutex_destroy(&s->lock);
     free(s->dir);
     free(s);
@@ -2044,26 +2067,38 @@ static void *sealer_main(void *arg)
     pthread_mutex_lock(&s->lock);
     while (!s->sealer_quit) {
         int64_t now = now_ms(), start = -1;
-        for (size_t i = 0; i < s->nent; i++) {
+        int64_t grace = s->sealer_final ? 0 : s->seal_grace;
+        for (size_t i = 0; i < s->nent && !s->failed; i++) {
             const struct hs_ent *e = &s->ent[i];
             if (!e->bad && !e->part && !e->sealing && (e->format != 3 || e->late) &&
-                e->start <= now - s->len - s->seal_grace && e->seal_after <= now &&
-                e->last_write <= now - s->seal_grace &&
-                e->start > s->floor - s->len) {
+                e->start <= now - s->len - grace && (e->seal_after <= now || s->sealer_final) &&
+                e->last_write <= now - grace && e->start > s->floor - s->len &&
+                (!s->sealer_final || e->seal_after <= 0)) {
                 start = e->start;
                 break;
             }
         }
         if (start < 0) {
             struct timespec ts;
+            if (s->sealer_final && !s->sealer_idle) {
+                s->sealer_idle = true;
+                pthread_cond_signal(&s->sealer_done);
+            }
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += 1;
             pthread_cond_timedwait(&s->sealer_wake, &s->lock, &ts);
             continue;
         }
         pthread_mutex_unlock(&s->lock);
-        seal_one(s, start, true);
+        int rc = seal_one(s, start, true);
         pthread_mutex_lock(&s->lock);
+        if (rc != 0) {
+            /* not sealed: not again before the retry time (nor in the last pass) */
+            bool found;
+            size_t at = ent_find(s, start, &found);
+            if (found)
+                s->ent[at].seal_after = now_ms() + HS_SEAL_RETRY_MS;
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;

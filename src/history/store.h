@@ -60,7 +60,8 @@ struct hstore_reader;   /* a reader, for query threads */
 int hstore_open(const char *dir, int64_t partition_ms, struct hstore **out);
 
 /* Rolls back what was put since the last successful hstore_commit (it is not durable and is
- * not kept), closes every partition, releases the lock and frees s. NULL is fine. */
+ * not kept), closes every partition, releases the lock and frees s. NULL is fine. With the
+ * sealer running, it first seals what has ended, for at most 10 s (hstore_sealer_start). */
 void hstore_close(struct hstore *s);
 
 /* Stores one chunk of `series` (1 .. LIVE_NAME_MAX bytes) of `type`: `count` samples (> 0)
@@ -134,8 +135,9 @@ int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped);
  * hstore_sealer_start starts a thread (at a lower scheduling priority) that seals every closed
  * partition whose end and last commit are at least grace_ms in the past (wall clock), and
  * seals again one that got late chunks, oldest first, retrying
- * after 10 s one that could not be sealed. hstore_sealer_stop (also done by hstore_close)
- * stops it, abandoning a seal in progress. */
+ * after 10 s one that could not be sealed. hstore_sealer_stop stops it, abandoning a seal in
+ * progress. hstore_close first lets it seal, for at most 10 s, every closed partition whose end
+ * has passed (regardless of the grace), then stops it. */
 int hstore_seal(struct hstore *s, int64_t start);
 int hstore_sealer_start(struct hstore *s, int64_t grace_ms);
 void hstore_sealer_stop(struct hstore *s);

@@ -2190,7 +2190,8 @@ static void *seal_loop(void *ud)
 /* The writer and a sealer at once: a thread seals partition T0 whenever it is closed while
  * the writer keeps putting late chunks into it (opening and closing it); every chunk is
  * there at the end, once. Then the sealer thread (hstore_sealer_start) seals the closed
- * partitions whose end is past, and stops with the store. */
+ * partitions whose end is past, seals again one with a late chunk, and at hstore_close seals
+ * what has ended regardless of the grace. */
 static void test_seal_concurrent(void **state)
 {
     const char *dir = tdir(state);
@@ -2254,6 +2255,19 @@ static void test_seal_concurrent(void **state)
     hstore_close(s); /* stops the sealer */
     assert_int_equal(read_all(dir, "other", T0 + 3 * SM, T0 + 4 * SM, &g), 0);
     assert_int_equal(g.n, 41);
+    assert_int_equal(part_int(dir, T0 + 3 * SM, "SELECT count(*) FROM chunks", -1), 0);
+
+    /* hstore_close's last pass seals what has ended, whatever the grace */
+    assert_int_equal(hstore_open(dir, SM, &s), 0);
+    assert_int_equal(hstore_sealer_start(s, 3600000), 0);
+    assert_int_equal(put(s, "y", T0 + 5 * SM, T0 + 5 * SM, 1), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    assert_true(part_int(dir, T0 + 5 * SM, "PRAGMA user_version", -1) != 3);
+    hstore_close(s);
+    assert_int_equal(part_int(dir, T0 + 5 * SM, "PRAGMA user_version", -1), 3);
+    assert_int_equal(read_all(dir, "y", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 1);
+    assert_true(g.c[0].data_ok);
 }
 
 /* Chunks made by the codec (chunk.h), as the writer makes them: decimal doubles (the
