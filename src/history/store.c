@@ -118,7 +118,7 @@
 #define HS_SEAL_PAGE_SIZE  "1024"     /* SQLite page size of a sealed partition (format 3) */
 #define HS_SEAL_RETRY_MS   10000      /* a seal that could not run is tried again after this */
 #define HS_SEAL_CHECK_ROWS 256        /* the sealer looks for an abort every this many chunks */
-#define HS_SEAL_CLOSE_MS   10000      /* hstore_close: at most this long sealing what has ended */
+#define HS_SEAL_CLOSE_MS   20000      /* hstore_close: at most this long sealing what has ended */
 
 /* ---- names and errors ------------------------------------------------------------------- */
 

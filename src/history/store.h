@@ -61,7 +61,7 @@ int hstore_open(const char *dir, int64_t partition_ms, struct hstore **out);
 
 /* Rolls back what was put since the last successful hstore_commit (it is not durable and is
  * not kept), closes every partition, releases the lock and frees s. NULL is fine. With the
- * sealer running, it first seals what has ended, for at most 10 s (hstore_sealer_start). */
+ * sealer running, it first seals what has ended, for at most 20 s (hstore_sealer_start). */
 void hstore_close(struct hstore *s);
 
 /* Stores one chunk of `series` (1 .. LIVE_NAME_MAX bytes) of `type`: `count` samples (> 0)
@@ -136,7 +136,7 @@ int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped);
  * partition whose end and last commit are at least grace_ms in the past (wall clock), and
  * seals again one that got late chunks, oldest first, retrying
  * after 10 s one that could not be sealed. hstore_sealer_stop stops it, abandoning a seal in
- * progress. hstore_close first lets it seal, for at most 10 s, every closed partition whose end
+ * progress. hstore_close first lets it seal, for at most 20 s, every closed partition whose end
  * has passed (regardless of the grace), then stops it. */
 int hstore_seal(struct hstore *s, int64_t start);
 int hstore_sealer_start(struct hstore *s, int64_t grace_ms);
