@@ -592,6 +592,27 @@ EOF
   done
   R[q_ok]=$(awk -v a="$n1" -v e="$e1" -v b="$n2" -v c="$c2" -v s="$(field total_acked "$bres")" 'BEGIN { print (a == e && b + 0 >= 9990 && c == s) ? "yes" : "no" }')
   NOTES+=("query answers: 1 h raw $n1 samples (expected $e1); 30 d $n2 buckets, counting $c2 samples (backfilled $(field total_acked "$bres"))")
+  # The same queries once the store has sealed the partitions that have ended (the sealer
+  # waits for the commit interval + 5 s after a partition's last commit): the answers must be
+  # the same, the latencies show what reading compressed blocks costs.
+  a1=$(curl -s "http://127.0.0.1:$qport$q1&limit=1000000" | md5sum)
+  a2=$(curl -s "http://127.0.0.1:$qport$q2" | md5sum)
+  for _ in $(seq 1 120); do
+    ns=$(curl -s -m 10 "http://127.0.0.1:$qport/api/v1/history/partitions" | jq '[.partitions[] | select(.sealed)] | length' 2>/dev/null || echo 0)
+    [ "${ns:-0}" -ge $((pn - 1)) ] && break
+    sleep 1
+  done
+  b1=$(curl -s "http://127.0.0.1:$qport$q1&limit=1000000" | md5sum)
+  b2=$(curl -s "http://127.0.0.1:$qport$q2" | md5sum)
+  same=$([ "$a1" = "$b1" ] && [ "$a2" = "$b2" ] && echo yes || echo no)
+  NOTES+=("query after sealing: $ns of $pn partitions sealed; answers identical to before: $same")
+  R[q_sealed_same]=$same
+  for q in 1 2; do
+    if [ $q = 1 ]; then path=$q1; what="1 h raw, 1 point, sealed"; else path=$q2; what="30 days, 10 points, 1,000 buckets, sealed"; fi
+    qres=$("$LOAD" get --port "$qport" --path "$path" --repeat "$Q_REPEAT" --server-pid "$qpid" --label "q${q}s" \
+      2>"$qdir/q${q}s.err" | grep '^RESULT' || true)
+    QROWS+=("$what|same answer: $same|$(field p50_ms "$qres")|$(field p99_ms "$qres")|$(field max_ms "$qres")|$(field bytes_per_answer "$qres")|$(field server_cpu_pct "$qres")")
+  done
   stop_pid "$qpid"
   read -r ab as an ac adata asb ass asn <<<"$(store_at_rest "$qdir/data")"
   NOTES+=("query store at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes ($(bps_of "$ab" "$as") bytes/sample), of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample); sealed partitions $asn: $asb bytes, $ass samples ($(bps_of "$asb" "$ass") bytes/sample)")
@@ -694,6 +715,8 @@ fi
 if want query; then
   verdict "queries answer what was stored (1 h raw: all samples; 30 d: ~1,000 buckets per point)" \
     "$(pf "\"${R[q_ok]:-no}\" == \"yes\"")"
+  verdict "queries answer the same after the partitions are sealed" \
+    "$(pf "\"${R[q_sealed_same]:-no}\" == \"yes\"")"
 fi
 NOTES+=("load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)")
 echo
