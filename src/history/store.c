@@ -1709,7 +1709,7 @@ static int seal_write(struct hstore *s, sqlite3 *sdb, const struct hs_meta *m, c
     sqlite3_stmt *rd = NULL, *bl = NULL;
     uint64_t nser = 0, nchunks = 0, nsamples = 0, rows = 0;
     int64_t span = 0, prev_tf = 0, prev_seq = 0;
-    struct seal_row rd_row;
+    struct seal_row rd_row = {0};
     bool rd_has = false, rd_done = false, bl_has = false, bl_done = false;
     struct hblock blk = {0};
     struct hblock_iter it;
