@@ -1713,7 +1713,7 @@ static void seal_name(char *out, size_t n, int k)
     else
         snprintf(out, n, "tank1-%04d", k);
 }
-#define SEAL_NAMES 700
+#define SEAL_NAMES 400
 
 /* Fills partition T0 (of SM): random and adversarial chunks. Returns the chunk count. */
 static uint64_t seal_fill(struct hstore *s, uint64_t seed)
@@ -2133,7 +2133,7 @@ static void test_seal_crash(void **state)
     hstore_close(s);
     seal_views(dir, before);
     part_path(p, sizeof p, dir, T0, "");
-    for (int i = 0; i < 8 && !(sealed && old >= 3); i++) {
+    for (int i = 0; i < 6 && !(sealed && old >= 2); i++) {
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
