@@ -323,6 +323,8 @@ static void metrics_text(void *ud, struct buf *out)
         {"opsd_history_partitions_dropped_total", "counter", "Partitions dropped by retention.", (double)hs.partitions_dropped},
         {"opsd_history_chunks_expired_total", "counter", "Chunks not stored because retention had dropped their partition.", (double)hs.chunks_expired},
         {"opsd_history_store_bytes", "gauge", "Bytes of the partition files.", (double)hs.store_bytes},
+        {"opsd_history_partitions_sealed_total", "counter", "Partitions rewritten into compressed blocks.", (double)hs.partitions_sealed},
+        {"opsd_history_seal_cpu_seconds_total", "counter", "CPU time of the sealer thread.", hs.seal_cpu_s},
         {"opsd_history_series", "gauge", "Series known to the writer.", (double)hs.series},
         {"opsd_history_write_errors_total", "counter", "WAL or store writes that failed.", (double)hs.write_errors},
     };

@@ -275,16 +275,25 @@ opsd_partitions() {
 
 # store_at_rest DIR: "bytes samples files chunks" of the partition files (p-*.db) under DIR/history
 # once opsd has stopped (a clean stop leaves no SQLite -wal behind; one left is counted).
-# A fifth field: the bytes of the encoded chunks alone (what the codec makes of the data).
+# A fifth field: the bytes of the encoded chunks alone (what the codec makes of the data; for
+# a sealed partition, the raw size of its blocks: chunks plus their directories). Then the
+# sealed partitions (format 3) alone: "bytes samples files".
 store_at_rest() {
-  local f b=0 s=0 n=0 c=0 d=0 cs x y z
+  local f b=0 s=0 n=0 c=0 d=0 sb=0 ss=0 sn=0 cs x y z fb fmt
   for f in $(find "$1/history" -name 'p-*.db' 2>/dev/null | sort); do
-    b=$((b + $(stat -c %s "$f") + $( [ -e "$f-wal" ] && stat -c %s "$f-wal" || echo 0)))
-    cs=$(sqlite3 -readonly "$f" 'SELECT coalesce(sum(count), 0), count(*), coalesce(sum(length(data)), 0) FROM chunks' 2>/dev/null || echo "0|0|0")
+    fb=$(($(stat -c %s "$f") + $( [ -e "$f-wal" ] && stat -c %s "$f-wal" || echo 0)))
+    b=$((b + fb))
+    fmt=$(sqlite3 -readonly "$f" 'SELECT format FROM meta' 2>/dev/null || echo 0)
+    if [ "$fmt" = 3 ]; then
+      cs=$(sqlite3 -readonly "$f" 'SELECT samples, chunks, (SELECT coalesce(sum(length(data)), 0) FROM chunks) + (SELECT coalesce(sum(raw), 0) FROM blocks) FROM meta' 2>/dev/null || echo "0|0|0")
+    else
+      cs=$(sqlite3 -readonly "$f" 'SELECT coalesce(sum(count), 0), count(*), coalesce(sum(length(data)), 0) FROM chunks' 2>/dev/null || echo "0|0|0")
+    fi
     IFS='|' read -r x y z <<<"$cs"
     s=$((s + x)); c=$((c + y)); d=$((d + z)); n=$((n + 1))
+    if [ "$fmt" = 3 ]; then sb=$((sb + fb)); ss=$((ss + x)); sn=$((sn + 1)); fi
   done
-  echo "$b $s $n $c $d"
+  echo "$b $s $n $c $d $sb $ss $sn"
 }
 bps_of() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.2f", b / s; else print "-" }'; }
 
@@ -351,12 +360,12 @@ EOF
   read -r pb ps pn pc <<<"$(opsd_partitions "$h1_port")"
   rate=$(awk -v a="$d0" -v b="$d1" -v t="$dt" 'BEGIN { if (t > 0 && a != "-") printf "%.0f", (b - a) / t; else print "-" }')
   stop_pid "$h1_pid"; wait "$h1_mon" 2>/dev/null || true
-  read -r ab as an ac adata <<<"$(store_at_rest "$h1_dir/data")"
+  read -r ab as an ac adata asb ass asn <<<"$(store_at_rest "$h1_dir/data")"
   bps=$(bps_of "$ab" "$as")
   R[h1_opsd_bps]=$bps; R[h1_opsd_rate]=$rate
   R[h1_rss_flat]=$(flat "$r1" "$r2"); R[h1_db_flat]=$(flat "$(awk -v v="$sh1" 'BEGIN{print v/1048576}')" "$(awk -v v="$sh2" 'BEGIN{print v/1048576}')")
   ROWS+=("H1|opsd|$rate|2000|$bps|$(fmt "$(awk -v a="$smin" 'BEGIN{print a/1e6}')" 1)-$(fmt "$(awk -v a="$smax" 'BEGIN{print a/1e6}')" 1)|$(fmt "$cpu" 1)|$(fmt "$rs0" 1) -> $(fmt "$rs1" 1) (peak $(fmt "$hwm" 1))|dropped $(awk -v a="$x0" -v b="$x1" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.0f", b - a }'), buffer max $bmax, $pdrop partitions dropped; RSS ${R[h1_rss_flat]}, store ${R[h1_db_flat]}")
-  NOTES+=("H1/opsd: steady window from ${ws} s to the end (${dt} s); store while running (/api/v1/history/partitions): $pn partitions, $pc chunks, $ps samples, $pb bytes ($(bps_of "$pb" "$ps") bytes/sample); at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes, of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample); RSS max first half $r1 MB, second half $r2 MB; store max first half $sh1 B, second half $sh2 B")
+  NOTES+=("H1/opsd: steady window from ${ws} s to the end (${dt} s); store while running (/api/v1/history/partitions): $pn partitions, $pc chunks, $ps samples, $pb bytes ($(bps_of "$pb" "$ps") bytes/sample); at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes, of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample); sealed partitions $asn: $asb bytes, $ass samples ($(bps_of "$asb" "$ass") bytes/sample); RSS max first half $r1 MB, second half $r2 MB; store max first half $sh1 B, second half $sh2 B")
   NOTES+=("H1/opsd timeline (t s, durable, buffer, store MB, RSS MB): $(awk -v iv=60 '$1 >= nx { printf "%s %s %s %.1f %.1f; ", int($1), $5, $7, $8/1e6, $3/1024; nx = $1 + iv }' "$h1_dir/timeline")")
   # naive
   nres=$(grep '^RESULT' "$TMP/h1-naive/out" || true)
@@ -419,7 +428,7 @@ EOF
     alive=yes; kill -0 "$spid" 2>/dev/null || alive=no
     read -r pb ps pn pc <<<"$(opsd_partitions "$sport")"
     stop_pid "$spid"; wait "$smon" 2>/dev/null || true
-    read -r ab as an ac adata <<<"$(store_at_rest "$sdir/data")"
+    read -r ab as an ac adata asb ass asn <<<"$(store_at_rest "$sdir/data")"
     read -r dt cpu rs0 rs1 rsmax hwm d0 d1 _ _ _ _ r1 r2 <<<"$(win_stats "$sdir/timeline" "$ws" "$SC_DUR" 5)"
     read -r _ _ _ _ _ _ x0 x1 _ _ _ _ _ _ <<<"$(win_stats "$sdir/timeline" 0 "$SC_DUR" 6)"
     read -r _ _ _ _ _ _ _ _ _ bmax _ _ _ _ <<<"$(win_stats "$sdir/timeline" "$ws" "$SC_DUR" 7)"
@@ -438,7 +447,7 @@ EOF
       print (a == "yes" && r != "-" && r >= 0.97 * n && d == 0 && b != "-" && b < n && p + 0 > 0) ? "yes" : "no" }')
     bsec=$(awk -v b="$bmaxall" -v n="$np" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b / n }')
     ROWS+=("scale $np|opsd simulator|$rate|$np|$bps|$(fmt "$(awk -v a="$smin" 'BEGIN{print a/1e6}')" 1)-$(fmt "$(awk -v a="$smax" 'BEGIN{print a/1e6}')" 1)|$(fmt "$cpu" 1)|$(fmt "$rs0" 1) -> $(fmt "$rs1" 1) (peak $(fmt "$hwm" 1))|sustained: $ok (dropped $dropped; buffer max $bmaxall = $bsec s of data, drained to $bmin2 late in the window; point updates $urate/s; $pdrop partitions dropped; RSS $rflat)")
-    NOTES+=("scale $np: window $ws-$SC_DUR s ($dt s); store at the end while running: $pn partitions, $pc chunks, $ps samples, $pb bytes ($(bps_of "$pb" "$ps") bytes/sample); at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes, of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample); opsd alive at the end: $alive")
+    NOTES+=("scale $np: window $ws-$SC_DUR s ($dt s); store at the end while running: $pn partitions, $pc chunks, $ps samples, $pb bytes ($(bps_of "$pb" "$ps") bytes/sample); at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes, of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample); sealed partitions $asn: $asb bytes, $ass samples ($(bps_of "$asb" "$ass") bytes/sample); opsd alive at the end: $alive")
     NOTES+=("scale $np: buffer_max $bufmax; longest checkpoint seen (opsd_history_checkpoint_seconds, sampled every 5 s) $ckmax s")
     NOTES+=("scale $np timeline (t s, durable, dropped, buffer, store MB, RSS MB, CPU % since previous, last checkpoint s): $(awk -v tck="$TCK" '$1 >= nx { printf "%s %s %s %s %.1f %.1f %.0f %s; ", int($1), $5, $6, $7, $8/1e6, $3/1024, (pt != "" && $1 > pt) ? 100 * ($2 - pc) / tck / ($1 - pt) : 0, $15; pt = $1; pc = $2; nx = $1 + 30 }' "$sdir/timeline")")
     if [ "$alive" = no ]; then NOTES+=("scale $np: opsd exited during the run: $(tail -3 "$sdir/stderr" | tr '\n' ' ')"); fi
@@ -480,7 +489,7 @@ EOF
   read -r pb ps pn pc <<<"$(opsd_partitions "$pport")"
   metrics=$(curl -s "http://127.0.0.1:$pport/metrics" | grep -E '^opsd_history_(buffer_samples|durable_total|write_errors_total)' | tr '\n' ' ')
   stop_pid "$ppid"
-  read -r ab as an ac adata <<<"$(store_at_rest "$pdir/data")"
+  read -r ab as an ac adata asb ass asn <<<"$(store_at_rest "$pdir/data")"
   if [ $PERF = 1 ] && [ -s "$TMP/perf-post.txt" ]; then PERFS+=("$(tail -1 "$TMP/perf-post.txt")"); fi
   bps=$(bps_of "$ab" "$as")
   R[post_rate]=$(field acked_per_s "$pres"); R[post_bps]=$bps
@@ -489,7 +498,7 @@ EOF
   R[post_col_rate]=$(field acked_per_s "$cres")
   ROWS+=("POST columnar, 10 per series|opsd|$(field acked_per_s "$cres")|-|(above)|-|$(field server_cpu_pct "$cres")|$(field server_rss_mb "$cres") (peak $(field server_hwm_mb "$cres"))|request p50 $(field p50_ms "$cres") ms, p99 $(field p99_ms "$cres") ms; 503s $(field busy "$cres"), errors $(field errors "$cres"); load tool CPU $(field client_cpu_pct "$cres") %")
   NOTES+=("post columnar: $cres")
-  NOTES+=("post: store after the run while running: $pn partitions, $pc chunks, $ps samples, $pb bytes ($(bps_of "$pb" "$ps") bytes/sample); at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes, of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample); metrics: $metrics")
+  NOTES+=("post: store after the run while running: $pn partitions, $pc chunks, $ps samples, $pb bytes ($(bps_of "$pb" "$ps") bytes/sample); at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes, of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample); sealed partitions $asn: $asb bytes, $ass samples ($(bps_of "$asb" "$ass") bytes/sample); metrics: $metrics")
   [ -s "$pdir/load.err" ] && NOTES+=("post load tool said: $(head -3 "$pdir/load.err" | tr '\n' ' ')")
 fi
 
@@ -583,9 +592,30 @@ EOF
   done
   R[q_ok]=$(awk -v a="$n1" -v e="$e1" -v b="$n2" -v c="$c2" -v s="$(field total_acked "$bres")" 'BEGIN { print (a == e && b + 0 >= 9990 && c == s) ? "yes" : "no" }')
   NOTES+=("query answers: 1 h raw $n1 samples (expected $e1); 30 d $n2 buckets, counting $c2 samples (backfilled $(field total_acked "$bres"))")
+  # The same queries once the store has sealed the partitions that have ended (the sealer
+  # waits for the commit interval + 5 s after a partition's last commit): the answers must be
+  # the same, the latencies show what reading compressed blocks costs.
+  a1=$(curl -s "http://127.0.0.1:$qport$q1&limit=1000000" | md5sum)
+  a2=$(curl -s "http://127.0.0.1:$qport$q2" | md5sum)
+  for _ in $(seq 1 120); do
+    ns=$(curl -s -m 10 "http://127.0.0.1:$qport/api/v1/history/partitions" | jq '[.partitions[] | select(.sealed)] | length' 2>/dev/null || echo 0)
+    [ "${ns:-0}" -ge $((pn - 1)) ] && break
+    sleep 1
+  done
+  b1=$(curl -s "http://127.0.0.1:$qport$q1&limit=1000000" | md5sum)
+  b2=$(curl -s "http://127.0.0.1:$qport$q2" | md5sum)
+  same=$([ "$a1" = "$b1" ] && [ "$a2" = "$b2" ] && echo yes || echo no)
+  NOTES+=("query after sealing: $ns of $pn partitions sealed; answers identical to before: $same")
+  R[q_sealed_same]=$same
+  for q in 1 2; do
+    if [ $q = 1 ]; then path=$q1; what="1 h raw, 1 point, sealed"; else path=$q2; what="30 days, 10 points, 1,000 buckets, sealed"; fi
+    qres=$("$LOAD" get --port "$qport" --path "$path" --repeat "$Q_REPEAT" --server-pid "$qpid" --label "q${q}s" \
+      2>"$qdir/q${q}s.err" | grep '^RESULT' || true)
+    QROWS+=("$what|same answer: $same|$(field p50_ms "$qres")|$(field p99_ms "$qres")|$(field max_ms "$qres")|$(field bytes_per_answer "$qres")|$(field server_cpu_pct "$qres")")
+  done
   stop_pid "$qpid"
-  read -r ab as an ac adata <<<"$(store_at_rest "$qdir/data")"
-  NOTES+=("query store at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes ($(bps_of "$ab" "$as") bytes/sample), of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample)")
+  read -r ab as an ac adata asb ass asn <<<"$(store_at_rest "$qdir/data")"
+  NOTES+=("query store at rest after the stop: $an files, $ac chunks, $as samples, $ab bytes ($(bps_of "$ab" "$as") bytes/sample), of which encoded chunks $adata ($(bps_of "$adata" "$as") bytes/sample); sealed partitions $asn: $asb bytes, $ass samples ($(bps_of "$asb" "$ass") bytes/sample)")
 fi
 
 # ================================ T1 ================================
@@ -685,6 +715,8 @@ fi
 if want query; then
   verdict "queries answer what was stored (1 h raw: all samples; 30 d: ~1,000 buckets per point)" \
     "$(pf "\"${R[q_ok]:-no}\" == \"yes\"")"
+  verdict "queries answer the same after the partitions are sealed" \
+    "$(pf "\"${R[q_sealed_same]:-no}\" == \"yes\"")"
 fi
 NOTES+=("load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)")
 echo

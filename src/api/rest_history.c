@@ -389,6 +389,9 @@ static int list_one(void *ud, const struct hstore_partition_info *p)
         jw_double(&pw->out, (double)(int64_t)(p->bytes * 100 / p->samples) / 100);
     else
         jw_raw(&pw->out, "null");
+    if (p->format)
+        buf_printf(&pw->out, ",\"format\":%d,\"sealed\":%s", p->format,
+                   p->format == 3 ? "true" : "false");
     if (!pw->verify) {
         jw_raw(&pw->out, ",\"error\":");
         if (p->error)

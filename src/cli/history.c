@@ -898,9 +898,11 @@ int cmd_history_partitions(struct ctl *c, const struct opts *o)
         json_decref(j);
         return CTL_OK;
     }
-    enum { P_FILE, P_START, P_END, P_SIZE, P_SERIES, P_CHUNKS, P_SAMPLES, P_BPS, P_ERROR, P_N };
-    static const char *const titles[P_N] = {"FILE",   "START",   "END",          "SIZE", "SERIES",
-                                            "CHUNKS", "SAMPLES", "BYTES/SAMPLE", "ERROR"};
+    enum { P_FILE, P_START, P_END, P_SIZE, P_SERIES, P_CHUNKS, P_SAMPLES, P_BPS, P_SEALED,
+           P_ERROR, P_N };
+    static const char *const titles[P_N] = {"FILE",    "START",        "END",    "SIZE",
+                                            "SERIES",  "CHUNKS",       "SAMPLES", "BYTES/SAMPLE",
+                                            "SEALED",  "ERROR"};
     struct cli_table t;
     cli_table_init(&t, P_N, titles,
                    1u << P_SIZE | 1u << P_SERIES | 1u << P_CHUNKS | 1u << P_SAMPLES |
@@ -925,6 +927,8 @@ int cmd_history_partitions(struct ctl *c, const struct opts *o)
         row[P_CHUNKS] = text_cell(&b, p, "chunks", "-");
         row[P_SAMPLES] = text_cell(&b, p, "samples", "-");
         row[P_BPS] = text_cell(&b, p, "bytes_per_sample", "-");
+        const json_t *js = json_object_get(p, "sealed");
+        row[P_SEALED] = xstrdup(!json_is_boolean(js) ? "-" : json_is_true(js) ? "yes" : "no");
         row[P_ERROR] = text_cell(&b, p, "error", "-");
         bytes += json_number_value(json_object_get(p, "bytes"));
         samples += json_number_value(json_object_get(p, "samples"));

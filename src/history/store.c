@@ -84,8 +84,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,6 +97,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
+#include "history/block.h"
 
 #define HS_MOD             "history"
 #define HS_APP_ID          0x4f505348 /* "OPSH" */
@@ -111,6 +115,10 @@
 #define HS_NAME_LEN        48         /* "p-" + 19 digits + ".db-journal" + NUL, with room */
 #define HS_ERR_LEN         320
 #define HS_TRUST_NS        2000000000LL /* a listing older than DIR's mtime by this is reused */
+#define HS_SEAL_PAGE_SIZE  "1024"     /* SQLite page size of a sealed partition (format 3) */
+#define HS_SEAL_RETRY_MS   10000      /* a seal that could not run is tried again after this */
+#define HS_SEAL_CHECK_ROWS 256        /* the sealer looks for an abort every this many chunks */
+#define HS_SEAL_CLOSE_MS   20000      /* hstore_close: at most this long sealing what has ended */
 
 /* ---- names and errors ------------------------------------------------------------------- */
 
@@ -443,6 +451,11 @@ enum {
     ST_COUNT
 };
 
+/* The blocks of a sealed partition (format 3) that may hold series ?1, in order: the first
+ * row with last >= ?1, and the ones after it while their first is ?1 (a series continued
+ * into the next block). */
+#define HS_BLOCKS_SQL "SELECT first, raw, data, last, n FROM blocks WHERE last >= ?1 ORDER BY last, n"
+
 static const char *const st_sql[ST_COUNT] = {
     [ST_FIND_SERIES] = "SELECT id, type FROM series WHERE name = ?1",
     [ST_INS_SERIES] = "INSERT INTO series(name, type, id) VALUES (?1, ?2, ?3)",
@@ -472,7 +485,14 @@ struct hs_part {
     struct hs_series *slot;
     size_t cap, nser;  /* slots (a power of two, or 0) and series in them */
     bool in_txn;
+    int format;
     uint64_t use;      /* LRU tick */
+    sqlite3_stmt *blocks;    /* format 3: HS_BLOCKS_SQL, prepared when first needed */
+    struct hblock cache;     /* format 3: the block decoded last (a replay's duplicates) */
+    uint8_t *cbuf;           /* format 3: a chunk rebuilt from a block */
+    size_t ccap;
+    char cache_last[LIVE_NAME_MAX + 1];
+    int64_t cache_n;
     /* the open transaction's contribution, applied to meta at commit */
     uint64_t p_series, p_chunks, p_samples;
     int64_t p_span;
@@ -484,6 +504,11 @@ struct hs_ent {
     uint64_t series, chunks, samples, bytes;  /* committed; 0 for a bad file but bytes */
     bool bad;                                 /* a file with this name that is not valid */
     bool unsealed;                            /* closed, but still in WAL mode (part_seal) */
+    int format;                               /* 1, 2, or 3 (sealed into blocks) */
+    bool sealing;                             /* the sealer is rewriting it */
+    int64_t seal_after;                       /* the sealer tries it again from then (ms) */
+    int64_t last_write;                       /* wall clock of its last commit (ms), or 0 */
+    bool late;                                /* sealed, with chunks in its chunks table */
     struct hs_part *part;                     /* open, or NULL */
 };
 
@@ -502,6 +527,19 @@ struct hstore {
     uint64_t t_bytes, t_chunks, t_samples;
     _Atomic size_t a_parts;
     _Atomic uint64_t a_bytes, a_chunks, a_samples;
+    /* Sealing (hstore_seal, the sealer thread). `lock` (recursive) guards what the sealer and
+     * the writer both touch: ent[] (its order and size), each entry's part (open or not),
+     * format, bytes, sealing and seal_after, and the t_ totals. The writer thread reads
+     * ent[] without it (only the writer changes the array); it takes it to change them. */
+    pthread_mutex_t lock;
+    _Atomic bool seal_abort;  /* the writer needs the partition being sealed, or is closing */
+    bool sealer_started, sealer_quit;
+    bool sealer_final, sealer_idle; /* hstore_close's last pass, and the sealer found no work */
+    pthread_cond_t sealer_done;
+    int64_t seal_grace;
+    pthread_t sealer;
+    pthread_cond_t sealer_wake;
+    _Atomic uint64_t a_sealed, a_seal_cpu_ns, a_seal_samples;
 };
 
 static void stats_publish(struct hstore *s)
@@ -641,6 +679,9 @@ static void part_close(struct hstore *s, struct hs_ent *e, bool dropping)
     part_rollback(p);
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(p->st[i]);
+    sqlite3_finalize(p->blocks);
+    hblock_free(&p->cache);
+    free(p->cbuf);
     if (dropping)
         sqlite3_db_config(p->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
     else
@@ -650,7 +691,9 @@ static void part_close(struct hstore *s, struct hs_ent *e, bool dropping)
                   sqlite3_errmsg(p->db));
     ser_clear(p);
     free(p);
+    pthread_mutex_lock(&s->lock);
     e->part = NULL;
+    pthread_mutex_unlock(&s->lock);
     s->nopen--;
 }
 
@@ -817,6 +860,8 @@ static int part_open(struct hstore *s, struct hs_ent *e)
     p = xzalloc(sizeof *p);
     p->db = db;
     p->nser_committed = m.series;
+    p->format = (int)m.format;
+    e->format = (int)m.format;
     /* WAL mode while written, so that readers never wait for the writer. Should a reader
      * keep it from switching (past the busy timeout), commits still work and are as
      * durable, in rollback-journal mode; readers then wait during each commit. */
@@ -847,7 +892,18 @@ static int part_open(struct hstore *s, struct hs_ent *e)
     return 0;
 }
 
+static int commit_all_locked(struct hstore *s);
+
 static int commit_all(struct hstore *s)
+{
+    int rc;
+    pthread_mutex_lock(&s->lock);
+    rc = commit_all_locked(s);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+static int commit_all_locked(struct hstore *s)
 {
     for (size_t i = 0; i < s->nent; i++) {
         struct hs_ent *e = &s->ent[i];
@@ -874,6 +930,9 @@ static int commit_all(struct hstore *s)
             return rc;
         }
         p->in_txn = false;
+        e->last_write = now_ms();
+        if (p->format == 3 && p->p_chunks > 0)
+            e->late = true; /* sealed again later, blocks and late chunks merged */
         p->nser_committed += (int64_t)p->p_series;
         e->series += p->p_series;
         e->chunks += p->p_chunks;
@@ -909,28 +968,49 @@ static int make_room(struct hstore *s)
     return 0;
 }
 
-/* The open partition starting at `start`, created when missing. */
+static int part_get_locked(struct hstore *s, int64_t start, struct hs_part **out);
+
+/* The open partition starting at `start`, created when missing. The fast path (open already)
+ * takes no lock; opening one does, so that the sealer neither starts on it meanwhile nor
+ * replaces its file under the writer (a seal in progress is told to give up). */
 static int part_get(struct hstore *s, int64_t start, struct hs_part **out)
 {
     bool found;
     size_t at = ent_find(s, start, &found);
-    struct hs_ent *e;
     int rc;
 
     if (found && s->ent[at].part) {
         *out = s->ent[at].part;
         return 0;
     }
-    if (found && s->ent[at].bad)
-        return -EBADMSG;
+    pthread_mutex_lock(&s->lock);
+    rc = part_get_locked(s, start, out);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+static int part_get_locked(struct hstore *s, int64_t start, struct hs_part **out)
+{
+    bool found;
+    size_t at;
+    struct hs_ent *e;
+    int rc;
+
     rc = make_room(s);
     if (rc < 0)
         return rc;
+    at = ent_find(s, start, &found);
+    if (found && s->ent[at].bad)
+        return -EBADMSG;
+    if (found && s->ent[at].sealing)
+        atomic_store(&s->seal_abort, true); /* the sealer gives up before replacing the file */
     if (!found) {
-        rc = part_create(s, start, part_format(s, at));
+        int format = part_format(s, at);
+        rc = part_create(s, start, format);
         if (rc < 0)
             return rc;
         e = ent_insert(s, at, start);
+        e->format = format;
         s->t_parts++;
     } else {
         e = &s->ent[at];
@@ -1041,6 +1121,82 @@ static int chunk_insert(struct hs_part *p, int64_t id, enum pt_type type, int64_
     }
 }
 
+/* Byte order of SQLite's BINARY collation: memcmp, then the shorter first. */
+static int text_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c ? c : (alen > blen) - (alen < blen);
+}
+
+struct dup_find {
+    const char *name;
+    size_t nlen;
+    enum pt_type type;
+    int64_t t_first, t_last;
+    uint32_t count;
+    const void *data;
+    size_t len;
+    uint8_t **buf;     /* for a form-1 chunk rebuilt */
+    size_t *cap;
+};
+
+static int dup_walk(void *ud, const struct hblock_entry *e)
+{
+    const struct dup_find *f = ud;
+    const uint8_t *data;
+    size_t len;
+    return e->nlen == f->nlen && memcmp(e->name, f->name, f->nlen) == 0 &&
+           e->t_first == f->t_first && e->t_last == f->t_last && e->count == f->count &&
+           e->type == (uint8_t)f->type && e->len == f->len &&
+           hblock_chunk(e, f->buf, f->cap, &data, &len) == 0 && len == f->len &&
+           memcmp(data, f->data, f->len) == 0;
+}
+
+/* Sealed partitions (format 3): whether the blocks already hold this very chunk (a replay of
+ * the caller's log after the partition was sealed). The block decoded last is kept. A block
+ * that does not decode is reported and taken as not holding it. SQLite result code. */
+static int block_dup(struct hstore *s, int64_t start, struct hs_part *p, const struct dup_find *f,
+                     bool *dup)
+{
+    int src;
+    *dup = false;
+    if (!p->blocks) {
+        src = sqlite3_prepare_v3(p->db, HS_BLOCKS_SQL, -1, SQLITE_PREPARE_PERSISTENT, &p->blocks,
+                                 NULL);
+        if (src != SQLITE_OK)
+            return src;
+    }
+    sqlite3_bind_text(p->blocks, 1, f->name, (int)f->nlen, SQLITE_STATIC);
+    while ((src = sqlite3_step(p->blocks)) == SQLITE_ROW) {
+        const char *first = (const char *)sqlite3_column_text(p->blocks, 0);
+        const char *last = (const char *)sqlite3_column_text(p->blocks, 3);
+        int64_t n = sqlite3_column_int64(p->blocks, 4);
+        if (!first || !last ||
+            text_cmp(first, (size_t)sqlite3_column_bytes(p->blocks, 0), f->name, f->nlen) > 0)
+            break;
+        if (!p->cache.n || p->cache_n != n || strcmp(p->cache_last, last) != 0) {
+            char err[HS_ERR_LEN];
+            if (hblock_decode(sqlite3_column_blob(p->blocks, 2),
+                              (size_t)sqlite3_column_bytes(p->blocks, 2),
+                              (size_t)sqlite3_column_int64(p->blocks, 1), start, s->len,
+                              &p->cache, err, sizeof err) < 0) {
+                log_warn(HS_MOD, "store %s: partition %" PRId64 ": block %" PRId64 ": %s", s->dir,
+                         start, n, err);
+                continue;
+            }
+            snprintf(p->cache_last, sizeof p->cache_last, "%s", last);
+            p->cache_n = n;
+        }
+        struct dup_find fc = *f;
+        if (hblock_walk(&p->cache, dup_walk, &fc)) {
+            *dup = true;
+            break;
+        }
+    }
+    sqlite3_reset(p->blocks);
+    return src == SQLITE_ROW || src == SQLITE_DONE ? SQLITE_OK : src;
+}
+
 int hstore_put(struct hstore *s, const char *series, enum pt_type type, int64_t t_first,
                int64_t t_last, uint32_t count, const void *data, size_t len)
 {
@@ -1075,7 +1231,17 @@ int hstore_put(struct hstore *s, const char *series, enum pt_type type, int64_t 
         }
         p->in_txn = true;
     }
-    src = series_id(p, series, n, type, &id);
+    dup = false;
+    src = SQLITE_OK;
+    if (p->format == 3) {
+        struct dup_find f = {series, n, type, t_first, t_last, count, data, len, &p->cbuf,
+                             &p->ccap};
+        src = block_dup(s, start, p, &f, &dup);
+        if (src == SQLITE_OK && dup)
+            return 0;
+    }
+    if (src == SQLITE_OK)
+        src = series_id(p, series, n, type, &id);
     if (src == SQLITE_OK)
         src = chunk_insert(p, id, type, t_first, t_last, count, data, len, &dup);
     if (src != SQLITE_OK) {
@@ -1106,6 +1272,18 @@ int hstore_commit(struct hstore *s)
     rc = commit_all(s);
     if (rc < 0)
         return rc;
+    if (s->sealer_started) {
+        /* a partition past its end plus the grace gets no more chunks but late ones: close
+         * it now rather than when the writer is two partitions further, so that the sealer
+         * can seal it (a late chunk opens it again) */
+        int64_t now = now_ms();
+        for (size_t i = 0; i < s->nent; i++) {
+            struct hs_ent *e = &s->ent[i];
+            if (e->part && !e->part->in_txn && e->start <= now - s->len - s->seal_grace &&
+                e->last_write <= now - s->seal_grace)
+                part_close(s, e, false);
+        }
+    }
     while (s->nopen > HS_KEEP_OPEN) {
         struct hs_ent *lru = NULL;
         for (size_t i = 0; i < s->nent; i++) {
@@ -1126,7 +1304,7 @@ static void seal_retry(struct hstore *s)
         char path[PATH_MAX], err[HS_ERR_LEN];
         struct hs_meta m;
         sqlite3 *db;
-        if (!e->unsealed || e->part || e->bad)
+        if (!e->unsealed || e->part || e->bad || e->sealing)
             continue;
         path_fmt(path, sizeof path, s->dir, e->start, HS_DB);
         if (part_open_db(path, SQLITE_OPEN_READWRITE, &db, &m, err, sizeof err) == 0) {
@@ -1137,15 +1315,26 @@ static void seal_retry(struct hstore *s)
     }
 }
 
+static int drop_before_locked(struct hstore *s, int64_t cutoff_ms, size_t *dropped);
+
 int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped)
 {
-    size_t n = 0;
-    int rc = 0;
-
+    int rc;
     if (dropped)
         *dropped = 0;
     if (!s)
         return -EINVAL;
+    pthread_mutex_lock(&s->lock);
+    rc = drop_before_locked(s, cutoff_ms, dropped);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+static int drop_before_locked(struct hstore *s, int64_t cutoff_ms, size_t *dropped)
+{
+    size_t n = 0;
+    int rc = 0;
+
     if (cutoff_ms < INT64_MIN + s->len)
         return 0;
     if (cutoff_ms > s->floor)
@@ -1154,6 +1343,8 @@ int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped)
         struct hs_ent *e = &s->ent[0];
         char path[PATH_MAX];
 
+        if (e->sealing)
+            atomic_store(&s->seal_abort, true); /* its new file is not renamed into place */
         part_close(s, e, true);
         path_fmt(path, sizeof path, s->dir, e->start, HS_DB);
         if (unlink(path) < 0 && errno != ENOENT) {
@@ -1197,6 +1388,9 @@ void hstore_stats(const struct hstore *s, struct hstore_stats *st)
     st->bytes = atomic_load_explicit(&s->a_bytes, memory_order_relaxed);
     st->chunks = atomic_load_explicit(&s->a_chunks, memory_order_relaxed);
     st->samples = atomic_load_explicit(&s->a_samples, memory_order_relaxed);
+    st->sealed = atomic_load_explicit(&s->a_sealed, memory_order_relaxed);
+    st->seal_cpu_ns = atomic_load_explicit(&s->a_seal_cpu_ns, memory_order_relaxed);
+    st->seal_samples = atomic_load_explicit(&s->a_seal_samples, memory_order_relaxed);
 }
 
 static int cmp_ent(const void *a, const void *b)
@@ -1312,6 +1506,11 @@ static int hs_scan(struct hstore *s)
             break;
         }
         e->unsealed = m.wal && !part_seal(db);
+        e->format = (int)m.format;
+        if (m.format == 3) {
+            int64_t late = 0;
+            e->late = q_int(db, "SELECT count(*) FROM chunks", &late) == SQLITE_OK && late > 0;
+        }
         sqlite3_close(db);
         if (m.length != s->len && !other_len) {
             other_len = m.length;
@@ -1380,6 +1579,15 @@ int hstore_open(const char *dir, int64_t partition_ms, struct hstore **out)
     s->dir = xstrdup(dir);
     s->dirfd = fd;
     s->len = partition_ms;
+    {
+        pthread_mutexattr_t ma;
+        pthread_mutexattr_init(&ma);
+        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+        pthread_mutex_init(&s->lock, &ma);
+        pthread_mutexattr_destroy(&ma);
+        pthread_cond_init(&s->sealer_wake, NULL);
+        pthread_cond_init(&s->sealer_done, NULL);
+    }
     rc = hs_scan(s);
     if (rc < 0) {
         hstore_close(s);
@@ -1395,11 +1603,532 @@ void hstore_close(struct hstore *s)
         return;
     for (size_t i = 0; i < s->nent; i++)
         part_close(s, &s->ent[i], false);
+    if (s->sealer_started && !s->failed) {
+        /* a last pass: what has ended is sealed now (the grace no longer matters: nothing is
+         * written any more), for at most HS_SEAL_CLOSE_MS, so that a store at rest is sealed
+         * but for its current partition; what is left is sealed after the next start */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += HS_SEAL_CLOSE_MS / 1000;
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->nent; i++)
+            s->ent[i].seal_after = 0; /* a failure in this pass sets it: tried once */
+        s->sealer_final = true;
+        s->sealer_idle = false;
+        pthread_cond_signal(&s->sealer_wake);
+        while (!s->sealer_idle &&
+               pthread_cond_timedwait(&s->sealer_done, &s->lock, &ts) == 0)
+            ;
+        pthread_mutex_unlock(&s->lock);
+    }
+    hstore_sealer_stop(s);
     seal_retry(s);
     free(s->ent);
     close(s->dirfd); /* releases the lock */
+    pthread_cond_destroy(&s->sealer_wake);
+    pthread_cond_destroy(&s->sealer_done);
+    pthread_mutex_destroy(&s->lock);
     free(s->dir);
     free(s);
+}
+
+/* ---- sealing: a closed partition's chunks rewritten into compressed blocks (format 3) --- */
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* The schema of a sealed partition: the tables of format 2 (empty, for late chunks) and the
+ * blocks. */
+#define HS_BLOCKS_TABLE                                                                        \
+    "CREATE TABLE blocks(last TEXT NOT NULL, n INTEGER NOT NULL, first TEXT NOT NULL,"         \
+    " chunks INTEGER NOT NULL, samples INTEGER NOT NULL, raw INTEGER NOT NULL,"                \
+    " data BLOB NOT NULL, PRIMARY KEY(last, n)) WITHOUT ROWID;"
+
+struct seal_out {
+    sqlite3 *db;
+    sqlite3_stmt *ins;
+    struct hblock_builder b;
+    int64_t nblocks;
+    uint64_t zbytes;
+};
+
+/* Compresses the block being built and inserts it. SQLite result code. */
+static int seal_flush(struct seal_out *o)
+{
+    char first[LIVE_NAME_MAX + 1], last[LIVE_NAME_MAX + 1];
+    uint64_t chunks = o->b.n, samples = o->b.samples;
+    uint8_t *z;
+    size_t zl, raw;
+    int src;
+
+    if (o->b.n == 0)
+        return SQLITE_OK;
+    memcpy(first, o->b.first, o->b.firstlen + 1);
+    memcpy(last, o->b.prev, o->b.prevlen + 1);
+    if (hblock_finish(&o->b, HBLOCK_LEVEL, &z, &zl, &raw) < 0)
+        return SQLITE_NOMEM;
+    sqlite3_bind_text(o->ins, 1, last, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(o->ins, 2, o->nblocks);
+    sqlite3_bind_text(o->ins, 3, first, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(o->ins, 4, (int64_t)chunks);
+    sqlite3_bind_int64(o->ins, 5, (int64_t)samples);
+    sqlite3_bind_int64(o->ins, 6, (int64_t)raw);
+    sqlite3_bind_blob(o->ins, 7, z, (int)zl, SQLITE_STATIC);
+    src = sqlite3_step(o->ins);
+    sqlite3_reset(o->ins);
+    sqlite3_clear_bindings(o->ins);
+    free(z);
+    o->nblocks++;
+    o->zbytes += zl;
+    return src == SQLITE_DONE ? SQLITE_OK : src;
+}
+
+/* A chunk as the sealer reads it (from the chunks table or from a block). */
+struct seal_row {
+    const char *name;
+    size_t nlen;
+    int64_t type, tf, tl, count;
+    const void *data;
+    size_t len;
+};
+
+/* Writes the sealed copy of the partition open in `src` (meta m) to `tmp`: every chunk, in
+ * (name, t_first, seq) order, into blocks. 0, -ECANCELED (the writer or retention wants the
+ * partition: seal_abort), -EBADMSG (a chunk that is not sane, or counters that do not match:
+ * nothing is sealed that could lose a chunk), or an I/O code. */
+static int seal_write(struct hstore *s, sqlite3 *sdb, const struct hs_meta *m, const char *tmp,
+                      uint64_t *nser_out, uint64_t *nblocks_out)
+{
+    char sql[2048], prev[LIVE_NAME_MAX + 1];
+    size_t prevlen = 0;
+    struct seal_out o;
+    sqlite3_stmt *rd = NULL, *bl = NULL;
+    uint64_t nser = 0, nchunks = 0, nsamples = 0, rows = 0;
+    int64_t span = 0, prev_tf = 0, prev_seq = 0;
+    struct seal_row rd_row = {0};
+    bool rd_has = false, rd_done = false, bl_has = false, bl_done = false;
+    struct hblock blk = {0};
+    struct hblock_iter it;
+    struct hblock_entry bent;
+    uint8_t *cbuf = NULL;
+    size_t ccap = 0;
+    char berr[HS_ERR_LEN];
+    int rc = 0, src;
+    char *emsg = NULL;
+
+    memset(&o, 0, sizeof o);
+    hblock_builder_init(&o.b, m->start);
+    snprintf(sql, sizeof sql,
+             "PRAGMA page_size = " HS_SEAL_PAGE_SIZE ";"
+             "PRAGMA application_id = %d;"
+             "PRAGMA user_version = 3;"
+             "PRAGMA journal_mode = OFF;"
+             "PRAGMA synchronous = OFF;"
+             "BEGIN;"
+             "CREATE TABLE meta(format INTEGER NOT NULL, start INTEGER NOT NULL,"
+             " length INTEGER NOT NULL, series INTEGER NOT NULL, chunks INTEGER NOT NULL,"
+             " samples INTEGER NOT NULL, max_span INTEGER NOT NULL);"
+             "%s" HS_BLOCKS_TABLE,
+             HS_APP_ID, part_tables[2]);
+    src = sqlite3_open_v2(tmp, &o.db,
+                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(o.db, sql, NULL, NULL, &emsg);
+    if (src == SQLITE_OK)
+        src = sqlite3_prepare_v2(o.db,
+                                 "INSERT INTO blocks(last, n, first, chunks, samples, raw, data)"
+                                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                                 -1, &o.ins, NULL);
+    if (src != SQLITE_OK) {
+        rc = hs_errno(o.db, src);
+        log_error(HS_MOD, "store %s: sealing %" PRId64 ": cannot create %s: %s", s->dir,
+                  m->start, tmp, emsg ? emsg : o.db ? sqlite3_errmsg(o.db) : sqlite3_errstr(src));
+        goto out;
+    }
+    src = sqlite3_prepare_v2(sdb,
+                             "SELECT s.name, c.type, c.t_first, c.seq, c.t_last, c.count, c.data "
+                             "FROM series s JOIN chunks c ON c.series = s.id "
+                             "ORDER BY s.name, c.t_first, c.seq",
+                             -1, &rd, NULL);
+    if (src == SQLITE_OK && m->format == 3) /* sealed before: its blocks, merged */
+        src = sqlite3_prepare_v2(sdb, "SELECT raw, data, n FROM blocks ORDER BY last, n", -1,
+                                 &bl, NULL);
+    if (src != SQLITE_OK) {
+        rc = hs_errno(sdb, src) ? hs_errno(sdb, src) : -EIO;
+        log_error(HS_MOD, "store %s: sealing partition %" PRId64 ": %s", s->dir, m->start,
+                  sqlite3_errmsg(sdb));
+        goto out;
+    }
+    hblock_iter_init(&blk, &it);
+    for (;;) {
+        struct seal_row row;
+        int64_t seq;
+
+        /* the next row of the chunks table, and the next chunk of the blocks */
+        if (!rd_has && !rd_done) {
+            src = sqlite3_step(rd);
+            if (src == SQLITE_ROW) {
+                rd_row.name = (const char *)sqlite3_column_text(rd, 0);
+                rd_row.nlen = (size_t)sqlite3_column_bytes(rd, 0);
+                rd_row.type = sqlite3_column_int64(rd, 1);
+                rd_row.tf = sqlite3_column_int64(rd, 2);
+                rd_row.tl = sqlite3_column_int64(rd, 4);
+                rd_row.count = sqlite3_column_int64(rd, 5);
+                rd_row.data = sqlite3_column_blob(rd, 6);
+                rd_row.len = (size_t)sqlite3_column_bytes(rd, 6);
+                if (!rd_row.name || rd_row.nlen == 0 || rd_row.nlen > LIVE_NAME_MAX ||
+                    rd_row.type < 0 || rd_row.type > PT_STRING || rd_row.count <= 0 ||
+                    rd_row.count > UINT32_MAX || rd_row.tf < m->start || rd_row.tl < rd_row.tf ||
+                    rd_row.tl - m->start >= m->length || sqlite3_column_int64(rd, 3) < 0 ||
+                    !rd_row.data || sqlite3_column_type(rd, 6) != SQLITE_BLOB ||
+                    rd_row.len == 0 || rd_row.len > HSTORE_DATA_MAX) {
+                    log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed: a chunk of "
+                              "%s at %" PRId64 " is not sane (opsctl history verify)", s->dir,
+                              m->start, rd_row.name ? rd_row.name : "?", rd_row.tf);
+                    rc = -EBADMSG;
+                    break;
+                }
+                rd_has = true;
+            } else if (src == SQLITE_DONE) {
+                rd_done = true;
+            } else {
+                rc = hs_errno(sdb, src) ? hs_errno(sdb, src) : -EIO;
+                log_error(HS_MOD, "store %s: sealing partition %" PRId64 ": reading it: %s",
+                          s->dir, m->start, sqlite3_errmsg(sdb));
+                break;
+            }
+        }
+        while (bl && !bl_has && !bl_done) {
+            if (hblock_iter_next(&it, &bent) == 1) {
+                bl_has = true;
+                break;
+            }
+            src = sqlite3_step(bl);
+            if (src == SQLITE_DONE) {
+                bl_done = true;
+                break;
+            }
+            if (src != SQLITE_ROW ||
+                hblock_decode(sqlite3_column_blob(bl, 1), (size_t)sqlite3_column_bytes(bl, 1),
+                              (size_t)sqlite3_column_int64(bl, 0), m->start, m->length, &blk,
+                              berr, sizeof berr) < 0) {
+                log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed again: block %"
+                          PRId64 ": %s (opsctl history verify)", s->dir, m->start,
+                          src == SQLITE_ROW ? (int64_t)sqlite3_column_int64(bl, 2) : -1,
+                          src == SQLITE_ROW ? berr : sqlite3_errmsg(sdb));
+                rc = -EBADMSG;
+                break;
+            }
+            hblock_iter_init(&blk, &it);
+        }
+        if (rc < 0)
+            break;
+        if (!rd_has && !bl_has)
+            break;
+        /* the smaller key first; at an equal one the block's (stored before) */
+        if (bl_has && (!rd_has || text_cmp(bent.name, bent.nlen, rd_row.name, rd_row.nlen) < 0 ||
+                       (text_cmp(bent.name, bent.nlen, rd_row.name, rd_row.nlen) == 0 &&
+                        bent.t_first <= rd_row.tf))) {
+            const uint8_t *d;
+            size_t dl;
+            if (hblock_chunk(&bent, &cbuf, &ccap, &d, &dl) < 0) {
+                log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed again: a chunk "
+                          "of %s in a block does not rebuild (opsctl history verify)", s->dir,
+                          m->start, bent.name);
+                rc = -EBADMSG;
+                break;
+            }
+            row = (struct seal_row){bent.name, bent.nlen, bent.type, bent.t_first, bent.t_last,
+                                    bent.count, d, dl};
+            bl_has = false;
+        } else {
+            row = rd_row;
+            rd_has = false;
+        }
+
+        if (++rows % HS_SEAL_CHECK_ROWS == 0 && atomic_load(&s->seal_abort)) {
+            rc = -ECANCELED;
+            break;
+        }
+        if (nser == 0 || text_cmp(row.name, row.nlen, prev, prevlen) != 0) {
+            nser++;
+            memcpy(prev, row.name, row.nlen);
+            prev[row.nlen] = '\0';
+            prevlen = row.nlen;
+            seq = 0;
+        } else {
+            seq = row.tf == prev_tf ? prev_seq + 1 : 0; /* renumbered: blocks and late merged */
+        }
+        prev_tf = row.tf;
+        prev_seq = seq;
+        if (hblock_raw_size(&o.b) >= HBLOCK_RAW_TARGET && (src = seal_flush(&o)) != SQLITE_OK) {
+            rc = hs_errno(o.db, src) ? hs_errno(o.db, src) : -EIO;
+            log_error(HS_MOD, "store %s: sealing partition %" PRId64 ": %s", s->dir, m->start,
+                      sqlite3_errmsg(o.db));
+            break;
+        }
+        if (hblock_add(&o.b, row.name, row.nlen, (enum pt_type)row.type, row.tf, seq, row.tl,
+                       (uint32_t)row.count, row.data, row.len) < 0) {
+            log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed: its chunks do not "
+                      "come in key order (%s at %" PRId64 ")", s->dir, m->start, row.name, row.tf);
+            rc = -EBADMSG;
+            break;
+        }
+        nchunks++;
+        nsamples += (uint64_t)row.count;
+        if (row.tl - row.tf > span)
+            span = row.tl - row.tf;
+    }
+    if (rc == 0 && (src = seal_flush(&o)) != SQLITE_OK) {
+        rc = hs_errno(o.db, src);
+        if (rc == 0)
+            rc = -EIO;
+    }
+    if (rc == 0 && (nchunks != (uint64_t)m->chunks || nsamples != (uint64_t)m->samples)) {
+        log_error(HS_MOD, "store %s: partition %" PRId64 " is not sealed: its meta row counts %"
+                  PRId64 " chunks and %" PRId64 " samples, its tables %" PRIu64 " and %" PRIu64
+                  " (opsctl history verify)", s->dir, m->start, m->chunks, m->samples, nchunks,
+                  nsamples);
+        rc = -EBADMSG;
+    }
+    if (rc == 0) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO meta VALUES (3, %" PRId64 ", %" PRId64 ", %" PRIu64 ", %" PRIu64
+                 ", %" PRIu64 ", %" PRId64 "); COMMIT;",
+                 m->start, m->length, nser, nchunks, nsamples, span);
+        src = sqlite3_exec(o.db, sql, NULL, NULL, NULL);
+        if (src != SQLITE_OK) {
+            rc = hs_errno(o.db, src);
+            log_error(HS_MOD, "store %s: sealing partition %" PRId64 ": %s", s->dir, m->start,
+                      sqlite3_errmsg(o.db));
+        }
+    }
+    *nser_out = nser;
+    *nblocks_out = (uint64_t)o.nblocks;
+    if (rc == 0)
+        log_debug(HS_MOD, "store %s: partition %" PRId64 ": %" PRIu64 " of %" PRIu64
+                  " chunks in columns, %" PRIu64 " bytes compressed", s->dir, m->start,
+                  o.b.columnar, nchunks, o.zbytes);
+out:
+    sqlite3_finalize(rd);
+    sqlite3_finalize(bl);
+    hblock_free(&blk);
+    free(cbuf);
+    sqlite3_free(emsg);
+    sqlite3_finalize(o.ins);
+    if (o.db && sqlite3_close(o.db) != SQLITE_OK && rc == 0)
+        rc = -EIO;
+    hblock_builder_free(&o.b);
+    return rc;
+}
+
+/* Seals the partition starting at `start` (see hstore_seal). */
+static int seal_one(struct hstore *s, int64_t start, bool by_sealer)
+{
+    char src_path[PATH_MAX], tmp[PATH_MAX], err[HS_ERR_LEN];
+    struct hs_meta m;
+    sqlite3 *sdb = NULL;
+    uint64_t nser = 0, nblocks = 0, before = 0, after;
+    int64_t cpu0 = thread_cpu_ns();
+    uint64_t t0 = mono_ns();
+    bool found;
+    size_t at;
+    int rc;
+
+    pthread_mutex_lock(&s->lock);
+    at = ent_find(s, start, &found);
+    if (!found || s->ent[at].bad || s->ent[at].part || s->ent[at].sealing ||
+        (s->ent[at].format == 3 && !s->ent[at].late) || (by_sealer && s->sealer_quit) ||
+        s->failed ||
+        start <= s->floor - s->len) {
+        pthread_mutex_unlock(&s->lock);
+        return 1;
+    }
+    s->ent[at].sealing = true;
+    before = s->ent[at].bytes;
+    atomic_store(&s->seal_abort, false);
+    pthread_mutex_unlock(&s->lock);
+
+    path_fmt(src_path, sizeof src_path, s->dir, start, HS_DB);
+    snprintf(tmp, sizeof tmp, "%s/.p-%013" PRId64 ".seal.tmp", s->dir, start);
+    unlink(tmp);
+    rc = part_open_db(src_path, SQLITE_OPEN_READWRITE, &sdb, &m, err, sizeof err);
+    if (rc < 0) {
+        log_warn(HS_MOD, "store %s: cannot seal %s: %s", s->dir, src_path, err);
+        goto done;
+    }
+    if (m.format == 3) {
+        int64_t late = 0;
+        if (q_int(sdb, "SELECT count(*) FROM chunks", &late) != SQLITE_OK || late == 0) {
+            rc = 1; /* sealed, nothing late to merge */
+            goto done;
+        }
+    }
+    if (m.wal && !part_seal(sdb)) {
+        rc = -EBUSY; /* a reader holds it in WAL mode: later */
+        goto done;
+    }
+    rc = seal_write(s, sdb, &m, tmp, &nser, &nblocks);
+    sqlite3_close(sdb);
+    sdb = NULL;
+    if (rc == 0) {
+        int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fsync(fd) < 0) {
+            rc = -errno;
+            log_error(HS_MOD, "store %s: sealing %s: cannot sync %s: %s", s->dir, src_path, tmp,
+                      strerror(errno));
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    if (rc < 0)
+        goto done;
+    /* The rename under the lock: the writer cannot open the old file between the check and
+     * the rename, and what it opens after is the new file. */
+    pthread_mutex_lock(&s->lock);
+    at = ent_find(s, start, &found);
+    if (!found || atomic_load(&s->seal_abort) || s->ent[at].part) {
+        rc = -ECANCELED;
+    } else if (rename(tmp, src_path) < 0) {
+        rc = -errno;
+        log_error(HS_MOD, "store %s: sealing %s: cannot rename %s: %s", s->dir, src_path, tmp,
+                  strerror(errno));
+    } else {
+        struct hs_ent *e = &s->ent[at];
+        for (int k = HS_WAL; k < HS_KINDS; k++) {
+            char p[PATH_MAX];
+            path_fmt(p, sizeof p, s->dir, start, (enum hs_kind)k);
+            unlink(p);
+        }
+        e->format = 3;
+        e->unsealed = false;
+        e->late = false;
+        e->series = nser;
+        ent_bytes_refresh(s, e);
+        stats_publish(s);
+    }
+    after = found ? s->ent[at].bytes : 0;
+    pthread_mutex_unlock(&s->lock);
+    if (rc == 0) {
+        int64_t cpu = thread_cpu_ns() - cpu0;
+        if (fsync(s->dirfd) < 0)
+            log_warn(HS_MOD, "store %s: cannot sync the directory: %s", s->dir, strerror(errno));
+        atomic_fetch_add(&s->a_sealed, 1);
+        atomic_fetch_add(&s->a_seal_cpu_ns, (uint64_t)cpu);
+        atomic_fetch_add(&s->a_seal_samples, (uint64_t)m.samples);
+        log_info(HS_MOD, "store %s: sealed partition %" PRId64 ": %" PRId64 " chunks of %" PRIu64
+                 " series, %" PRId64 " samples, %" PRIu64 " -> %" PRIu64 " bytes (%.3f -> %.3f "
+                 "bytes a sample) in %" PRIu64 " blocks, %.3f s, %.3f s CPU (%.0f ns a sample)",
+                 s->dir, start, m.chunks, nser, m.samples, before, after,
+                 m.samples ? (double)before / (double)m.samples : 0.0,
+                 m.samples ? (double)after / (double)m.samples : 0.0, nblocks,
+                 (double)(mono_ns() - t0) / 1e9, (double)cpu / 1e9,
+                 m.samples ? (double)cpu / (double)m.samples : 0.0);
+    }
+done:
+    if (sdb)
+        sqlite3_close(sdb);
+    if (rc != 0) {
+        unlink(tmp);
+        {
+            char j[PATH_MAX + 16];
+            snprintf(j, sizeof j, "%s-journal", tmp);
+            unlink(j);
+        }
+    }
+    pthread_mutex_lock(&s->lock);
+    at = ent_find(s, start, &found);
+    if (found) {
+        s->ent[at].sealing = false;
+        if (rc < 0)
+            s->ent[at].seal_after = now_ms() + HS_SEAL_RETRY_MS;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int hstore_seal(struct hstore *s, int64_t start)
+{
+    if (!s || s->len <= 0 || start < 0 || start % s->len != 0)
+        return -EINVAL;
+    return seal_one(s, start, false);
+}
+
+static void *sealer_main(void *arg)
+{
+    struct hstore *s = arg;
+    pthread_setname_np(pthread_self(), "hist-seal");
+    /* below the writer and the committer: sealing can wait, they cannot */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    pthread_mutex_lock(&s->lock);
+    while (!s->sealer_quit) {
+        int64_t now = now_ms(), start = -1;
+        int64_t grace = s->sealer_final ? 0 : s->seal_grace;
+        for (size_t i = 0; i < s->nent && !s->failed; i++) {
+            const struct hs_ent *e = &s->ent[i];
+            if (!e->bad && !e->part && !e->sealing && (e->format != 3 || e->late) &&
+                e->start <= now - s->len - grace && (e->seal_after <= now || s->sealer_final) &&
+                e->last_write <= now - grace && e->start > s->floor - s->len &&
+                (!s->sealer_final || e->seal_after <= 0)) {
+                start = e->start;
+                break;
+            }
+        }
+        if (start < 0) {
+            struct timespec ts;
+            if (s->sealer_final && !s->sealer_idle) {
+                s->sealer_idle = true;
+                pthread_cond_signal(&s->sealer_done);
+            }
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&s->sealer_wake, &s->lock, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&s->lock);
+        int rc = seal_one(s, start, true);
+        pthread_mutex_lock(&s->lock);
+        if (rc != 0) {
+            /* not sealed: not again before the retry time (nor in the last pass) */
+            bool found;
+            size_t at = ent_find(s, start, &found);
+            if (found)
+                s->ent[at].seal_after = now_ms() + HS_SEAL_RETRY_MS;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+int hstore_sealer_start(struct hstore *s, int64_t grace_ms)
+{
+    if (!s || grace_ms < 0)
+        return -EINVAL;
+    if (s->sealer_started)
+        return 0;
+    s->seal_grace = grace_ms;
+    s->sealer_quit = false;
+    if (pthread_create(&s->sealer, NULL, sealer_main, s) != 0)
+        return -EAGAIN;
+    s->sealer_started = true;
+    return 0;
+}
+
+void hstore_sealer_stop(struct hstore *s)
+{
+    if (!s || !s->sealer_started)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->sealer_quit = true;
+    atomic_store(&s->seal_abort, true);
+    pthread_cond_signal(&s->sealer_wake);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->sealer, NULL);
+    s->sealer_started = false;
 }
 
 /* ---- readers ------------------------------------------------------------------------------ */
@@ -1427,10 +2156,17 @@ struct hr_conn {
     int64_t start;
     ino_t ino;
     bool wal;          /* opened in WAL mode */
+    int format;        /* 3: sealed, chunks in blocks as well */
     sqlite3 *db;
     sqlite3_stmt *read;
     sqlite3_stmt *newest;
+    sqlite3_stmt *blocks; /* format 3: HS_BLOCKS_SQL, prepared when first needed */
     uint64_t use;
+};
+
+/* A chunk of a sealed partition's blocks, for the read in progress (its name not kept). */
+struct hr_bent {
+    struct hblock_entry e;
 };
 
 /* A file found bad: skipped without a new report until it changes. */
@@ -1461,6 +2197,17 @@ struct hstore_reader {
     struct hr_file cf;           /* the file being read, when cur is set */
     struct hr_conn *cur;         /* its connection, its statement stepping */
     bool insane;                 /* cf has chunks that are not sane */
+    /* a sealed partition: the series' chunks from its blocks (decoded in blk), merged by
+     * t_first with the rows of its chunks table (one row looked ahead in peek) */
+    struct hblock *blk;
+    size_t nblk, capblk;
+    struct hr_bent *bent;
+    size_t nbent, capbent, bi;
+    bool peek, sql_done;
+    int sql_src;
+    struct hstore_chunk peek_chunk;
+    uint8_t *cbuf;               /* a form-1 chunk rebuilt (block.h), valid until the next */
+    size_t ccap;
 };
 
 static int cmp_file(const void *a, const void *b)
@@ -1471,6 +2218,7 @@ static int cmp_file(const void *a, const void *b)
 
 static void hr_conn_close(struct hstore_reader *r, size_t i)
 {
+    sqlite3_finalize(r->conn[i].blocks);
     sqlite3_finalize(r->conn[i].newest);
     sqlite3_finalize(r->conn[i].read);
     sqlite3_close(r->conn[i].db);
@@ -1628,8 +2376,15 @@ static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct 
         rc = -EBADMSG;
     }
     if (rc == 0) {
-        src = sqlite3_exec(db, "PRAGMA query_only = 1; PRAGMA cache_size = -" HR_CACHE_KIB, NULL,
-                           NULL, NULL);
+        /* a sealed partition's blocks are large blobs over many overflow pages: read them
+         * through a mapping rather than a pread per page (the file is never truncated in
+         * place: it is replaced by a rename, or unlinked) */
+        src = sqlite3_exec(db,
+                           m.format == 3 ? "PRAGMA query_only = 1; PRAGMA cache_size = -"
+                                           HR_CACHE_KIB "; PRAGMA mmap_size = 1073741824"
+                                         : "PRAGMA query_only = 1; PRAGMA cache_size = -"
+                                           HR_CACHE_KIB,
+                           NULL, NULL, NULL);
         if (src == SQLITE_OK)
             src = sqlite3_prepare_v3(db, HR_READ_SQL, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
         if (src != SQLITE_OK) {
@@ -1658,9 +2413,11 @@ static int hr_conn_get(struct hstore_reader *r, const struct hr_file *f, struct 
     c->start = f->start;
     c->ino = f->ino;
     c->wal = m.wal;
+    c->format = (int)m.format;
     c->db = db;
     c->read = st;
     c->newest = NULL; /* prepared when first needed: most partitions are never asked */
+    c->blocks = NULL;
     c->use = ++r->tick;
     *out = c;
     return 0;
@@ -1713,12 +2470,95 @@ static int hr_step_end(struct hstore_reader *r, struct hr_conn *c, const struct 
     return 1;
 }
 
+/* Forgets the blocks of the partition read last; their buffers stay for the next one. */
+static void hr_blocks_free(struct hstore_reader *r)
+{
+    r->nblk = r->nbent = r->bi = 0;
+}
+
+struct bent_find {
+    struct hstore_reader *r;
+    const char *name;
+    size_t nlen;
+    int64_t lo, hi;
+};
+
+static int bent_walk(void *ud, const struct hblock_entry *e)
+{
+    struct bent_find *f = ud;
+    struct hstore_reader *r = f->r;
+    int c = text_cmp(e->name, e->nlen, f->name, f->nlen);
+    if (c > 0)
+        return 1; /* past the series: entries are sorted */
+    if (c < 0 || e->t_first > f->hi || e->t_last < f->lo)
+        return 0;
+    if (r->nbent == r->capbent) {
+        r->capbent = r->capbent ? r->capbent * 2 : 16;
+        r->bent = xgrow(r->bent, r->capbent);
+    }
+    r->bent[r->nbent] = (struct hr_bent){*e};
+    r->bent[r->nbent].e.name = NULL;
+    r->nbent++;
+    return 0;
+}
+
+/* A sealed partition f (connection c): decodes the blocks that may hold `series` and keeps its
+ * chunks that overlap [from, to] (clipped to f) in r->bent, in (t_first, seq) order. A block
+ * that does not decode is reported and skipped (its chunks are missing from the answer).
+ * 0, -EBUSY, or 1 when the file turned out bad (reported, c closed). */
+static int hr_load_blocks(struct hstore_reader *r, struct hr_conn *c, const struct hr_file *f,
+                          const char *series, int64_t from, int64_t to)
+{
+    struct bent_find bf = {r, series, strlen(series), from > f->start ? from : f->start,
+                           to - f->start < r->len ? to : f->start + r->len - 1};
+    int src;
+
+    hr_blocks_free(r);
+    if (!c->blocks &&
+        sqlite3_prepare_v3(c->db, HS_BLOCKS_SQL, -1, SQLITE_PREPARE_PERSISTENT, &c->blocks,
+                           NULL) != SQLITE_OK)
+        return hr_step_end(r, c, f, SQLITE_ERROR);
+    sqlite3_bind_text(c->blocks, 1, series, -1, SQLITE_STATIC);
+    while ((src = sqlite3_step(c->blocks)) == SQLITE_ROW) {
+        const char *first = (const char *)sqlite3_column_text(c->blocks, 0);
+        char err[HS_ERR_LEN];
+        size_t had = r->nbent;
+        if (!first ||
+            text_cmp(first, (size_t)sqlite3_column_bytes(c->blocks, 0), bf.name, bf.nlen) > 0)
+            break;
+        if (r->nblk == r->capblk) {
+            size_t ncap = r->capblk ? r->capblk * 2 : 4;
+            r->blk = xgrow(r->blk, ncap);
+            memset(r->blk + r->capblk, 0, (ncap - r->capblk) * sizeof *r->blk);
+            r->capblk = ncap;
+        }
+        if (hblock_decode(sqlite3_column_blob(c->blocks, 2),
+                          (size_t)sqlite3_column_bytes(c->blocks, 2),
+                          (size_t)sqlite3_column_int64(c->blocks, 1), f->start, r->len,
+                          &r->blk[r->nblk], err, sizeof err) < 0) {
+            log_warn(HS_MOD, "store %s: partition %" PRId64 ": skipping block %" PRId64
+                     " (%s): %s; run opsctl history verify", r->dir, f->start,
+                     (int64_t)sqlite3_column_int64(c->blocks, 4), first, err);
+            continue;
+        }
+        hblock_walk(&r->blk[r->nblk], bent_walk, &bf);
+        if (r->nbent > had)
+            r->nblk++; /* else its buffer is used for the next */
+    }
+    sqlite3_reset(c->blocks);
+    if (src == SQLITE_ROW)
+        src = SQLITE_DONE;
+    return hr_step_end(r, c, f, src);
+}
+
 /* Ends the statement of the partition being read: reports its insane chunks, lets its
  * connection go unless it is one to keep. */
 static void hr_part_done(struct hstore_reader *r)
 {
     struct hr_conn *c = r->cur;
 
+    hr_blocks_free(r);
+    r->peek = r->sql_done = false;
     if (!c)
         return;
     sqlite3_reset(c->read);
@@ -1778,16 +2618,47 @@ int hstore_next(struct hstore_reader *r, struct hstore_chunk *out)
     for (;;) {
         if (r->cur) {
             struct hr_conn *c = r->cur;
-            while ((src = sqlite3_step(c->read)) == SQLITE_ROW) {
-                if (hr_row(c->read, out))
-                    return 1;
-                r->insane = true;
+            if (!r->peek && !r->sql_done) {
+                while ((src = sqlite3_step(c->read)) == SQLITE_ROW) {
+                    if (hr_row(c->read, &r->peek_chunk)) {
+                        r->peek = true;
+                        break;
+                    }
+                    r->insane = true;
+                }
+                if (!r->peek) {
+                    r->sql_done = true;
+                    r->sql_src = src;
+                }
+            }
+            /* blocks first at equal t_first: a late chunk was stored after them */
+            if (r->bi < r->nbent &&
+                (!r->peek || r->bent[r->bi].e.t_first <= r->peek_chunk.t_first)) {
+                const struct hblock_entry *b = &r->bent[r->bi++].e;
+                const uint8_t *data;
+                size_t len;
+                if (hblock_chunk(b, &r->cbuf, &r->ccap, &data, &len) < 0) {
+                    log_warn(HS_MOD, "store %s: partition %" PRId64 ": a chunk of %s at %" PRId64
+                             " in a block does not rebuild; skipped (opsctl history verify)",
+                             r->dir, r->cf.start, r->series, b->t_first);
+                    continue;
+                }
+                *out = (struct hstore_chunk){(enum pt_type)b->type, b->t_first, b->t_last,
+                                             b->count, data, len};
+                return 1;
+            }
+            if (r->peek) {
+                r->peek = false;
+                *out = r->peek_chunk;
+                return 1;
             }
             sqlite3_reset(c->read);
-            rc = hr_step_end(r, c, &r->cf, src);
+            rc = hr_step_end(r, c, &r->cf, r->sql_src);
             if (rc == 1) {
                 r->cur = NULL; /* closed */
                 r->insane = false;
+                hr_blocks_free(r);
+                r->peek = r->sql_done = false;
                 continue;
             }
             hr_part_done(r);
@@ -1813,6 +2684,17 @@ int hstore_next(struct hstore_reader *r, struct hstore_chunk *out)
             return rc;
         hr_bind(r, c->read, &f, r->series, r->from, r->to);
         r->cf = f;
+        r->peek = r->sql_done = false;
+        hr_blocks_free(r);
+        if (c->format == 3) {
+            rc = hr_load_blocks(r, c, &f, r->series, r->from, r->to);
+            if (rc == 1)
+                continue;
+            if (rc < 0) {
+                sqlite3_reset(c->read);
+                return rc;
+            }
+        }
         r->cur = c;
     }
 }
@@ -1859,6 +2741,13 @@ int hstore_newest(struct hstore_reader *r, const char *series, int64_t from, int
             hr_conn_close(r, (size_t)(c - r->conn));
             continue;
         }
+        if (c->format == 3) {
+            rc = hr_load_blocks(r, c, &f, series, from, to);
+            if (rc == 1)
+                continue;
+            if (rc < 0)
+                return rc;
+        }
         hr_bind(r, c->newest, &f, series, from, to);
         while ((src = sqlite3_step(c->newest)) == SQLITE_ROW) {
             if (hr_row(c->newest, out)) {
@@ -1867,6 +2756,13 @@ int hstore_newest(struct hstore_reader *r, const char *series, int64_t from, int
             }
             insane = true;
         }
+        if (r->nbent > 0 && (!found || r->bent[r->nbent - 1].e.t_first > out->t_first)) {
+            const struct hblock_entry *b = &r->bent[r->nbent - 1].e;
+            *out = (struct hstore_chunk){(enum pt_type)b->type, b->t_first, b->t_last, b->count,
+                                         NULL, 0};
+            found = true;
+        }
+        hr_blocks_free(r);
         if (found) {
             /* what the caller keeps: the data pointer dies with the reset */
             out->data = NULL;
@@ -1926,6 +2822,11 @@ void hstore_reader_close(struct hstore_reader *r)
         return;
     while (r->nconn)
         hr_conn_close(r, 0);
+    for (size_t i = 0; i < r->capblk; i++)
+        hblock_free(&r->blk[i]);
+    free(r->blk);
+    free(r->cbuf);
+    free(r->bent);
     free(r->file);
     free(r->bad);
     free(r->dir);
@@ -2021,6 +2922,7 @@ int hstore_list(const char *dir, int (*fn)(void *ud, const struct hstore_partiti
             info.series = (uint64_t)m.series;
             info.chunks = (uint64_t)m.chunks;
             info.samples = (uint64_t)m.samples;
+            info.format = (int)m.format;
         } else {
             info.error = err;
         }
@@ -2028,6 +2930,114 @@ int hstore_list(const char *dir, int (*fn)(void *ud, const struct hstore_partiti
     }
     free(starts);
     return rc;
+}
+
+static int v_step(sqlite3 *db, sqlite3_stmt *st, char *err, size_t errlen);
+
+/* Verification of a sealed partition's blocks: every entry in key order across blocks. */
+struct vwalk {
+    uint8_t *buf;
+    size_t cap;
+    bool unbuilt;      /* a form-1 chunk that does not rebuild */
+    char prev[LIVE_NAME_MAX + 1];
+    size_t prevlen;
+    int64_t prev_tf, prev_seq;
+    uint64_t series, chunks, samples;
+    int64_t span;
+    bool any, bad;
+};
+
+static int v_walk(void *ud, const struct hblock_entry *e)
+{
+    struct vwalk *v = ud;
+    int c = v->any ? text_cmp(e->name, e->nlen, v->prev, v->prevlen) : 1;
+    if (c < 0 || (c == 0 && (e->t_first < v->prev_tf ||
+                             (e->t_first == v->prev_tf && e->seq <= v->prev_seq)))) {
+        v->bad = true;
+        return 1;
+    }
+    {
+        const uint8_t *data;
+        size_t len;
+        if (hblock_chunk(e, &v->buf, &v->cap, &data, &len) < 0) {
+            v->unbuilt = true;
+            return 1;
+        }
+    }
+    if (c > 0)
+        v->series++;
+    memcpy(v->prev, e->name, e->nlen + 1);
+    v->prevlen = e->nlen;
+    v->prev_tf = e->t_first;
+    v->prev_seq = e->seq;
+    v->any = true;
+    v->chunks++;
+    v->samples += e->count;
+    if (e->t_last - e->t_first > v->span)
+        v->span = e->t_last - e->t_first;
+    return 0;
+}
+
+/* Checks every block of a sealed partition: it decodes (block.h's checks), its row's first,
+ * last, chunks and samples match its directory, and the entries of all blocks are in key
+ * order. Totals in *v. 0, or -EBADMSG / -EBUSY with err. */
+static int v_blocks(sqlite3 *db, const struct hs_meta *m, struct vwalk *v, char *err,
+                    size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    int rc, src;
+
+    memset(v, 0, sizeof *v);
+    src = sqlite3_prepare_v2(db,
+                             "SELECT last, n, first, chunks, samples, raw, data FROM blocks "
+                             "ORDER BY last, n",
+                             -1, &st, NULL);
+    if (src != SQLITE_OK) {
+        snprintf(err, errlen, "reading failed: %s", sqlite3_errmsg(db));
+        return -EBADMSG;
+    }
+    while ((rc = v_step(db, st, err, errlen)) == 1) {
+        const char *last = (const char *)sqlite3_column_text(st, 0);
+        const char *first = (const char *)sqlite3_column_text(st, 2);
+        int64_t n = sqlite3_column_int64(st, 1);
+        int64_t raw = sqlite3_column_int64(st, 5);
+        struct hblock b = {0};
+        char berr[HS_ERR_LEN];
+        uint64_t c0 = v->chunks, s0 = v->samples;
+
+        if (!last || !first || raw <= 0 || sqlite3_column_type(st, 6) != SQLITE_BLOB ||
+            hblock_decode(sqlite3_column_blob(st, 6), (size_t)sqlite3_column_bytes(st, 6),
+                          (size_t)raw, m->start, m->length, &b, berr, sizeof berr) < 0) {
+            snprintf(err, errlen, "block %" PRId64 " (%s .. %s): %s", n, first ? first : "?",
+                     last ? last : "?", last && first && raw > 0 ? berr : "a column of the wrong type");
+            hblock_free(&b);
+            rc = -EBADMSG;
+            break;
+        }
+        hblock_walk(&b, v_walk, v);
+        if (v->unbuilt) {
+            snprintf(err, errlen, "block %" PRId64 " (%s .. %s): a chunk in columns does not "
+                     "rebuild", n, first, last);
+            hblock_free(&b);
+            rc = -EBADMSG;
+            break;
+        }
+        if (v->bad || strcmp(b.first, first) != 0 || strcmp(b.last, last) != 0 ||
+            (int64_t)(v->chunks - c0) != sqlite3_column_int64(st, 3) ||
+            (int64_t)(v->samples - s0) != sqlite3_column_int64(st, 4)) {
+            snprintf(err, errlen, "block %" PRId64 " (%s .. %s): %s", n, first, last,
+                     v->bad ? "its entries are out of order with the blocks before"
+                            : "its row does not match its directory (first, last, chunks, samples)");
+            hblock_free(&b);
+            rc = -EBADMSG;
+            break;
+        }
+        hblock_free(&b);
+    }
+    sqlite3_finalize(st);
+    free(v->buf);
+    v->buf = NULL;
+    return rc < 0 ? rc : 0;
 }
 
 /* Runs a query and reports whether it returned a row (1), none (0), or failed (< 0 + err). */
@@ -2168,6 +3178,13 @@ int hstore_verify(const char *path, char *err, size_t errlen)
         st = NULL;
     }
 
+    struct vwalk vb;
+    memset(&vb, 0, sizeof vb);
+    if (m.format == 3) {
+        rc = v_blocks(db, &m, &vb, err, errlen);
+        if (rc < 0)
+            goto out;
+    }
     src = sqlite3_prepare_v2(db,
                              "SELECT (SELECT count(*) FROM series), count(*),"
                              " coalesce(sum(count), 0), coalesce(max(t_last - t_first), 0) "
@@ -2179,8 +3196,13 @@ int hstore_verify(const char *path, char *err, size_t errlen)
     if (rc < 0)
         goto out;
     {
-        int64_t ns = sqlite3_column_int64(st, 0), nc = sqlite3_column_int64(st, 1);
-        int64_t sum = sqlite3_column_int64(st, 2), span = sqlite3_column_int64(st, 3);
+        /* a sealed partition: its blocks count too (a series in both counts twice) */
+        int64_t ns = sqlite3_column_int64(st, 0) + (int64_t)vb.series;
+        int64_t nc = sqlite3_column_int64(st, 1) + (int64_t)vb.chunks;
+        int64_t sum = sqlite3_column_int64(st, 2) + (int64_t)vb.samples;
+        int64_t span = sqlite3_column_int64(st, 3);
+        if (vb.span > span)
+            span = vb.span;
         if (ns != m.series || nc != m.chunks || sum != m.samples || span > m.max_span) {
             snprintf(err, errlen,
                      "meta counters do not match the tables: series %" PRId64 "/%" PRId64

@@ -37,7 +37,7 @@
 #define HSTORE_PARTITION_MIN_MS     1000LL                /* 1 s */
 #define HSTORE_PARTITION_MAX_MS     (366LL * 86400000LL)  /* 366 days */
 #define HSTORE_DATA_MAX             (16u * 1024 * 1024)   /* largest chunk, bytes */
-#define HSTORE_FORMAT_VERSION       2                     /* newest partition format */
+#define HSTORE_FORMAT_VERSION       3                     /* newest partition format (3: sealed) */
 #define HSTORE_FORMAT_OLDEST        1                     /* oldest format still read */
 
 struct hstore;          /* the writer */
@@ -60,7 +60,8 @@ struct hstore_reader;   /* a reader, for query threads */
 int hstore_open(const char *dir, int64_t partition_ms, struct hstore **out);
 
 /* Rolls back what was put since the last successful hstore_commit (it is not durable and is
- * not kept), closes every partition, releases the lock and frees s. NULL is fine. */
+ * not kept), closes every partition, releases the lock and frees s. NULL is fine. With the
+ * sealer running, it first seals what has ended, for at most 20 s (hstore_sealer_start). */
 void hstore_close(struct hstore *s);
 
 /* Stores one chunk of `series` (1 .. LIVE_NAME_MAX bytes) of `type`: `count` samples (> 0)
@@ -113,6 +114,34 @@ int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped);
 /* (The cutoff is remembered, also when nothing is dropped or on failure: later puts into
  * partitions ending at or before it return 1, see hstore_put.) */
 
+/* Sealing. A partition the writer no longer writes can be rewritten into "sealed" form
+ * (format 3): its chunks, in series-name order, in zstd-compressed blocks of many series
+ * (block.h), about half the bytes a sample of formats 1-2 for short partitions. The new file is
+ * written beside the old one, synced and renamed over it, so a crash leaves one or the other,
+ * whole. Readers return exactly the same chunks from either. A late chunk put into a sealed
+ * partition goes into its ordinary chunks table (a chunk identical to one in a block is
+ * recognised and not stored twice), and a later seal merges them into blocks. Retention drops
+ * sealed files like any other.
+ *
+ * hstore_seal seals the partition starting at `start` now, in the calling thread (any thread;
+ * the writer may work meanwhile: a put that needs that partition makes the seal give up, and
+ * the put waits at most until the sealer notices, within a few hundred chunks). Returns 0
+ * sealed; 1 nothing done (no such partition, open in the writer, sealed with no late chunk
+ * since, dropped, a bad file, the handle failed); -ECANCELED the writer or retention needed it meanwhile (the
+ * old file stays); -EBUSY a reader holds it in WAL mode; -EBADMSG a chunk that is not sane or
+ * meta counters that do not match the tables (logged: run hstore_verify; nothing changed);
+ * -EINVAL start is not a partition start; -ENOSPC, -EIO, ... writing the new file failed (the
+ * old file stays).
+ * hstore_sealer_start starts a thread (at a lower scheduling priority) that seals every closed
+ * partition whose end and last commit are at least grace_ms in the past (wall clock), and
+ * seals again one that got late chunks, oldest first, retrying
+ * after 10 s one that could not be sealed. hstore_sealer_stop stops it, abandoning a seal in
+ * progress. hstore_close first lets it seal, for at most 20 s, every closed partition whose end
+ * has passed (regardless of the grace), then stops it. */
+int hstore_seal(struct hstore *s, int64_t start);
+int hstore_sealer_start(struct hstore *s, int64_t grace_ms);
+void hstore_sealer_stop(struct hstore *s);
+
 /* Totals over the store's valid partitions, kept up to date at open, commit and drop, so the
  * call costs four atomic loads. bytes = partition files plus their WAL files. Any thread may
  * call it while the writer works (each field is exact at some moment; together they are not
@@ -120,6 +149,8 @@ int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped);
 struct hstore_stats {
     size_t partitions;
     uint64_t bytes, chunks, samples;
+    uint64_t sealed, seal_cpu_ns, seal_samples; /* seals done by this handle, their CPU time
+                                                   and the samples they rewrote */
 };
 void hstore_stats(const struct hstore *s, struct hstore_stats *st);
 
@@ -197,6 +228,7 @@ struct hstore_partition_info {
     int64_t start, end;     /* time covered: [start, end) ms; end = start when error is set */
     uint64_t bytes;         /* the file plus its -wal file */
     uint64_t series, chunks, samples;  /* from the partition's meta row (0 when error is set) */
+    int format;             /* 1 or 2; 3 when sealed (chunks in compressed blocks); 0 on error */
     const char *error;      /* NULL, or why the file is not a valid partition */
 };
 

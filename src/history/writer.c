@@ -704,6 +704,19 @@ static double thread_cpu_s(void)
 
 /* ---- committer thread ---- */
 
+/* A partition whose end is the commit interval plus this far in the past is closed by the
+ * store and sealed (rewritten into compressed blocks, store.h) by the store's own thread, off
+ * the writer's and the committer's paths: by then the chunks that the partition's end closed
+ * have been committed. A late chunk into a sealed partition is stored all the same. */
+#define HIST_SEAL_GRACE_MS 5000
+
+static void store_sealer(struct hist *h)
+{
+    if (h->store && hstore_sealer_start(h->store, h->commit_interval_ms + HIST_SEAL_GRACE_MS) < 0)
+        log_warn("history", "store %s: cannot start the sealer thread; partitions stay unsealed",
+                 h->store_dir);
+}
+
 /* Drops the partitions past the retention (committer thread, the store open). */
 static void retention_pass(struct hist *h)
 {
@@ -731,9 +744,12 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
 {
     int rc = 0;
     *chunks = 0;
-    if (!h->store && hstore_open(h->store_dir, h->partition_ms, &h->store) < 0) {
-        h->store = NULL;
-        return -EIO; /* the WAL keeps everything; retried at the next checkpoint */
+    if (!h->store) {
+        if (hstore_open(h->store_dir, h->partition_ms, &h->store) < 0) {
+            h->store = NULL;
+            return -EIO; /* the WAL keeps everything; retried at the next checkpoint */
+        }
+        store_sealer(h);
     }
     /* Retention first, so that the store knows the cutoff before the puts (after a restart
      * the replayed chunks of dropped partitions are refused, not stored again). */
@@ -780,6 +796,8 @@ static int commit_items(struct hist *h, const struct hcommit *items, size_t n, u
         if (rc2 < 0) {
             h->store = NULL;
             log_error("history", "cannot reopen the store in %s (%s)", h->store_dir, strerror(-rc2));
+        } else {
+            store_sealer(h);
         }
         return rc;
     }
@@ -810,6 +828,8 @@ static void store_housekeeping(struct hist *h, uint64_t chunks)
     h->st.chunks_committed += chunks;
     h->st.store_bytes = ss.bytes;
     h->st.store_partitions = ss.partitions;
+    h->st.partitions_sealed = ss.sealed;
+    h->st.seal_cpu_s = (double)ss.seal_cpu_ns / 1e9;
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -1309,6 +1329,8 @@ int hist__writer_start(struct hist *h)
         return -EAGAIN;
     }
     h->thread_started = true;
+    /* after the replay: sealing needs no part of the recovery and must not slow it */
+    store_sealer(h);
     return 0;
 }
 
