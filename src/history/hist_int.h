@@ -42,6 +42,7 @@
 #define OPSD_HISTORY_HIST_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -151,6 +152,8 @@ struct hist {
     struct hbatch *queue, *queue_tail;   /* loop -> writer */
     struct hbatch *done, *done_tail;     /* writer -> loop */
     uint64_t queued_samples;
+    uint64_t hold_above;                 /* the sealer is held above this many queued samples... */
+    atomic_bool seal_hold;               /* ... until they are back under half of it (writer.c) */
     bool quit;
     int64_t retention_ms;                /* may change on reload */
     uint32_t series_hint;                /* points the recorder records (writer: reserve) */

@@ -226,6 +226,10 @@ static void batch_push(struct hist *h)
     h->queue_tail = b;
     h->queued_samples += b->samples;
     h->st.queued = h->queued_samples;
+    /* a quarter of the buffer: more than a checkpoint's pause piles up at 5 M samples/s */
+    h->hold_above = h->cfg.buffer_max / 4;
+    if (h->queued_samples > h->hold_above)
+        atomic_store(&h->seal_hold, true);
     pthread_cond_signal(&h->wake);
     pthread_mutex_unlock(&h->lock);
 }

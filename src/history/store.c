@@ -533,6 +533,7 @@ struct hstore {
      * ent[] without it (only the writer changes the array); it takes it to change them. */
     pthread_mutex_t lock;
     _Atomic bool seal_abort;  /* the writer needs the partition being sealed, or is closing */
+    const atomic_bool *seal_hold; /* the caller's: while true the sealer thread waits */
     bool sealer_started, sealer_quit;
     bool sealer_final, sealer_idle; /* hstore_close's last pass, and the sealer found no work */
     pthread_cond_t sealer_done;
@@ -1699,9 +1700,10 @@ struct seal_row {
 /* Writes the sealed copy of the partition open in `src` (meta m) to `tmp`: every chunk, in
  * (name, t_first, seq) order, into blocks. 0, -ECANCELED (the writer or retention wants the
  * partition: seal_abort), -EBADMSG (a chunk that is not sane, or counters that do not match:
- * nothing is sealed that could lose a chunk), or an I/O code. */
+ * nothing is sealed that could lose a chunk), or an I/O code. by_sealer: the sealer thread's
+ * seal, which waits while the caller's hold is set (hstore_sealer_start). */
 static int seal_write(struct hstore *s, sqlite3 *sdb, const struct hs_meta *m, const char *tmp,
-                      uint64_t *nser_out, uint64_t *nblocks_out)
+                      bool by_sealer, uint64_t *nser_out, uint64_t *nblocks_out)
 {
     char sql[2048], prev[LIVE_NAME_MAX + 1];
     size_t prevlen = 0;
@@ -1850,9 +1852,13 @@ static int seal_write(struct hstore *s, sqlite3 *sdb, const struct hs_meta *m, c
             rd_has = false;
         }
 
-        if (++rows % HS_SEAL_CHECK_ROWS == 0 && atomic_load(&s->seal_abort)) {
-            rc = -ECANCELED;
-            break;
+        if (++rows % HS_SEAL_CHECK_ROWS == 0) {
+            while (by_sealer && s->seal_hold && atomic_load(s->seal_hold) && !atomic_load(&s->seal_abort))
+                usleep(50000); /* the writer is behind: the CPU is its */
+            if (atomic_load(&s->seal_abort)) {
+                rc = -ECANCELED;
+                break;
+            }
         }
         if (nser == 0 || text_cmp(row.name, row.nlen, prev, prevlen) != 0) {
             nser++;
@@ -1972,7 +1978,7 @@ static int seal_one(struct hstore *s, int64_t start, bool by_sealer)
         rc = -EBUSY; /* a reader holds it in WAL mode: later */
         goto done;
     }
-    rc = seal_write(s, sdb, &m, tmp, &nser, &nblocks);
+    rc = seal_write(s, sdb, &m, tmp, by_sealer, &nser, &nblocks);
     sqlite3_close(sdb);
     sdb = NULL;
     if (rc == 0) {
@@ -2104,13 +2110,14 @@ static void *sealer_main(void *arg)
     return NULL;
 }
 
-int hstore_sealer_start(struct hstore *s, int64_t grace_ms)
+int hstore_sealer_start(struct hstore *s, int64_t grace_ms, const atomic_bool *hold)
 {
     if (!s || grace_ms < 0)
         return -EINVAL;
     if (s->sealer_started)
         return 0;
     s->seal_grace = grace_ms;
+    s->seal_hold = hold;
     s->sealer_quit = false;
     if (pthread_create(&s->sealer, NULL, sealer_main, s) != 0)
         return -EAGAIN;

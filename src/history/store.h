@@ -28,6 +28,7 @@
 #ifndef OPSD_HISTORY_STORE_H
 #define OPSD_HISTORY_STORE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -137,9 +138,12 @@ int hstore_drop_before(struct hstore *s, int64_t cutoff_ms, size_t *dropped);
  * seals again one that got late chunks, oldest first, retrying
  * after 10 s one that could not be sealed. hstore_sealer_stop stops it, abandoning a seal in
  * progress. hstore_close first lets it seal, for at most 20 s, every closed partition whose end
- * has passed (regardless of the grace), then stops it. */
+ * has passed (regardless of the grace), then stops it. hold (NULL: none; it must outlive the
+ * store): while *hold is true, a seal in progress waits (checked every few hundred chunks) and
+ * keeps what it has done; the history writer holds the sealer while its buffer is deep, so
+ * that sealing takes only the CPU the writer leaves. */
 int hstore_seal(struct hstore *s, int64_t start);
-int hstore_sealer_start(struct hstore *s, int64_t grace_ms);
+int hstore_sealer_start(struct hstore *s, int64_t grace_ms, const atomic_bool *hold);
 void hstore_sealer_stop(struct hstore *s);
 
 /* Totals over the store's valid partitions, kept up to date at open, commit and drop, so the

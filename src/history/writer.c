@@ -712,7 +712,7 @@ static double thread_cpu_s(void)
 
 static void store_sealer(struct hist *h)
 {
-    if (h->store && hstore_sealer_start(h->store, h->commit_interval_ms + HIST_SEAL_GRACE_MS) < 0)
+    if (h->store && hstore_sealer_start(h->store, h->commit_interval_ms + HIST_SEAL_GRACE_MS, &h->seal_hold) < 0)
         log_warn("history", "store %s: cannot start the sealer thread; partitions stay unsealed",
                  h->store_dir);
 }
@@ -1229,6 +1229,8 @@ static void *writer_main(void *arg)
                 h->done = batches;
             h->done_tail = last;
             h->st.queued = h->queued_samples;
+            if (h->queued_samples < h->hold_above / 2)
+                atomic_store(&h->seal_hold, false);
             if (status == 0) {
                 h->st.durable += samples;
                 h->st.wal_syncs++;

@@ -2187,6 +2187,39 @@ static void *seal_loop(void *ud)
     return NULL;
 }
 
+/* A held sealer waits in the middle of a seal, keeps what it has done, and finishes once
+ * released (the history writer holds it while its buffer is deep). */
+static void test_seal_hold(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    char name[32];
+    atomic_bool hold = true;
+
+    assert_int_equal(hstore_open(dir, SM, &s), 0);
+    for (int k = 0; k < 1000; k++) { /* several checks of the hold, every 256 chunks */
+        snprintf(name, sizeof name, "h%04d", k);
+        assert_int_equal(put(s, name, T0 + k, T0 + k + 10, 2), 0);
+    }
+    assert_int_equal(hstore_commit(s), 0);
+    for (int q = 1; q <= 3; q++) { /* the writer moves on: T0's partition is closed */
+        assert_int_equal(put(s, "other", T0 + q * SM, T0 + q * SM, 1), 0);
+        assert_int_equal(hstore_commit(s), 0);
+    }
+    assert_int_equal(hstore_sealer_start(s, 0, &hold), 0);
+    usleep(400000);
+    assert_int_not_equal(part_int(dir, T0, "PRAGMA user_version", -1), 3); /* held */
+    atomic_store(&hold, false);
+    for (int w = 0; w < 400 && part_int(dir, T0, "PRAGMA user_version", -1) != 3; w++)
+        usleep(20000);
+    assert_int_equal(part_int(dir, T0, "PRAGMA user_version", -1), 3);
+    hstore_close(s);
+    struct got g;
+    assert_int_equal(read_all(dir, "h0999", 0, INT64_MAX, &g), 0);
+    assert_int_equal(g.n, 1);
+    assert_true(g.c[0].data_ok);
+}
+
 /* The writer and a sealer at once: a thread seals partition T0 whenever it is closed while
  * the writer keeps putting late chunks into it (opening and closing it); every chunk is
  * there at the end, once. Then the sealer thread (hstore_sealer_start) seals the closed
@@ -2238,7 +2271,7 @@ static void test_seal_concurrent(void **state)
 
     /* the sealer thread: every closed partition ends in 2025, long past */
     assert_int_equal(hstore_open(dir, SM, &s), 0);
-    assert_int_equal(hstore_sealer_start(s, 0), 0);
+    assert_int_equal(hstore_sealer_start(s, 0, NULL), 0);
     for (int w = 0; w < 200; w++) {
         struct hstore_stats st;
         hstore_stats(s, &st);
@@ -2259,7 +2292,7 @@ static void test_seal_concurrent(void **state)
 
     /* hstore_close's last pass seals what has ended, whatever the grace */
     assert_int_equal(hstore_open(dir, SM, &s), 0);
-    assert_int_equal(hstore_sealer_start(s, 3600000), 0);
+    assert_int_equal(hstore_sealer_start(s, 3600000, NULL), 0);
     assert_int_equal(put(s, "y", T0 + 5 * SM, T0 + 5 * SM, 1), 0);
     assert_int_equal(hstore_commit(s), 0);
     assert_true(part_int(dir, T0 + 5 * SM, "PRAGMA user_version", -1) != 3);
@@ -2470,6 +2503,7 @@ int main(void)
         cmocka_unit_test(test_block_decode_adversarial),
         cmocka_unit_test_setup_teardown(test_seal_crash, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_seal_concurrent, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_seal_hold, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_seal_format1, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_seal_columns, dir_setup, dir_teardown),
     };
