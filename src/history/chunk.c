@@ -374,14 +374,7 @@ uint8_t *chunk_enc_take(struct chunk_enc *e, size_t *len)
     *len = b ? (size_t)((e->pos + 7) >> 3) : 0;
     if (!b)
         free(e->buf);
-    uint8_t hint = e->cap_log2;
-    if (b) { /* the power of two this chunk would have grown to */
-        hint = 7;
-        while (hint < 20 && ((size_t)1 << hint) < *len + CHUNK__FIXED_MAX + CHUNK__SLACK)
-            hint++;
-    }
     chunk_enc_init(e, (enum pt_type)e->type);
-    e->cap_log2 = hint;
     return b;
 }
 
@@ -395,13 +388,10 @@ void chunk_enc_prefetch(const struct chunk_enc *e)
 #endif
 }
 
-/* Makes room for `need` bytes. A new chunk starts at the size its series' previous chunk
- * needed (cap_log2): every series of a steady source fills its chunk at the same pace, and
- * growing millions of buffers at the same moment, some way into a partition, made the heap
- * grow and fault its pages in on the writer's thread (at 5 M samples/s, a whole core). */
+/* Makes room for `need` bytes. */
 static void chunk__grow(struct chunk_enc *e, size_t need)
 {
-    size_t cap = e->cap ? e->cap * 2 : e->cap_log2 > 7 ? (size_t)1 << e->cap_log2 : 128;
+    size_t cap = e->cap ? e->cap * 2 : 128;
     while (cap < need)
         cap *= 2;
     if (cap > CHUNK__CAP_LIMIT)

@@ -63,7 +63,6 @@ struct chunk_enc {
     uint64_t vdelta;      /* previous delta of the int64 or of the decimal n */
     uint64_t vdd;         /* previous delta of that delta (the predictor of order 3) */
     uint8_t cost[3];      /* predictors' recent residual sizes (chunk.c: the model) */
-    uint8_t cap_log2;     /* the previous chunk's size, as the first allocation of the next */
     uint64_t n;           /* decimal mantissa of the previous double (two's complement) */
     size_t slen;          /* previous string's length */
 };

@@ -270,33 +270,6 @@ static void take(void **state)
     chunk_enc_release(&e);
 }
 
-/* A series' next chunk starts with the room its previous chunk came to need: every series of a
- * steady source would otherwise grow its buffer at the same moment of every partition. */
-static void next_chunk_sized_by_previous(void **state)
-{
-    (void)state;
-    struct chunk_enc e;
-    chunk_enc_init(&e, PT_DOUBLE);
-    size_t first = 0;
-    for (int round = 0; round < 3; round++) {
-        uint64_t x = 7;
-        for (int i = 0; i < 400; i++) {
-            x = x * 6364136223846793005u + 1442695040888963407u;
-            struct pt_value v = {PT_DOUBLE, {.d = (double)(x >> 40) / 100}};
-            assert_int_equal(chunk_enc_add(&e, 1700000000000 + 1000 * (int64_t)i, &v, Q_GOOD), 0);
-            if (i == 0 && round > 0)
-                assert_true(e.cap >= first); /* no growth on the way to the previous size */
-        }
-        size_t len;
-        uint8_t *b = chunk_enc_take(&e, &len);
-        assert_non_null(b);
-        assert_true(len > 256);
-        first = len;
-        free(b);
-    }
-    chunk_enc_release(&e);
-}
-
 static void double_special_values(void **state)
 {
     (void)state;
@@ -1273,7 +1246,6 @@ int main(void)
         cmocka_unit_test(format_bits),
         cmocka_unit_test(format_bits_v1),
         cmocka_unit_test(v1_chunks),
-        cmocka_unit_test(next_chunk_sized_by_previous),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
