@@ -126,6 +126,15 @@ static unsigned posts_max(void)
 
 static void post_parsed(uv_work_t *w, int status);
 
+/* Answers nothing more for a body that never reached the pool (its client is gone, or opsd
+ * is stopping) and frees it. */
+static void post_drop(struct post_work *x)
+{
+    buf_release(&x->raw);
+    rest_complete(x->d);
+    free(x);
+}
+
 /* Starts waiting bodies while the pool has room for them. */
 static void posts_start(struct api *api)
 {
@@ -134,9 +143,7 @@ static void posts_start(struct api *api)
         if (!(api->posts_waiting = x->next))
             api->posts_waiting_end = &api->posts_waiting;
         if (!x->d->req) { /* the client has gone */
-            buf_release(&x->raw);
-            rest_complete(x->d);
-            free(x);
+            post_drop(x);
             continue;
         }
         api->posts_running++;
@@ -149,9 +156,7 @@ void rest_journal_stop(struct api *api)
     while (api->posts_waiting) {
         struct post_work *x = api->posts_waiting;
         api->posts_waiting = x->next;
-        buf_release(&x->raw);
-        rest_complete(x->d);
-        free(x);
+        post_drop(x);
     }
     api->posts_waiting_end = &api->posts_waiting;
 }
