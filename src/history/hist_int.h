@@ -189,6 +189,7 @@ struct hist {
     uint64_t wal_dropped;                /* bytes of the WAL segments deleted so far */
     uint64_t carry_min_bytes;            /* logged between two carries at least (1 MiB) */
     uint32_t commit_delay_ms;            /* tests: the committer waits this long first */
+    uint32_t drop_delay_ms;              /* tests: the writer waits this long after deleting */
     struct hslice {                      /* the series of each carry slice, creation order */
         struct hseries **s;
         uint32_t n, cap;

@@ -71,6 +71,7 @@ struct hist_stats {
     uint64_t partitions_sealed; /* sealed by this store handle (reset when it is reopened) */
     double seal_cpu_s;          /* CPU time of those seals (the store's sealer thread) */
     uint64_t write_errors;
+    uint64_t replay_malformed;  /* WAL records skipped at start because they did not decode */
     double last_checkpoint_s;   /* the writer's part of the last checkpoint (the carry) */
     double last_commit_s;       /* the store's part of the last checkpoint (committer thread) */
 };

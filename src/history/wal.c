@@ -66,6 +66,12 @@
 /* Replay reads segments in pieces of this size (a larger record grows the piece). */
 #define WAL_READ_CHUNK  (1u * 1024 * 1024)
 #define WAL_NAME_MAX    32 /* "%016x.wal.tmp" and its NUL */
+/* The retirement mark: segments below the id it holds are not replayed (wal_retire_before).
+ * 24 bytes: magic "OPSDWRT\0", the id (8), reserved (4, 0), CRC-32C of bytes 0..19. */
+#define WAL_RETIRED     "retired"
+#define WAL_RETIRED_TMP "retired.tmp"
+#define WAL_RETIRED_MAGIC "OPSDWRT"
+#define WAL_RETIRED_SIZE 24u
 
 struct wal_seg {
     uint64_t id;
@@ -84,6 +90,7 @@ struct wal {
     struct wal_seg *old;     /* older segments, ascending id */
     size_t nold, capold;
     uint64_t old_bytes;      /* sum of old[].size */
+    uint64_t retired;        /* segments below it are not replayed (the mark on disk) */
     _Atomic uint64_t bytes;  /* old_bytes + off + buf.len, read by wal_bytes */
 };
 
@@ -449,6 +456,62 @@ fail:
     return rc;
 }
 
+/* Reads the retirement mark of dirfd into *id: 0 when there is none. A mark that does not
+ * check out is logged and taken as none (every segment is replayed: nothing is lost, more
+ * is read). */
+static int retired_load(int dirfd, const char *dir, uint64_t *id)
+{
+    *id = 0;
+    int fd = openat(dirfd, WAL_RETIRED, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    unsigned char m[WAL_RETIRED_SIZE];
+    size_t got = 0;
+    int rc = pread_full(fd, m, sizeof m, 0, &got);
+    close(fd);
+    if (rc < 0)
+        return rc;
+    if (got != sizeof m || memcmp(m, WAL_RETIRED_MAGIC, 8) != 0 ||
+        load_le32(m + 20) != wal_crc32c(0, m, 20)) {
+        log_error("history", "wal %s: the file %s is damaged; ignored (every segment is replayed)",
+                  dir, WAL_RETIRED);
+        return 0;
+    }
+    *id = load_le64(m + 8);
+    return 0;
+}
+
+/* Writes the mark durably: a new file renamed over the old one, so a crash leaves one whole
+ * mark or the other. */
+static int retired_store(struct wal *w, uint64_t id)
+{
+    unsigned char m[WAL_RETIRED_SIZE];
+    memset(m, 0, sizeof m);
+    memcpy(m, WAL_RETIRED_MAGIC, 8);
+    store_le64(m + 8, id);
+    store_le32(m + 20, wal_crc32c(0, m, 20));
+    int rc = 0;
+    int fd = openat(w->dirfd, WAL_RETIRED_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        rc = -errno;
+    } else {
+        struct iovec iov = {.iov_base = m, .iov_len = sizeof m};
+        rc = pwritev_all(fd, &iov, 1, 0);
+        if (rc == 0)
+            rc = sync_fd(fd, true);
+        close(fd);
+        if (rc == 0 && renameat(w->dirfd, WAL_RETIRED_TMP, w->dirfd, WAL_RETIRED) < 0)
+            rc = -errno;
+        if (rc == 0)
+            rc = sync_fd(w->dirfd, false);
+    }
+    if (rc < 0) {
+        unlinkat(w->dirfd, WAL_RETIRED_TMP, 0);
+        log_error("history", "wal %s: cannot write %s: %s", w->dir, WAL_RETIRED, strerror(-rc));
+    }
+    return rc;
+}
+
 static void bytes_update(struct wal *w)
 {
     atomic_store_explicit(&w->bytes, w->old_bytes + w->off + w->buf.len, memory_order_relaxed);
@@ -509,7 +572,18 @@ int wal_open(const char *dir, struct wal **out)
     w->capold = w->nold;
     for (size_t i = 0; i < w->nold; i++)
         w->old_bytes += w->old[i].size;
+    if (unlinkat(w->dirfd, WAL_RETIRED_TMP, 0) < 0 && errno != ENOENT) {
+        rc = -errno;
+        log_error("history", "wal %s: cannot delete %s: %s", dir, WAL_RETIRED_TMP, strerror(-rc));
+        goto fail;
+    }
+    if ((rc = retired_load(w->dirfd, dir, &w->retired)) < 0) {
+        log_error("history", "wal %s: cannot read %s: %s", dir, WAL_RETIRED, strerror(-rc));
+        goto fail;
+    }
     uint64_t id = w->nold ? w->old[w->nold - 1].id + 1 : 1;
+    if (id < w->retired)
+        id = w->retired; /* a new segment must never fall under the mark */
     if ((rc = seg_create(w, id, &w->fd)) < 0)
         goto fail;
     w->seg = id;
@@ -610,11 +684,23 @@ int wal_rotate(struct wal *w, uint64_t *new_segment)
     return 0;
 }
 
-int wal_drop_before(struct wal *w, uint64_t segment)
+int wal_retire_before(struct wal *w, uint64_t segment)
 {
-    int rc = 0;
     if (segment > w->seg)
         return -EINVAL;
+    if (segment <= w->retired)
+        return 0;
+    int rc = retired_store(w, segment);
+    if (rc == 0)
+        w->retired = segment;
+    return rc;
+}
+
+int wal_drop_before(struct wal *w, uint64_t segment)
+{
+    int rc = wal_retire_before(w, segment);
+    if (rc < 0)
+        return rc;
     size_t i = 0;
     for (; i < w->nold && w->old[i].id < segment; i++) {
         char name[WAL_NAME_MAX];
@@ -816,6 +902,19 @@ int wal_replay(const char *dir, int (*fn)(void *ud, const void *rec, size_t len)
     if ((rc = seg_list(dirfd, false, &segs, &n)) < 0) {
         log_error("history", "wal %s: cannot list segments: %s", dir, strerror(-rc));
         goto out;
+    }
+    uint64_t retired;
+    if ((rc = retired_load(dirfd, dir, &retired)) < 0) {
+        log_error("history", "wal %s: cannot read %s: %s", dir, WAL_RETIRED, strerror(-rc));
+        goto out;
+    }
+    size_t skip = 0; /* retired segments that were not deleted yet: not replayed */
+    while (skip < n && segs[skip].id < retired)
+        skip++;
+    st->retired = skip;
+    if (skip) {
+        memmove(segs, segs + skip, (n - skip) * sizeof *segs);
+        n -= skip;
     }
 
     /* Every header first, so that a bad one stops the start before fn sees any record. */

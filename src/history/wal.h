@@ -38,6 +38,7 @@ struct wal_replay_stats {
     uint64_t truncated;     /* segments whose tail was cut (torn or corrupt record) */
     uint64_t discarded;     /* bytes cut from those tails */
     uint64_t last_segment;  /* id of the last segment read; 0 when there was none */
+    uint64_t retired;       /* segments left below the retirement mark: not read */
 };
 
 /* Opens the log in DIR, creating DIR (not its parents) when missing, removes leftovers of an
@@ -77,10 +78,21 @@ int wal_sync(struct wal *w);
  * the new segment failed (-ENOSPC, ...), the current segment stays current and usable. */
 int wal_rotate(struct wal *w, uint64_t *new_segment);
 
-/* Deletes every segment with an id below `segment` (their content is in the store), then
- * syncs the directory. The current segment is never deleted: -EINVAL when `segment` is
- * above the current id. Works on a failed handle too (it only removes old files).
- * On an error the segments already deleted stay deleted, the others stay listed. */
+/* Retires every segment with an id below `segment`: from the return of 0 on, no replay reads
+ * them, although their files stay until wal_drop_before deletes them. A small file (the mark)
+ * is written beside the segments, synced and renamed, so it costs two syncs, and nothing when
+ * `segment` is not above the mark already. Deleting many segments takes long (at gigabytes,
+ * the file system discards their blocks): the caller retires them all at once, then deletes
+ * them a few at a time, and a crash in between never leaves a replay that begins in the
+ * middle of what was retired. -EINVAL when `segment` is above the current id. Works on a
+ * failed handle too. */
+int wal_retire_before(struct wal *w, uint64_t segment);
+
+/* Retires (wal_retire_before) and deletes every segment with an id below `segment` (their
+ * content is in the store), then syncs the directory. The current segment is never deleted:
+ * -EINVAL when `segment` is above the current id. Works on a failed handle too (it only
+ * removes old files). When retiring fails nothing is deleted; on a later error the segments
+ * already deleted stay deleted, the others stay listed (and retired). */
 int wal_drop_before(struct wal *w, uint64_t segment);
 
 /* Id of the oldest live segment (the current one when there is no other), and in *next the
@@ -88,7 +100,8 @@ int wal_drop_before(struct wal *w, uint64_t segment);
  * segments before *next deletes that one only. Owner's thread. */
 uint64_t wal_oldest(const struct wal *w, uint64_t *next);
 
-/* Reads every segment of DIR in id order and calls fn(ud, rec, len) for each intact record
+/* Reads every segment of DIR in id order, except those below the retirement mark
+ * (wal_retire_before), and calls fn(ud, rec, len) for each intact record
  * (rec is valid only during the call). A segment ends at its first torn or corrupt record
  * (short header, short payload, length 0 or above WAL_RECORD_MAX, CRC mismatch): that is
  * expected at the tail of the last segment after a crash, and of a segment abandoned after

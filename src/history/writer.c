@@ -14,9 +14,9 @@
  *      go without any one checkpoint rewriting every open chunk (a gigabyte at millions of
  *      series). Each carry begins a new segment; the slices are carried in turn, a round of
  *      them begins with slice 0, then the idx -> series map. Once the checkpoint of a
- *      round's last slice is committed, the writer deletes the segments before that round's
- *      (one per pass). At start and at the
- *      end a whole carry (every series) begins a segment instead. The writer goes on logging
+ *      round's last slice is committed, the writer retires the segments before that round's
+ *      (wal_retire_before: no replay reads them, nor begins in their middle) and deletes
+ *      them, one per pass. At start and at the end a whole carry (every series) begins a segment instead. The writer goes on logging
  *      while the store commits; a checkpoint waits for the previous one's commit.
  * Invariant: every acknowledged sample is, at any moment, in a committed partition or in a
  * WAL segment that has not been dropped. For the segments before round R's start S: a
@@ -578,8 +578,10 @@ static int replay_one(void *ud, const void *rec, size_t len)
         rc = apply_closed(h, p, len);
     else if (len >= 1 && p[0] == HREC_CHUNKS)
         rc = apply_chunks(h, p, len, first);
-    if (rc < 0)
+    if (rc < 0) {
+        h->st.replay_malformed++; /* before the writer thread starts: no lock needed */
         log_error("history", "a WAL record of %zu bytes is malformed; skipped", len);
+    }
     return 0; /* keep going: one bad record must not hide the rest */
 }
 
@@ -952,7 +954,13 @@ static void drop_segments(struct hist *h, uint64_t seg, bool all)
         next = h->drop_upto;
     seg = next;
     uint64_t before = wal_bytes(h->wal), t0 = mono_ns();
-    int rc = wal_drop_before(h->wal, seg);
+    /* All of them are retired at once first: a replay must never begin in the middle of
+     * them (at a slice's carry whose round's index map was in a segment already deleted,
+     * and whose samples were then refused, their chunks rebuilt differently and stored
+     * twice). */
+    int rc = wal_retire_before(h->wal, h->drop_upto);
+    if (rc == 0)
+        rc = wal_drop_before(h->wal, seg);
     /* wal_bytes() counts the live segments only: keep what went, so that wal_logged() counts
      * every byte logged (the carry's schedule is in bytes logged since the last carry). */
     uint64_t after = wal_bytes(h->wal);
@@ -963,10 +971,13 @@ static void drop_segments(struct hist *h, uint64_t seg, bool all)
     if (rc < 0)
         log_error("history", "cannot delete old WAL segments (%s); retrying later", strerror(-rc));
     pthread_mutex_lock(&h->lock);
+    uint32_t delay = h->drop_delay_ms;
     if (rc < 0 && !h->drop_seg)
         h->drop_seg = seg;
     h->st.wal_bytes = wal_bytes(h->wal);
     pthread_mutex_unlock(&h->lock);
+    if (delay) /* tests: deleting is slow */
+        nanosleep(&(struct timespec){delay / 1000, (long)(delay % 1000) * 1000000}, NULL);
 }
 
 /* Collects every closed chunk into the hand-off, in the order the series were created: the
@@ -1319,10 +1330,11 @@ int hist__writer_start(struct hist *h)
         return rc;
     }
     log_info("history", "store %s: %u series recovered in %.1f ms, %.1f s CPU (WAL replay: %llu "
-             "segments, %.1f MB in %.1f ms, %.1f s CPU; then the first checkpoint: the open chunks "
-             "logged afresh and the closed ones committed to the store)", h->store_dir,
+             "segments (%llu retired ones skipped), %.1f MB in %.1f ms, %.1f s CPU; then the "
+             "first checkpoint: the open chunks logged afresh and the closed ones committed to "
+             "the store)", h->store_dir,
              h->nseries, (double)(mono_ns() - t0) / 1e6, thread_cpu_s() - c0,
-             (unsigned long long)rs.segments, (double)rs.bytes / 1e6,
+             (unsigned long long)rs.segments, (unsigned long long)rs.retired, (double)rs.bytes / 1e6,
              (double)(t_replay - t0) / 1e6, c_replay - c0);
     if (pthread_create(&h->thread, NULL, writer_main, h) != 0) {
         committer_stop(h);

@@ -7,6 +7,7 @@
  * Each test gets a fresh data directory under $TMPDIR (or /tmp) and opens the real history
  * module on it (hist_open: replay, startup checkpoint, writer and committer threads) and reads
  * a series back from memory (open, late and pending chunks) and from the partition store. */
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -495,11 +496,49 @@ static void kr_barrier_done(void *ud, int status)
     b->status = status;
 }
 
+enum kr_mode {
+    KR_MID_ROUND,      /* killed a few slices into a round */
+    KR_MID_ROUND_SLOW, /* the same, the store slower than the checkpoints */
+    KR_MID_DELETE,     /* killed while the segments before a round are being deleted */
+};
+
+/* The slice whose carry begins the oldest WAL segment in wal_dir, if that segment is below
+ * `upto` (the writer may delete it); -1 otherwise. The writer may delete files meanwhile:
+ * a file that is gone is no answer. */
+static int kr_oldest_retired_slice(const char *wal_dir, uint64_t upto)
+{
+    DIR *d = opendir(wal_dir);
+    if (!d)
+        return -1;
+    uint64_t oldest = UINT64_MAX;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        unsigned long long id;
+        char tail[8];
+        if (sscanf(e->d_name, "%16llx.%7s", &id, tail) == 2 && strcmp(tail, "wal") == 0 &&
+            id < oldest)
+            oldest = id;
+    }
+    closedir(d);
+    if (oldest >= upto)
+        return -1;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%016llx.wal", wal_dir, (unsigned long long)oldest);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    uint8_t p[32 + 8 + 4];
+    size_t got = fread(p, 1, sizeof p, f);
+    fclose(f);
+    if (got < sizeof p || p[40] != HREC_CHUNKS || !(p[41] & 4))
+        return -1;
+    return p[42] | p[43] << 8;
+}
+
 /* The child: records a sample of every series per step (100 ms apart in data time), waits for
- * each step to be durable and writes its number to fd, and kills itself with SIGKILL once
- * the writer has completed a round of sliced carries and is in the middle of another one.
- * Exits 2 when something is wrong before that. */
-static void kr_child(const char *data, int fd, int64_t base, bool slow_store)
+ * each step to be durable and writes its number to fd, and kills itself with SIGKILL at the
+ * moment `mode` says. Exits 2 when something is wrong before that. */
+static void kr_child(const char *data, int fd, int64_t base, enum kr_mode mode)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -526,9 +565,13 @@ static void kr_child(const char *data, int fd, int64_t base, bool slow_store)
      * a slice at about every checkpoint with this little data. */
     pthread_mutex_lock(&h->lock);
     h->carry_min_bytes = 0;
-    h->commit_delay_ms = slow_store ? 250 : 0; /* checkpoints find the store busy: slices are
-                                                * carried without a hand-off */
+    h->commit_delay_ms = mode == KR_MID_ROUND_SLOW ? 250 : 0; /* checkpoints find the store
+                                                               * busy: slices are carried
+                                                               * without a hand-off */
+    h->drop_delay_ms = mode == KR_MID_DELETE ? 20 : 0; /* a wide window between deletions */
     pthread_mutex_unlock(&h->lock);
+    char wal_dir[400];
+    snprintf(wal_dir, sizeof wal_dir, "%s/history/wal", data);
     int64_t t_end = now_ms() + 20000;
     uint64_t last_seg = 0;
     int rounds = 0;
@@ -553,7 +596,12 @@ static void kr_child(const char *data, int fd, int64_t base, bool slow_store)
             last_seg = seg;
             rounds++;
         }
-        if (rounds >= 4 && next >= 3 && next <= HCARRY_SLICES - 3)
+        if (mode != KR_MID_DELETE && rounds >= 4 && next >= 3 && next <= HCARRY_SLICES - 3)
+            kill(getpid(), SIGKILL);
+        /* The oldest segment left is one the writer is allowed to delete, and begins in the
+         * middle of a round: the round's index map went with a segment deleted before it. */
+        if (mode == KR_MID_DELETE && rounds >= 2 &&
+            kr_oldest_retired_slice(wal_dir, __atomic_load_n(&h->drop_upto, __ATOMIC_RELAXED)) > 0)
             kill(getpid(), SIGKILL);
         usleep(2000);
     }
@@ -603,7 +651,7 @@ static int kr_stored(void *ud, enum pt_type type, int64_t t_first, int64_t t_las
 /* Every acknowledged sample of every series is there exactly once after a kill -9 in the middle
  * of a round (replay from the round's start: the samples before a slice's carry are ignored),
  * and again after a clean restart. */
-static void kill_mid_round(void **state, bool slow_store)
+static void kill_mid_round(void **state, enum kr_mode mode)
 {
     struct tdir *t = *state;
     /* Samples 100 ms apart from 10 minutes ago, in today's partition (a chunk of an ended
@@ -619,7 +667,7 @@ static void kill_mid_round(void **state, bool slow_store)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(fds[0]);
-        kr_child(t->data, fds[1], base, slow_store);
+        kr_child(t->data, fds[1], base, mode);
     }
     close(fds[1]);
     int32_t step, acked = -1;
@@ -649,6 +697,9 @@ static void kill_mid_round(void **state, bool slow_store)
                                   .buffer_max = 1 << 20};
         struct hist *h = NULL;
         assert_int_equal(hist_open(&h, &cfg, t->data, &loop, live), 0);
+        struct hist_stats hs;
+        hist_stats(h, &hs);
+        assert_int_equal(hs.replay_malformed, 0); /* every record replayed decoded */
         char pdir[400];
         snprintf(pdir, sizeof pdir, "%s/history/partitions", t->data);
         struct hstore_reader *r;
@@ -687,13 +738,21 @@ static void kill_mid_round(void **state, bool slow_store)
 
 static void kill_in_the_middle_of_a_round(void **state)
 {
-    kill_mid_round(state, false);
+    kill_mid_round(state, KR_MID_ROUND);
 }
 
 /* The same with a store slower than the checkpoints: slices are carried while it commits. */
 static void kill_in_the_middle_of_a_round_slow_store(void **state)
 {
-    kill_mid_round(state, true);
+    kill_mid_round(state, KR_MID_ROUND_SLOW);
+}
+
+/* Killed while the segments before a round are deleted, one per writer pass, when the oldest
+ * one left begins with a slice's carry: replay must begin at the round's start (the rest are
+ * retired), not there, where the samples name series by indices it has not seen. */
+static void kill_while_old_segments_are_deleted(void **state)
+{
+    kill_mid_round(state, KR_MID_DELETE);
 }
 
 /* Varints at the edges: every difference comes back, and a varint longer than 10 bytes or
@@ -735,6 +794,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(sliced_carry_later_ignores_nothing, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(kill_in_the_middle_of_a_round, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(kill_in_the_middle_of_a_round_slow_store, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(kill_while_old_segments_are_deleted, dir_setup, dir_teardown),
         cmocka_unit_test(zigzag_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -391,6 +391,79 @@ static void drop_before(void **state)
     got_free(&g);
 }
 
+/* Retired segments stay on disk until deleted, but no replay reads them: a crash between
+ * retiring a run of segments and deleting the last of them never starts a replay in the
+ * middle of the run. */
+static void retire_before(void **state)
+{
+    const char *dir = tdir(state);
+    struct wal *w;
+    uint64_t seg;
+    assert_int_equal(wal_open(dir, &w), 0);
+    for (uint32_t i = 0; i < 3; i++) {
+        append_rec(w, i, 100 + i);
+        assert_int_equal(wal_rotate(w, &seg), 0);
+    }
+    append_rec(w, 3, 103); /* segments 1, 2, 3 and 4 (current), one record each */
+    assert_int_equal(wal_retire_before(w, 6), -EINVAL); /* above the current one */
+    assert_int_equal(wal_retire_before(w, 3), 0);
+    assert_int_equal(count_files(dir, ".wal"), 4); /* retired, not deleted */
+    assert_int_equal(wal_retire_before(w, 2), 0); /* below the mark: nothing changes */
+    /* Deleting the oldest one only, as the writer does one per pass, changes nothing. */
+    assert_int_equal(wal_drop_before(w, 2), 0);
+    assert_int_equal(seg_size(dir, 1), -1);
+    wal_close(w);
+
+    struct got g;
+    struct wal_replay_stats st;
+    got_init(&g);
+    assert_int_equal(replay(dir, &g, &st), 0);
+    assert_int_equal(g.n, 2);
+    expect_rec(&g, 0, 2, 102);
+    expect_rec(&g, 1, 3, 103);
+    assert_int_equal(st.retired, 1);
+    assert_int_equal(st.segments, 2);
+
+    /* A reopened log keeps the mark, and its new segment is above it. */
+    assert_int_equal(wal_open(dir, &w), 0);
+    assert_int_equal(wal_segment(w), 5);
+    assert_int_equal(wal_drop_before(w, 5), 0);
+    wal_close(w);
+    assert_int_equal(replay(dir, &g, &st), 0);
+    assert_int_equal(g.n, 0);
+
+    /* Every segment gone (deleted by hand), the mark left at 5: the next segment is not
+     * below it, or its records would never be replayed. */
+    char path[400];
+    seg_path(path, sizeof path, dir, 5);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(count_files(dir, ".wal"), 0);
+    assert_int_equal(wal_open(dir, &w), 0);
+    assert_true(wal_segment(w) >= 5);
+    append_rec(w, 9, 50);
+    wal_close(w);
+    assert_int_equal(replay(dir, &g, &st), 0);
+    assert_int_equal(g.n, 1);
+    expect_rec(&g, 0, 9, 50);
+
+    /* A damaged mark is ignored: every segment is replayed (more work, nothing lost). */
+    assert_int_equal(wal_open(dir, &w), 0);
+    assert_int_equal(wal_retire_before(w, wal_segment(w)), 0);
+    wal_close(w);
+    snprintf(path, sizeof path, "%s/retired", dir);
+    file_patch(path, 9, "x", 1);
+    assert_int_equal(replay(dir, &g, &st), 0);
+    assert_int_equal(g.n, 1);
+    assert_int_equal(st.retired, 0);
+    /* A leftover of a mark being written is deleted at open. */
+    snprintf(path, sizeof path, "%s/retired.tmp", dir);
+    file_write(path, "junk", 4);
+    assert_int_equal(wal_open(dir, &w), 0);
+    wal_close(w);
+    assert_int_equal(access(path, F_OK), -1);
+    got_free(&g);
+}
+
 /* ---- torn and corrupt data --------------------------------------------------------------- */
 
 /* Segment 1: records 0..4; segment 2: records 5, 6 and 7 (the last, 100 bytes). Returns the
@@ -1068,6 +1141,7 @@ int main(void)
         T(reopen_starts_new_segment),
         T(many_records_across_rotations),
         T(drop_before),
+        T(retire_before),
         T(torn_last_record_every_offset),
         T(zero_filled_tail),
         T(flipped_payload_bit_stops_segment),
