@@ -15,7 +15,8 @@
  *
  * Build and run (from the top of the tree):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Isrc bench/history/bench_block.c src/history/block.c \
- *       src/history/chunk.c src/core/mem.c -lzstd -lm -o /tmp/bench_block
+ *       src/history/chunk.c src/history/cpool.c src/core/mem.c src/core/log.c \
+ *       src/core/buf.c src/core/jsonw.c -lzstd -lm -o /tmp/bench_block
  *   /tmp/bench_block S N LEVEL [sine|walk]      (e.g. 2000 60 3: one H1 partition of 1 min)
  */
 #include <math.h>
@@ -67,7 +68,8 @@ int main(int argc, char **argv)
     int S = atoi(argv[1]), N = atoi(argv[2]), level = atoi(argv[3]);
     int walk = argc > 4 && strcmp(argv[4], "walk") == 0;
     uint8_t **ch = calloc((size_t)S, sizeof *ch), **blk = NULL;
-    size_t *cl = calloc((size_t)S, sizeof *cl), *bl = NULL, *braw = NULL, nb = 0;
+    size_t *cl = calloc((size_t)S, sizeof *cl), *cc = calloc((size_t)S, sizeof *cc);
+    size_t *bl = NULL, *braw = NULL, nb = 0;
     size_t sum = 0, z = 0;
     uint64_t rng = 88172645463325252ull;
     double total = (double)S * N;
@@ -97,7 +99,7 @@ int main(int argc, char **argv)
             struct pt_value pv = {PT_DOUBLE, {.d = nearbyint(100 * x * 100) / 100}};
             chunk_enc_add(&e, ts, &pv, Q_GOOD);
         }
-        ch[k] = chunk_enc_take(&e, &cl[k]);
+        ch[k] = chunk_enc_take(&e, &cl[k], &cc[k]);
         sum += cl[k];
     }
 
@@ -145,11 +147,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nb; i++)
         free(blk[i]);
     for (int k = 0; k < S; k++)
-        free(ch[k]);
+        chunk_buf_free(ch[k], cc[k]);
     free(blk);
     free(bl);
     free(braw);
     free(ch);
     free(cl);
+    free(cc);
     return r.bad ? 1 : 0;
 }

@@ -116,6 +116,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "history/cpool.h"
 
 #define CHUNK__HDR        2                  /* header bytes */
 #define CHUNK__FIXED_MAX  24                 /* upper bound on a non-string sample: 158 bits */
@@ -354,7 +355,7 @@ void chunk_enc_init(struct chunk_enc *e, enum pt_type type)
 
 void chunk_enc_release(struct chunk_enc *e)
 {
-    free(e->buf);
+    cpool_free(e->buf, e->cap);
     chunk_enc_init(e, (enum pt_type)e->type);
 }
 
@@ -368,15 +369,18 @@ const uint8_t *chunk_enc_data(const struct chunk_enc *e, size_t *len)
     return e->buf ? e->buf : e->head;
 }
 
-uint8_t *chunk_enc_take(struct chunk_enc *e, size_t *len)
+uint8_t *chunk_enc_take(struct chunk_enc *e, size_t *len, size_t *cap)
 {
     uint8_t *b = e->count ? e->buf : NULL;
     *len = b ? (size_t)((e->pos + 7) >> 3) : 0;
+    *cap = b ? e->cap : 0;
     if (!b)
-        free(e->buf);
+        cpool_free(e->buf, e->cap);
     chunk_enc_init(e, (enum pt_type)e->type);
     return b;
 }
+
+void chunk_buf_free(uint8_t *p, size_t cap) { cpool_free(p, cap); }
 
 void chunk_enc_prefetch(const struct chunk_enc *e)
 {
@@ -396,7 +400,12 @@ static void chunk__grow(struct chunk_enc *e, size_t need)
         cap *= 2;
     if (cap > CHUNK__CAP_LIMIT)
         cap = CHUNK__CAP_LIMIT; /* need never exceeds it: see chunk_enc_add */
-    e->buf = xrealloc(e->buf, cap);
+    uint8_t *b = cpool_alloc(cap);
+    if (e->buf) {
+        memcpy(b, e->buf, e->cap);
+        cpool_free(e->buf, e->cap);
+    }
+    e->buf = b;
     e->cap = cap;
 }
 

@@ -105,10 +105,14 @@ int64_t chunk_enc_last(const struct chunk_enc *e);
  * chunk is its 2-byte header. */
 const uint8_t *chunk_enc_data(const struct chunk_enc *e, size_t *len);
 
-/* Hands the encoded bytes (chunk_enc_data's) over to the caller, who frees them with free(),
- * and leaves the encoder empty (same type) as chunk_enc_release() does. *len gets their
- * length. NULL (and 0) when the chunk has no sample. */
-uint8_t *chunk_enc_take(struct chunk_enc *e, size_t *len);
+/* Hands the encoded bytes (chunk_enc_data's) over to the caller, who frees them with
+ * chunk_buf_free(p, *cap), and leaves the encoder empty (same type) as chunk_enc_release()
+ * does. *len gets their length, *cap the size of the buffer. NULL (and 0, 0) when the chunk
+ * has no sample. Encoders' buffers come from the history pool (cpool.h). */
+uint8_t *chunk_enc_take(struct chunk_enc *e, size_t *len, size_t *cap);
+
+/* Frees a buffer that chunk_enc_take handed over, with the *cap it gave. NULL is fine. */
+void chunk_buf_free(uint8_t *p, size_t cap);
 /* A hint, no effect on the content: asks the CPU for the memory that the next chunk_enc_add()
  * writes, so that a caller about to add to many chunks can have their cache misses overlap. */
 void chunk_enc_prefetch(const struct chunk_enc *e);

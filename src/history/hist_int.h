@@ -61,6 +61,7 @@
 #define HTAG_SERIES  1
 #define HTAG_PACKED  2
 #define HBATCH_MAX_BYTES (4u << 20)   /* a batch is sealed at this size */
+#define HBATCH_SPARE     16           /* batches kept for reuse (recorder.c, batch_done) */
 #define HCHUNK_SAMPLES   120          /* an open chunk is closed at this many samples */
 #define HQ_POOL_MAX      4            /* idle store readers kept for queries (hquery.c) */
 #define HCARRY_SLICES    16           /* slices of the series carried one per checkpoint */
@@ -96,7 +97,7 @@ struct hpending {
     enum pt_type type;
     int64_t t_first, t_last;
     uint32_t count;
-    size_t len;
+    size_t len, cap;
     uint8_t *data;               /* the encoder's buffer, taken over (chunk_enc_take) */
 };
 
@@ -140,6 +141,8 @@ struct hist {
     uint32_t *interval_pts;      /* the REC_INTERVAL points, for the interval timer */
     uint32_t ninterval;
     struct hbatch *cur;
+    struct hbatch *spare;        /* batches done with, kept to be filled again (HBATCH_SPARE) */
+    uint32_t nspare;
     uv_async_t done_async;
     uv_timer_t interval_timer;
     bool stopping;

@@ -189,11 +189,19 @@ static void assign_rules(struct hist *h)
 
 /* ---- batches ---- */
 
-static struct hbatch *batch_new(void)
+static struct hbatch *batch_new(struct hist *h)
 {
-    struct hbatch *b = xzalloc(sizeof *b);
-    buf_init(&b->rec, HBATCH_MAX_BYTES + 64 * 1024);
-    buf_reserve(&b->rec, 64 * 1024);
+    struct hbatch *b = h->spare;
+    if (b) {
+        h->spare = b->next;
+        h->nspare--;
+        b->next = NULL;
+        buf_reset(&b->rec);
+    } else {
+        b = xzalloc(sizeof *b);
+        buf_init(&b->rec, HBATCH_MAX_BYTES + 64 * 1024);
+        buf_reserve(&b->rec, 64 * 1024);
+    }
     hput_u8(&b->rec, HREC_SAMPLES);
     hput_u32(&b->rec, 0); /* entry count, patched when sealed */
     return b;
@@ -204,6 +212,27 @@ static void batch_free(struct hbatch *b)
     buf_release(&b->rec);
     free(b->tickets);
     free(b);
+}
+
+/* A batch the writer is done with is kept, its memory with it, to be filled again: at
+ * millions of samples a second batches of megabytes come and go, and from the heap their
+ * memory was often fresh (trimmed and grown again), each 4 KiB a page fault in the loop that
+ * fills it and another in the writer's kernel copy into the WAL (bench/RESULTS.md). */
+static void batch_done(struct hist *h, struct hbatch *b)
+{
+    if (h->nspare >= HBATCH_SPARE) {
+        batch_free(b);
+        return;
+    }
+    b->n = 0;
+    b->samples = 0;
+    b->last_idx = 0;
+    b->last_ts = 0;
+    b->ntickets = 0;
+    b->status = 0;
+    b->next = h->spare;
+    h->spare = b;
+    h->nspare++;
 }
 
 /* Hands the current batch to the writer. */
@@ -239,7 +268,7 @@ static struct hbatch *batch_cur(struct hist *h)
     if (h->cur && h->cur->rec.len > HBATCH_MAX_BYTES)
         batch_push(h);
     if (!h->cur)
-        h->cur = batch_new();
+        h->cur = batch_new(h);
     return h->cur;
 }
 
@@ -432,7 +461,7 @@ static void on_done(uv_async_t *a)
         struct hbatch *next = b->next;
         for (uint32_t i = 0; i < b->ntickets; i++)
             b->tickets[i].done(b->tickets[i].ud, b->status);
-        batch_free(b);
+        batch_done(h, b);
         b = next;
     }
 }
@@ -539,6 +568,11 @@ void hist_free(struct hist *h)
         return;
     if (h->cur)
         batch_free(h->cur);
+    while (h->spare) {
+        struct hbatch *next = h->spare->next;
+        batch_free(h->spare);
+        h->spare = next;
+    }
     hist_config_release(&h->cfg);
     free(h->pts);
     free(h->interval_pts);

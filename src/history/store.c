@@ -98,6 +98,7 @@
 #include "core/mem.h"
 #include "core/util.h"
 #include "history/block.h"
+#include "history/cpool.h"
 
 #define HS_MOD             "history"
 #define HS_APP_ID          0x4f505348 /* "OPSH" */
@@ -2107,6 +2108,7 @@ static void *sealer_main(void *arg)
         }
     }
     pthread_mutex_unlock(&s->lock);
+    cpool_thread_done(); /* chunks rebuilt from columns (block.c) used the pool */
     return NULL;
 }
 

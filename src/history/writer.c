@@ -44,6 +44,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
+#include "history/cpool.h"
 #include "history/hist_int.h"
 
 /* ---- series memory ---- */
@@ -209,7 +210,7 @@ static void pending_add(struct hseries *s, struct chunk_enc *e)
 {
     if (!e || chunk_enc_count(e) == 0) /* e: NULL for a late chunk never used */
         return;
-    struct hpending *p = xmalloc(sizeof *p);
+    struct hpending *p = cpool_alloc(sizeof *p); /* millions at a partition's end */
     p->next = NULL;
     p->type = s->type;
     p->t_first = chunk_enc_first(e);
@@ -217,7 +218,7 @@ static void pending_add(struct hseries *s, struct chunk_enc *e)
     p->count = chunk_enc_count(e);
     /* The encoder's buffer changes hands, no copy (a partition end closes a chunk of every
      * series at once: millions of allocations and copies fewer). The encoder is empty again. */
-    p->data = chunk_enc_take(e, &p->len);
+    p->data = chunk_enc_take(e, &p->len, &p->cap);
     if (s->pending_tail)
         s->pending_tail->next = p;
     else
@@ -227,8 +228,8 @@ static void pending_add(struct hseries *s, struct chunk_enc *e)
 
 static void pending_free(struct hpending *p)
 {
-    free(p->data);
-    free(p);
+    chunk_buf_free(p->data, p->cap);
+    cpool_free(p, sizeof *p);
 }
 
 static struct hseries *series_get(struct hist *h, const char *name, size_t len, enum pt_type type)
@@ -870,6 +871,7 @@ static void *committer_main(void *arg)
         pthread_cond_signal(&h->wake); /* the writer drops the old segments */
     }
     pthread_mutex_unlock(&h->lock);
+    cpool_thread_done(); /* the chunk buffers it freed last go back to the writer */
     return NULL;
 }
 
@@ -1270,6 +1272,7 @@ static void *writer_main(void *arg)
         if (quit)
             break;
     }
+    cpool_thread_done();
     return NULL;
 }
 

@@ -243,9 +243,10 @@ static void take(void **state)
     (void)state;
     struct chunk_enc e;
     chunk_enc_init(&e, PT_DOUBLE);
-    size_t len = 99;
-    assert_null(chunk_enc_take(&e, &len));
+    size_t len = 99, cap = 99;
+    assert_null(chunk_enc_take(&e, &len, &cap));
     assert_int_equal(len, 0);
+    assert_int_equal(cap, 0);
     struct sample s[60];
     for (size_t i = 0; i < 60; i++)
         s[i] = dbl(1700000000000 + 1000 * (int64_t)i, 20 + 0.01 * (double)(i % 7));
@@ -257,14 +258,15 @@ static void take(void **state)
         uint8_t *want = malloc(dlen);
         assert_non_null(want);
         memcpy(want, d, dlen);
-        uint8_t *got = chunk_enc_take(&e, &len);
+        uint8_t *got = chunk_enc_take(&e, &len, &cap);
         assert_non_null(got);
         assert_int_equal(len, dlen);
+        assert_true(cap >= len);
         assert_memory_equal(got, want, len);
         assert_decodes(PT_DOUBLE, got, len, s, 60);
         assert_int_equal(chunk_enc_count(&e), 0);
         assert_int_equal(chunk_enc_first(&e), 0);
-        free(got);
+        chunk_buf_free(got, cap);
         free(want);
     }
     chunk_enc_release(&e);
