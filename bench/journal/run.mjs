@@ -2,6 +2,7 @@
 //
 //   node bench/journal/run.mjs BUILD_DIR [--soak MINUTES] [--amqp N] [--http N]
 //        [--only-j1 | --only-j2 | --only-j3] [--compress-min BYTES]
+//        [--j2-mb MB] [--j2-conns N] [--j2-sizes 13,20,40,66,93,133]
 //
 // Prints msg/s ingested durably (AMQP: from a pre-filled queue until every delivery is
 // acknowledged; HTTP: batches answered 200), bytes on disk per message, opsd CPU and RSS,
@@ -29,6 +30,10 @@ const ONLY_J2 = args.includes('--only-j2'); // J2 and the searches only
 const J1 = !ONLY_J3 && !ONLY_J2, J2 = !ONLY_J3 && !ONLY_J1, J3 = !ONLY_J1 && !ONLY_J2;
 const J4 = J1 && J2 && J3;
 const COMPRESS_MIN = opt('--compress-min', 4096); // the journal's compress_min (0: inline bodies as they are)
+const J2_MB = opt('--j2-mb', 150); // MB of bodies sent per J2 size (150: under a second at 66 KB)
+const J2_CONNS = opt('--j2-conns', 8); // J2's concurrent connections, 20 messages a request
+const J2_SIZES = args.includes('--j2-sizes') ? args[args.indexOf('--j2-sizes') + 1].split(',').map(Number)
+  : [13, 20, 40, 66, 93, 133]; // KB
 const TOOL = postTool(process.env.OPSD);
 
 const work = workDir('bench_journal');
@@ -192,13 +197,13 @@ function body(kb, seed) {
   }
   return s.slice(0, kb * 1000 - 2) + ']}';
 }
-for (const kb of J2 ? [13, 20, 40, 66, 93, 133] : []) {
-  const n = Math.max(1000, Math.floor(150000 / kb));
+for (const kb of J2 ? J2_SIZES : []) {
+  const n = Math.max(1000, Math.floor(J2_MB * 1000 / kb));
   const before = await metrics(d);
   const bodies = Array.from({ length: 16 }, (_, k) => body(kb, k));
-  const r = await httpLoad(n, 20, 8, (i) => ({ headers: nsbHeaders(2000000 + kb * 100000 + i, { base: BASE }), body: bodies[i % 16] }), true);
+  const r = await httpLoad(n, 20, J2_CONNS, (i) => ({ headers: nsbHeaders(2000000 + kb * 100000 + i, { base: BASE }), body: bodies[i % 16] }), true);
   const m = await metrics(d);
-  row(`J2 HTTP ${kb} KB bodies: ${fmt(r.cpu * 1e6 / n)} µs of opsd CPU/msg (loop ${fmt(r.loop * 1e6 / n)}, writer ${fmt(r.writer * 1e6 / n)})`, fmt(n), fmt(n / r.s), fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / n),
+  row(`J2 HTTP ${kb} KB bodies (${J2_CONNS} clients): ${fmt(r.cpu * 1e6 / n)} µs of opsd CPU/msg (loop ${fmt(r.loop * 1e6 / n)}, writer ${fmt(r.writer * 1e6 / n)})`, fmt(n), fmt(n / r.s), fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / n),
     fmt(r.cpu, 1), fmt(r.rss / 1024));
 }
 

@@ -49,6 +49,8 @@ struct sim_timer {
     int64_t target;        /* the boundary the timer is armed for */
     int64_t last_ts;       /* time stamp of the last scan */
     uint64_t rng;
+    uint64_t skipped;      /* scans skipped since the last warning (the loop was too busy) */
+    int64_t warned_ms;     /* when that warning was logged */
 };
 
 struct sim_state {
@@ -226,8 +228,10 @@ static void sim_schedule(struct sim_timer *t)
 {
     uv_update_time(t->timer.loop);
     int64_t now = now_ms(), p = t->e->period_ms;
-    t->target = (now / p + 1) * p;
-    uv_timer_start(&t->timer, sim_fire, (uint64_t)(t->target - now), 0);
+    /* The boundary after the last scan's, even when it has passed already (the scan, or
+     * the loop's other work, ran past it): that scan is due now, not skipped. */
+    t->target = t->last_ts ? t->last_ts + p : (now / p + 1) * p;
+    uv_timer_start(&t->timer, sim_fire, t->target > now ? (uint64_t)(t->target - now) : 0, 0);
 }
 
 static void sim_fire(uv_timer_t *h)
@@ -239,13 +243,25 @@ static void sim_fire(uv_timer_t *h)
      * timer comes a little early; when it is late by whole periods, the latest boundary. */
     int64_t now = now_ms();
     int64_t ts = t->target;
-    if (now - ts >= e->period_ms)
+    if (now - ts >= e->period_ms) {
         ts = now - now % e->period_ms;
+        t->skipped += (uint64_t)((ts - t->target) / e->period_ms);
+    }
     if (ts == t->last_ts) { /* never two scans with one time stamp */
         sim_schedule(t);
         return;
     }
     t->last_ts = ts;
+    if (t->skipped && now - t->warned_ms >= 10000) {
+        /* The values are still right for their time; there are fewer of them. */
+        log_warn("sim", "driver %s: '%s' (%llu points every %lld ms): %llu scans skipped since "
+                 "the last warning, the loop was busy past their time",
+                 t->st->d->name, e->decl.pattern, (unsigned long long)t->n, (long long)e->period_ms,
+                 (unsigned long long)t->skipped);
+        t->skipped = 0;
+        t->warned_ms = now;
+    }
+    uint64_t t0 = mono_ns();
     double span = e->max - e->min;
     switch (e->decl.meta.type) {
     case PT_DOUBLE:
@@ -278,6 +294,10 @@ static void sim_fire(uv_timer_t *h)
         break;
     }
     t->st->d->samples += t->n;
+    uint64_t took = mono_ns() - t0;
+    if (took > (uint64_t)e->period_ms * 250000) /* a quarter of the period (log_level debug) */
+        log_debug("sim", "driver %s: a scan of %llu points took %.1f ms, %lld ms after its time",
+                  t->st->d->name, (unsigned long long)t->n, (double)took / 1e6, (long long)(now - t->target));
     sim_schedule(t);
 }
 

@@ -368,6 +368,7 @@ int hist_record(struct hist *h, uint32_t idx, int64_t ts, const struct pt_value 
 static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t n)
 {
     struct hist *h = ud;
+    uint64_t t0 = mono_ns();
     /* Room is checked once per flush: how many samples the buffer can still take. */
     pthread_mutex_lock(&h->lock);
     uint64_t queued = h->queued_samples + (h->cur ? h->cur->samples : 0);
@@ -412,6 +413,9 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
         }
     }
     batch_push(h);
+    uint64_t took = mono_ns() - t0;
+    if (took > 250000000u) /* where the loop's time goes at millions of points (log_level debug) */
+        log_debug("history", "recording %zu changed points took %.1f ms", n, (double)took / 1e6);
 }
 
 /* REC_INTERVAL points: the current value every `every`, changed or not. Cost per tick is the
