@@ -327,6 +327,7 @@ static void metrics_text(void *ud, struct buf *out)
         {"opsd_history_seal_cpu_seconds_total", "counter", "CPU time of the sealer thread.", hs.seal_cpu_s},
         {"opsd_history_series", "gauge", "Series known to the writer.", (double)hs.series},
         {"opsd_history_write_errors_total", "counter", "WAL or store writes that failed.", (double)hs.write_errors},
+        {"opsd_history_chunk_pool_bytes", "gauge", "Memory held for chunk buffers, in use or free (kept for reuse).", (double)hs.pool_bytes},
         {"opsd_history_replay_malformed_total", "counter", "WAL records skipped at start because they did not decode.", (double)hs.replay_malformed},
     };
     for (size_t i = 0; i < ARRAY_LEN(m); i++)

@@ -72,6 +72,7 @@ struct hist_stats {
     double seal_cpu_s;          /* CPU time of those seals (the store's sealer thread) */
     uint64_t write_errors;
     uint64_t replay_malformed;  /* WAL records skipped at start because they did not decode */
+    uint64_t pool_bytes;        /* memory held for chunk buffers (cpool.h), in use or free */
     double last_checkpoint_s;   /* the writer's part of the last checkpoint (the carry) */
     double last_commit_s;       /* the store's part of the last checkpoint (committer thread) */
 };

@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
+#include "history/cpool.h"
 #include "history/hist_int.h"
 
 #define DEFAULT_BUFFER_MAX  (4u << 20)
@@ -496,6 +497,7 @@ void hist_stats(struct hist *h, struct hist_stats *out)
     *out = h->st;
     out->queued = h->queued_samples + (h->cur ? h->cur->samples : 0);
     pthread_mutex_unlock(&h->lock);
+    out->pool_bytes = cpool_bytes();
 }
 
 int hist_open(struct hist **out, const struct hist_config *cfg, const char *data_dir,
