@@ -2248,12 +2248,17 @@ static const struct hr_file *hr_file_find(const struct hstore_reader *r, int64_t
 }
 
 /* Whether to keep c open after a read. An idle connection in WAL mode would stop the writer
- * from sealing the partition (part_seal), so one is kept only to the newest partitions, which
- * the writer holds open anyway (and in WAL mode). Sealed partitions are opened cheaply. */
+ * from sealing the partition (part_seal), so one is kept only to a partition that has not
+ * ended yet (the writer holds it open anyway, in WAL mode); a connection to one that has is
+ * closed after each read and at the next prune (hstore_reader_prune), and the sealer finds
+ * the file free. While the partition length is not known yet: the newest partitions. Sealed
+ * partitions are opened cheaply. */
 static bool hr_keep(const struct hstore_reader *r, const struct hr_conn *c)
 {
     if (!c->wal)
         return true;
+    if (r->len > 0)
+        return now_ms() < c->start + r->len;
     for (size_t i = r->nfile > HS_KEEP_OPEN ? r->nfile - HS_KEEP_OPEN : 0; i < r->nfile; i++)
         if (r->file[i].start == c->start)
             return true;
@@ -2801,8 +2806,13 @@ int hstore_newest(struct hstore_reader *r, const char *series, int64_t from, int
 
 void hstore_reader_prune(struct hstore_reader *r)
 {
-    if (r && !r->reading)
-        (void)hr_list(r);
+    if (!r || r->reading)
+        return;
+    (void)hr_list(r);
+    /* a partition that ended since the read, in a directory that has not changed */
+    for (size_t i = r->nconn; i-- > 0;)
+        if (!hr_keep(r, &r->conn[i]))
+            hr_conn_close(r, i);
 }
 
 int hstore_reader_open(const char *dir, struct hstore_reader **out)

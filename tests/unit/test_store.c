@@ -623,8 +623,9 @@ static void test_reader_prune(void **state)
     hstore_close(s);
 }
 
-/* A partition the writer closes is sealed (rollback-journal mode, no -wal/-shm); a reader that
- * holds it open in WAL mode delays that until the writer's next try. */
+/* A partition the writer closes is sealed (rollback-journal mode, no -wal/-shm); a reader
+ * does not keep a connection to a partition that has ended after its read (it would delay
+ * that until the writer's next try). */
 static void test_sealing(void **state)
 {
     const char *dir = tdir(state);
@@ -638,17 +639,17 @@ static void test_sealing(void **state)
     assert_int_equal(hstore_commit(s), 0);
     assert_true(part_exists(dir, T0, "-wal"));
     assert_int_equal(hstore_reader_open(dir, &r), 0);
-    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0); /* holds hour 0 */
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0); /* hour 0 ended */
     assert_int_equal(g.n, 1);
 
     assert_int_equal(put(s, "a", T0 + H, T0 + H + M, 60), 0);
     assert_int_equal(put(s, "a", T0 + 2 * H, T0 + 2 * H + M, 60), 0);
-    assert_int_equal(hstore_commit(s), 0); /* closes hour 0: the reader holds it, not sealed */
-    assert_true(part_exists(dir, T0, "-wal"));
+    assert_int_equal(hstore_commit(s), 0); /* closes hour 0: no reader holds it, sealed */
+    assert_false(part_exists(dir, T0, "-wal"));
     g.n = 0;
-    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0); /* lets it go */
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
     assert_int_equal(g.n, 3);
-    assert_int_equal(hstore_drop_before(s, T0, &dropped), 0); /* tries again */
+    assert_int_equal(hstore_drop_before(s, T0, &dropped), 0);
     assert_int_equal(dropped, 0);
     assert_false(part_exists(dir, T0, "-wal"));
     assert_false(part_exists(dir, T0, "-shm"));
@@ -2189,6 +2190,47 @@ static void *seal_loop(void *ud)
 
 /* A held sealer waits in the middle of a seal, keeps what it has done, and finishes once
  * released (the history writer holds it while its buffer is deep). */
+/* A query reader left idle after reading two ended partitions (the newest two, in WAL mode)
+ * does not keep the sealer from sealing them: its connections to partitions that have ended
+ * are closed after the read. */
+static void test_seal_idle_reader(void **state)
+{
+    const char *dir = tdir(state);
+    struct hstore *s;
+    assert_int_equal(hstore_open(dir, SM, &s), 0);
+    assert_int_equal(put(s, "a", T0 + 10, T0 + 20, 2), 0);
+    assert_int_equal(put(s, "a", T0 + SM + 10, T0 + SM + 20, 2), 0);
+    assert_int_equal(hstore_commit(s), 0);
+    hstore_close(s);
+
+    struct hstore_reader *r;
+    struct got g;
+    memset(&g, 0, sizeof g);
+    g.series = "a";
+    assert_int_equal(hstore_reader_open(dir, &r), 0);
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 2);
+    hstore_reader_prune(r); /* idle, as in the query pool */
+
+    assert_int_equal(hstore_open(dir, SM, &s), 0);
+    assert_int_equal(hstore_sealer_start(s, 0, NULL), 0);
+    for (int w = 0; w < 250; w++) {
+        if (part_int(dir, T0, "PRAGMA user_version", -1) == 3 &&
+            part_int(dir, T0 + SM, "PRAGMA user_version", -1) == 3)
+            break;
+        usleep(20000);
+    }
+    assert_int_equal(part_int(dir, T0, "PRAGMA user_version", -1), 3);
+    assert_int_equal(part_int(dir, T0 + SM, "PRAGMA user_version", -1), 3);
+    hstore_close(s);
+    /* the same reader reads the sealed files */
+    memset(&g, 0, sizeof g);
+    g.series = "a";
+    assert_int_equal(hstore_read(r, "a", 0, INT64_MAX, collect, &g), 0);
+    assert_int_equal(g.n, 2);
+    hstore_reader_close(r);
+}
+
 static void test_seal_hold(void **state)
 {
     const char *dir = tdir(state);
@@ -2504,6 +2546,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_seal_crash, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_seal_concurrent, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_seal_hold, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_seal_idle_reader, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_seal_format1, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_seal_columns, dir_setup, dir_teardown),
     };
