@@ -1,7 +1,7 @@
 // bench/journal: J1-J4 of ../shared/SEEDS.md against a real opsd and a private RabbitMQ.
 //
 //   node bench/journal/run.mjs BUILD_DIR [--soak MINUTES] [--amqp N] [--http N]
-//        [--only-j1 | --only-j2 | --only-j3] [--compress-min BYTES]
+//        [--only-j1 | --only-j2 | --only-j3] [--compress-min BYTES] [--compress-level N]
 //        [--j2-mb MB] [--j2-conns N] [--j2-sizes 13,20,40,66,93,133]
 //
 // Prints msg/s ingested durably (AMQP: from a pre-filled queue until every delivery is
@@ -30,6 +30,7 @@ const ONLY_J2 = args.includes('--only-j2'); // J2 and the searches only
 const J1 = !ONLY_J3 && !ONLY_J2, J2 = !ONLY_J3 && !ONLY_J1, J3 = !ONLY_J1 && !ONLY_J2;
 const J4 = J1 && J2 && J3;
 const COMPRESS_MIN = opt('--compress-min', 4096); // the journal's compress_min (0: inline bodies as they are)
+const COMPRESS_LEVEL = opt('--compress-level', 1); // the journal's compress_level (zstd level)
 const J2_MB = opt('--j2-mb', 150); // MB of bodies sent per J2 size (150: under a second at 66 KB)
 const J2_CONNS = opt('--j2-conns', 8); // J2's concurrent connections, 20 messages a request
 const J2_SIZES = args.includes('--j2-sizes') ? args[args.indexOf('--j2-sizes') + 1].split(',').map(Number)
@@ -48,6 +49,7 @@ journal:
   inline_max: 85000
   body_max: 102400
   compress_min: ${COMPRESS_MIN}
+  compress_level: ${COMPRESS_LEVEL}
   disk_floor: 0
   queue_max: 2000000
   breaker: {failures: 1000000}

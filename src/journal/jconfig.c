@@ -5,6 +5,7 @@
  *     partition: 1h            # 1s .. retention/2
  *     inline_max: 85000        # bytes; larger bodies go to the body table, zstd-compressed
  *     compress_min: 4096       # inline bodies this large or larger are kept zstd-compressed (0: never)
+ *     compress_level: 1        # zstd level, -7 (fastest, largest) to 9
  *     body_max: 102400         # bytes; larger bodies are not stored (size, type, hash are)
  *     search_body_max: 16384   # text bodies up to this size are in the full-text index
  *     disk_floor: 256MB        # free bytes below which ingestion stops
@@ -132,7 +133,7 @@ static void parse_source(struct yconf *y, const ynode *s, const char *path, stru
 
 int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
 {
-    static const char *const keys[] = {"retention", "partition", "inline_max", "compress_min", "body_max",
+    static const char *const keys[] = {"retention", "partition", "inline_max", "compress_min", "compress_level", "body_max",
                                        "search_body_max", "disk_floor", "queue_max", "breaker",
                                        "amqp", "sources", NULL};
     static const char *const bkeys[] = {"failures", "window", "pause", NULL};
@@ -141,6 +142,7 @@ int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
     out->partition_ms = 3600000LL;
     out->inline_max = 85000;
     out->compress_min = 4096;
+    out->compress_level = 1;
     out->body_max = 102400;
     out->search_body_max = 16384;
     out->disk_floor = 256ULL << 20;
@@ -162,6 +164,14 @@ int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
     yn_get_duration(y, n, "partition", "journal", false, &out->partition_ms);
     get_size(y, n, "inline_max", "journal", &out->inline_max);
     get_size(y, n, "compress_min", "journal", &out->compress_min);
+    int64_t lvl = out->compress_level;
+    if (yn_get_int(y, n, "compress_level", "journal", false, &lvl) == 0 &&
+        (lvl < JNL_LEVEL_MIN || lvl > JNL_LEVEL_MAX || lvl == 0))
+        yconf_error(y, yn_get(y, n, "compress_level"), "journal",
+                    "compress_level must be %d to -1 (faster, larger) or 1 to %d (zstd's levels)",
+                    JNL_LEVEL_MIN, JNL_LEVEL_MAX);
+    else
+        out->compress_level = (int)lvl;
     get_size(y, n, "body_max", "journal", &out->body_max);
     get_size(y, n, "search_body_max", "journal", &out->search_body_max);
     get_size(y, n, "disk_floor", "journal", &out->disk_floor);

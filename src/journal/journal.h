@@ -31,6 +31,8 @@
 #define JNL_HEADER_NAME_MAX  256             /* bytes */
 #define JNL_HEADER_VALUE_MAX (64u * 1024)    /* bytes */
 #define JNL_BODY_HARD_MAX    (64u << 20)     /* a body larger than this is refused outright */
+#define JNL_LEVEL_MIN        (-7)            /* compress_level: zstd's fast levels ... */
+#define JNL_LEVEL_MAX        9               /* ... to its slower, smaller ones */
 #define JNL_RETENTION_MIN_MS 3600000LL       /* 1 h */
 #define JNL_RETENTION_MAX_MS (365LL * 86400000LL)
 
@@ -50,6 +52,7 @@ struct jnl_config {
     int64_t partition_ms;         /* default 1 h; at least 1 s; at most retention */
     uint64_t inline_max;          /* bodies up to this many bytes inline (default 85000) */
     uint64_t compress_min;        /* inline bodies from this size on are zstd-compressed (default 4096; 0: never) */
+    int compress_level;           /* zstd level of compressed bodies, JNL_LEVEL_MIN..JNL_LEVEL_MAX (default 1) */
     uint64_t body_max;            /* bodies larger than this are not stored (default 102400) */
     uint64_t search_body_max;     /* text bodies up to this size are searchable (default 16384; 0: none) */
     uint64_t disk_floor;          /* bytes free under DATA/journal below which ingestion stops */

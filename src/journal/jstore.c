@@ -823,6 +823,7 @@ void jstore_careful(struct jstore *s, bool on)
 
 struct jstore_packer {
     ZSTD_CCtx *zc;
+    int level;          /* the level zc is set to */
     void *buf;          /* jstore_put's frame of a message not prepared */
     size_t cap;
 };
@@ -840,6 +841,7 @@ struct jstore_packer *jstore_packer_new(void)
     }
     ZSTD_CCtx_setParameter(pk->zc, ZSTD_c_compressionLevel, 1);
     ZSTD_CCtx_setParameter(pk->zc, ZSTD_c_minMatch, 7);
+    pk->level = 1;
     return pk;
 }
 
@@ -865,9 +867,15 @@ static int body_plan(const struct jnl_msg *m, const struct jstore_limits *lim, b
 
 /* m's body as one zstd frame in out (cap bytes, at least ZSTD_compressBound). Returns its
  * length, or 0 with the reason in err. */
-static size_t pack(struct jstore_packer *pk, const struct jnl_msg *m, void *out, size_t cap, char *err,
-                   size_t errlen)
+static size_t pack(struct jstore_packer *pk, const struct jstore_limits *lim, const struct jnl_msg *m,
+                   void *out, size_t cap, char *err, size_t errlen)
 {
+    int level = lim->compress_level ? lim->compress_level : 1;
+    if (level != pk->level) { /* the configuration changed (the minimum match stays 7) */
+        ZSTD_CCtx_setParameter(pk->zc, ZSTD_c_compressionLevel, level);
+        ZSTD_CCtx_setParameter(pk->zc, ZSTD_c_minMatch, 7);
+        pk->level = level;
+    }
     size_t z = ZSTD_compress2(pk->zc, out, cap, m->body, m->body_len);
     if (ZSTD_isError(z)) {
         snprintf(err, errlen, "compressing the body: %s", ZSTD_getErrorName(z));
@@ -887,7 +895,7 @@ void jstore_prepare(struct jstore_packer *pk, struct jnl_msg *m, const struct js
     size_t bound = ZSTD_compressBound(m->body_len);
     char err[160];
     unsigned char *z = xmalloc(bound);
-    size_t n = pack(pk, m, z, bound, err, sizeof err);
+    size_t n = pack(pk, lim, m, z, bound, err, sizeof err);
     if (!n) {
         free(z); /* jstore_put tries again, and reports it */
         return;
@@ -931,7 +939,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
             pk->buf = xmalloc(bound);
             pk->cap = bound;
         }
-        if (!(zlen = pack(pk, m, pk->buf, pk->cap, err, errlen))) {
+        if (!(zlen = pack(pk, lim, m, pk->buf, pk->cap, err, errlen))) {
             rc = SQLITE_ERROR;
             goto fail;
         }

@@ -26,6 +26,7 @@ enum { JBODY_NONE = 0, JBODY_INLINE = 1, JBODY_COMPRESSED = 2, JBODY_NOT_STORED 
 
 struct jstore_limits {
     uint64_t inline_max, compress_min, body_max, search_body_max;
+    int compress_level; /* zstd's level: 1 by default, negative ones faster and larger */
 };
 
 struct jstore;

@@ -37,6 +37,7 @@ static void limits_locked(struct jnl *j, struct jstore_limits *l)
 {
     l->inline_max = j->cfg.inline_max;
     l->compress_min = j->cfg.compress_min;
+    l->compress_level = j->cfg.compress_level;
     l->body_max = j->cfg.body_max;
     l->search_body_max = j->cfg.search_body_max;
 }

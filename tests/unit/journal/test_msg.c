@@ -253,6 +253,19 @@ static void test_config(void **state)
 
     assert_int_equal(parse("journal:\n  retention: 1h\n  partition: 1h\n", &c, e, sizeof e), -1);
     assert_non_null(strstr(e, "half the retention"));
+    assert_int_equal(parse("journal:\n  compress_level: -3\n", &c, e, sizeof e), 0);
+    assert_int_equal(c.compress_level, -3);
+    jnl_config_release(&c);
+    assert_int_equal(parse("journal:\n  retention: 7d\n", &c, e, sizeof e), 0);
+    assert_int_equal(c.compress_level, 1);
+    jnl_config_release(&c);
+    for (int k = 0; k < 4; k++) {
+        static const char *const bad[] = {"0", "-8", "10", "fast"};
+        char y[64];
+        snprintf(y, sizeof y, "journal:\n  compress_level: %s\n", bad[k]);
+        assert_int_equal(parse(y, &c, e, sizeof e), -1);
+        assert_non_null(strstr(e, "compress_level"));
+    }
     assert_int_equal(parse("journal:\n  retention: 1h\n", &c, e, sizeof e), 0);
     assert_int_equal(c.partition_ms, 1800000);
     jnl_config_release(&c);
