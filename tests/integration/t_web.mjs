@@ -324,6 +324,10 @@ await test('web: a device registered through the API appears; search by property
 
 await test('web: an alarm raised by writing a point appears in the filtered summary and is acknowledged with a comment', async () => {
   await page.goto(`${d.url}/#/alarms?state=active&group=intake`);
+  // The page mounts on the hash change; under a loaded CI machine that once took over 10 s.
+  await page.locator('#al-summary').waitFor({ timeout: 20000 }).catch((e) => {
+    throw new Error(`the alarms page did not mount at ${page.url()}: ${e.message.split('\n')[0]}`);
+  });
   await waitFor('the summary', async () => /0 alarms match/.test(await text('#al-summary')));
   const t0 = Date.now();
   await http(d, 'PUT', '/api/v1/points/ext-005', { value: 95 }, opH);
