@@ -31,7 +31,7 @@ const J1 = !ONLY_J3 && !ONLY_J2, J2 = !ONLY_J3 && !ONLY_J1, J3 = !ONLY_J1 && !ON
 const J4 = J1 && J2 && J3;
 const COMPRESS_MIN = opt('--compress-min', 4096); // the journal's compress_min (0: inline bodies as they are)
 const COMPRESS_LEVEL = opt('--compress-level', 1); // the journal's compress_level (zstd level)
-const J2_MB = opt('--j2-mb', 150); // MB of bodies sent per J2 size (150: under a second at 66 KB)
+const J2_MB = opt('--j2-mb', 1500); // MB of bodies sent per J2 size (150 was under a second at 66 KB)
 const J2_CONNS = opt('--j2-conns', 8); // J2's concurrent connections, 20 messages a request
 const J2_SIZES = args.includes('--j2-sizes') ? args[args.indexOf('--j2-sizes') + 1].split(',').map(Number)
   : [13, 20, 40, 66, 93, 133]; // KB
