@@ -231,6 +231,8 @@ static void sim_schedule(struct sim_timer *t)
     /* The boundary after the last scan's, even when it has passed already (the scan, or
      * the loop's other work, ran past it): that scan is due now, not skipped. */
     t->target = t->last_ts ? t->last_ts + p : (now / p + 1) * p;
+    if (t->target > now + p) /* the wall clock went back: the next boundary from now */
+        t->target = (now / p + 1) * p;
     uv_timer_start(&t->timer, sim_fire, t->target > now ? (uint64_t)(t->target - now) : 0, 0);
 }
 
@@ -246,10 +248,6 @@ static void sim_fire(uv_timer_t *h)
     if (now - ts >= e->period_ms) {
         ts = now - now % e->period_ms;
         t->skipped += (uint64_t)((ts - t->target) / e->period_ms);
-    }
-    if (ts == t->last_ts) { /* never two scans with one time stamp */
-        sim_schedule(t);
-        return;
     }
     t->last_ts = ts;
     if (t->skipped && now - t->warned_ms >= 10000) {

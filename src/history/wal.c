@@ -416,23 +416,18 @@ static const char *header_check(const unsigned char *h, size_t got, uint64_t id)
     return NULL;
 }
 
-/* Creates segment id (see the creation invariant at the top); *fd_out is open for writing. */
-static int seg_create(struct wal *w, uint64_t id, int *fd_out)
+/* Makes `name` in DIR a complete, durable file holding p[0..n): written to `tmp`,
+ * fdatasynced, renamed to `name`, the directory fsynced. With fd_out, the file stays open for
+ * writing in *fd_out; else it is closed. On failure nothing is left under `tmp`, nor under
+ * `name` when the rename may not survive a crash. */
+static int file_publish(struct wal *w, const char *tmp, const char *name, void *p, size_t n,
+                        int *fd_out)
 {
-    char tmp[WAL_NAME_MAX], name[WAL_NAME_MAX];
-    unsigned char h[WAL_HEADER_SIZE];
     int rc;
-    *fd_out = -1;
-    seg_name(tmp, id, true);
-    seg_name(name, id, false);
-    header_encode(h, id);
-
     int fd = openat(w->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    if (fd < 0) {
-        rc = -errno;
-        goto fail;
-    }
-    struct iovec iov = {.iov_base = h, .iov_len = sizeof h};
+    if (fd < 0)
+        return -errno;
+    struct iovec iov = {.iov_base = p, .iov_len = n};
     if ((rc = pwritev_all(fd, &iov, 1, 0)) < 0 || (rc = sync_fd(fd, true)) < 0)
         goto fail_file;
     if (renameat(w->dirfd, tmp, w->dirfd, name) < 0) {
@@ -442,17 +437,33 @@ static int seg_create(struct wal *w, uint64_t id, int *fd_out)
     if ((rc = sync_fd(w->dirfd, false)) < 0) {
         /* The name may or may not survive a crash; the file is complete either way. */
         unlinkat(w->dirfd, name, 0);
-        goto fail_close;
+        close(fd);
+        return rc;
     }
-    *fd_out = fd;
+    if (fd_out)
+        *fd_out = fd;
+    else
+        close(fd);
     return 0;
 
 fail_file:
     unlinkat(w->dirfd, tmp, 0);
-fail_close:
     close(fd);
-fail:
-    log_error("history", "wal %s: cannot create segment %s: %s", w->dir, name, strerror(-rc));
+    return rc;
+}
+
+/* Creates segment id (see the creation invariant at the top); *fd_out is open for writing. */
+static int seg_create(struct wal *w, uint64_t id, int *fd_out)
+{
+    char tmp[WAL_NAME_MAX], name[WAL_NAME_MAX];
+    unsigned char h[WAL_HEADER_SIZE];
+    *fd_out = -1;
+    seg_name(tmp, id, true);
+    seg_name(name, id, false);
+    header_encode(h, id);
+    int rc = file_publish(w, tmp, name, h, sizeof h, fd_out);
+    if (rc < 0)
+        log_error("history", "wal %s: cannot create segment %s: %s", w->dir, name, strerror(-rc));
     return rc;
 }
 
@@ -490,25 +501,9 @@ static int retired_store(struct wal *w, uint64_t id)
     memcpy(m, WAL_RETIRED_MAGIC, 8);
     store_le64(m + 8, id);
     store_le32(m + 20, wal_crc32c(0, m, 20));
-    int rc = 0;
-    int fd = openat(w->dirfd, WAL_RETIRED_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    if (fd < 0) {
-        rc = -errno;
-    } else {
-        struct iovec iov = {.iov_base = m, .iov_len = sizeof m};
-        rc = pwritev_all(fd, &iov, 1, 0);
-        if (rc == 0)
-            rc = sync_fd(fd, true);
-        close(fd);
-        if (rc == 0 && renameat(w->dirfd, WAL_RETIRED_TMP, w->dirfd, WAL_RETIRED) < 0)
-            rc = -errno;
-        if (rc == 0)
-            rc = sync_fd(w->dirfd, false);
-    }
-    if (rc < 0) {
-        unlinkat(w->dirfd, WAL_RETIRED_TMP, 0);
+    int rc = file_publish(w, WAL_RETIRED_TMP, WAL_RETIRED, m, sizeof m, NULL);
+    if (rc < 0)
         log_error("history", "wal %s: cannot write %s: %s", w->dir, WAL_RETIRED, strerror(-rc));
-    }
     return rc;
 }
 

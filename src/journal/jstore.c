@@ -871,9 +871,8 @@ static size_t pack(struct jstore_packer *pk, const struct jstore_limits *lim, co
                    void *out, size_t cap, char *err, size_t errlen)
 {
     int level = lim->compress_level ? lim->compress_level : 1;
-    if (level != pk->level) { /* the configuration changed (the minimum match stays 7) */
+    if (level != pk->level) { /* the configuration changed; the minimum match set by hand stays */
         ZSTD_CCtx_setParameter(pk->zc, ZSTD_c_compressionLevel, level);
-        ZSTD_CCtx_setParameter(pk->zc, ZSTD_c_minMatch, 7);
         pk->level = level;
     }
     size_t z = ZSTD_compress2(pk->zc, out, cap, m->body, m->body_len);
