@@ -2,7 +2,7 @@
 //
 //   node bench/journal/run.mjs BUILD_DIR [--soak MINUTES] [--amqp N] [--http N]
 //        [--only-j1 | --only-j2 | --only-j3] [--compress-min BYTES] [--compress-level N]
-//        [--j2-mb MB] [--j2-conns N] [--j2-sizes 13,20,40,66,93,133]
+//        [--j2-mb MB] [--j2-conns N] [--j2-sizes 13,20,40,66,93,133] [--body-file-min BYTES]
 //
 // Prints msg/s ingested durably (AMQP: from a pre-filled queue until every delivery is
 // acknowledged; HTTP: batches answered 200), bytes on disk per message, opsd CPU and RSS,
@@ -31,6 +31,7 @@ const J1 = !ONLY_J3 && !ONLY_J2, J2 = !ONLY_J3 && !ONLY_J1, J3 = !ONLY_J1 && !ON
 const J4 = J1 && J2 && J3;
 const COMPRESS_MIN = opt('--compress-min', 4096); // the journal's compress_min (0: inline bodies as they are)
 const COMPRESS_LEVEL = opt('--compress-level', 1); // the journal's compress_level (zstd level)
+const BODY_FILE_MIN = opt('--body-file-min', 16384); // the journal's body_file_min (0: bodies in SQLite rows)
 const J2_MB = opt('--j2-mb', 1500); // MB of bodies sent per J2 size (150 was under a second at 66 KB)
 const J2_CONNS = opt('--j2-conns', 8); // J2's concurrent connections, 20 messages a request
 const J2_SIZES = args.includes('--j2-sizes') ? args[args.indexOf('--j2-sizes') + 1].split(',').map(Number)
@@ -50,6 +51,7 @@ journal:
   body_max: 102400
   compress_min: ${COMPRESS_MIN}
   compress_level: ${COMPRESS_LEVEL}
+  body_file_min: ${BODY_FILE_MIN}
   disk_floor: 0
   queue_max: 2000000
   breaker: {failures: 1000000}
@@ -111,6 +113,8 @@ if (J1) {
 await fill('audit', J1 ? AMQP_N : 0);
 
 const d = await startOpsd(work, { config });
+// The store's size in /metrics is refreshed once a second by the writer: read it after that.
+async function settledMetrics() { await sleep(1100); return metrics(d); }
 row('test', 'messages', 'msg/s', 'bytes on disk/msg', 'opsd CPU s', 'RSS MiB');
 
 // J1 AMQP
@@ -125,7 +129,7 @@ if (J1) {
     rss = Math.max(rss, d.rssKiB());
   }
   const s = (Date.now() - t0) / 1000;
-  const m = await metrics(d);
+  const m = await settledMetrics();
   row('J1 AMQP small (≈60 B body, 14 headers)', fmt(AMQP_N), fmt(AMQP_N / s), fmt(m.get('opsd_journal_store_bytes') / m.get('opsd_journal_stored_total')),
     fmt(cpuSeconds(d.pid) - c0, 1), fmt(rss / 1024));
   row('J1 AMQP: the broker alone (amqplib consumer, stores nothing)', fmt(AMQP_N), fmt(brokerRate), '', '', '');
@@ -181,9 +185,9 @@ async function httpLoad(n, batch, conc, mk, prebuild = false) {
 
 // J1 HTTP
 if (J1) {
-  const before = await metrics(d);
+  const before = await settledMetrics();
   const r = await httpLoad(HTTP_N, 1000, 8, (i) => ({ headers: nsbHeaders(1000000 + i, { base: BASE }), body: `{"orderId":${i},"item":"widget"}` }), true);
-  const m = await metrics(d);
+  const m = await settledMetrics();
   row(`J1 HTTP small (batches of 1000, 8 clients): ${fmt(r.cpu * 1e6 / HTTP_N, 1)} µs of opsd CPU/msg (loop ${fmt(r.loop * 1e6 / HTTP_N, 1)}, writer ${fmt(r.writer * 1e6 / HTTP_N, 1)})`, fmt(HTTP_N), fmt(HTTP_N / r.s),
     fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / HTTP_N), fmt(r.cpu, 1), fmt(r.rss / 1024));
 }
@@ -201,10 +205,10 @@ function body(kb, seed) {
 }
 for (const kb of J2 ? J2_SIZES : []) {
   const n = Math.max(1000, Math.floor(J2_MB * 1000 / kb));
-  const before = await metrics(d);
+  const before = await settledMetrics();
   const bodies = Array.from({ length: 16 }, (_, k) => body(kb, k));
   const r = await httpLoad(n, 20, J2_CONNS, (i) => ({ headers: nsbHeaders(2000000 + kb * 100000 + i, { base: BASE }), body: bodies[i % 16] }), true);
-  const m = await metrics(d);
+  const m = await settledMetrics();
   row(`J2 HTTP ${kb} KB bodies (${J2_CONNS} clients): ${fmt(r.cpu * 1e6 / n)} µs of opsd CPU/msg (loop ${fmt(r.loop * 1e6 / n)}, writer ${fmt(r.writer * 1e6 / n)})`, fmt(n), fmt(n / r.s), fmt((m.get('opsd_journal_store_bytes') - before.get('opsd_journal_store_bytes')) / n),
     fmt(r.cpu, 1), fmt(r.rss / 1024));
 }
@@ -230,8 +234,9 @@ await lat('full text (one word in a body)', '/api/v1/messages?q=widget-12345&lim
 await lat('endpoint + type filter', '/api/v1/messages?endpoint=Sales&type=Shop.Messages.PlaceOrder&limit=50');
 await lat('sort by critical time', '/api/v1/messages?sort=critical_time&limit=50');
 await lat('conversation view (≈1/10 of J1 messages)', '/api/v1/conversations/conv-3?x=1');
-await lat('one message with headers', `/api/v1/messages/msg-${2000000 + 13 * 100000 + 42}`);
-await lat('a 66 KB body', `/api/v1/messages/msg-${String(2000000 + 66 * 100000 + 5).padStart(6, '0')}/body`);
+const kb0 = J2_SIZES.includes(66) ? 66 : J2_SIZES[0];
+await lat('one message with headers', `/api/v1/messages/msg-${2000000 + J2_SIZES[0] * 100000 + 42}`);
+await lat(`a ${kb0} KB body`, `/api/v1/messages/msg-${String(2000000 + kb0 * 100000 + 5).padStart(6, '0')}/body`);
 }
 
 // J3 (scaled down in time): messages processed just inside the 1 h retention land in

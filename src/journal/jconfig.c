@@ -7,6 +7,7 @@
  *     compress_min: 4096       # inline bodies this large or larger are kept zstd-compressed (0: never)
  *     compress_level: 1        # zstd level, -7 (fastest, largest) to 9
  *     body_max: 102400         # bytes; larger bodies are not stored (size, type, hash are)
+ *     body_file_min: 16384     # stored bodies this large or larger go to the body file (0: never)
  *     search_body_max: 16384   # text bodies up to this size are in the full-text index
  *     disk_floor: 256MB        # free bytes below which ingestion stops
  *     queue_max: 200000        # messages waiting for the writer
@@ -134,7 +135,7 @@ static void parse_source(struct yconf *y, const ynode *s, const char *path, stru
 int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
 {
     static const char *const keys[] = {"retention", "partition", "inline_max", "compress_min", "compress_level", "body_max",
-                                       "search_body_max", "disk_floor", "queue_max", "breaker",
+                                       "body_file_min", "search_body_max", "disk_floor", "queue_max", "breaker",
                                        "amqp", "sources", NULL};
     static const char *const bkeys[] = {"failures", "window", "pause", NULL};
     memset(out, 0, sizeof *out);
@@ -144,6 +145,7 @@ int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
     out->compress_min = 4096;
     out->compress_level = 1;
     out->body_max = 102400;
+    out->body_file_min = 16384;
     out->search_body_max = 16384;
     out->disk_floor = 256ULL << 20;
     out->queue_max = 200000;
@@ -173,6 +175,7 @@ int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
     else
         out->compress_level = (int)lvl;
     get_size(y, n, "body_max", "journal", &out->body_max);
+    get_size(y, n, "body_file_min", "journal", &out->body_file_min);
     get_size(y, n, "search_body_max", "journal", &out->search_body_max);
     get_size(y, n, "disk_floor", "journal", &out->disk_floor);
     int64_t qm = (int64_t)out->queue_max;

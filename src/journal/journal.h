@@ -54,6 +54,8 @@ struct jnl_config {
     uint64_t compress_min;        /* inline bodies from this size on are zstd-compressed (default 4096; 0: never) */
     int compress_level;           /* zstd level of compressed bodies, JNL_LEVEL_MIN..JNL_LEVEL_MAX (default 1) */
     uint64_t body_max;            /* bodies larger than this are not stored (default 102400) */
+    uint64_t body_file_min;       /* stored bodies from this size on go to the partition's body file,
+                                   * outside SQLite (default 16384; 0: never) */
     uint64_t search_body_max;     /* text bodies up to this size are searchable (default 16384; 0: none) */
     uint64_t disk_floor;          /* bytes free under DATA/journal below which ingestion stops */
     uint64_t queue_max;           /* messages waiting for the writer before producers are refused */

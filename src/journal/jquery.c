@@ -515,6 +515,55 @@ static void *unzstd(const void *z, size_t zlen, size_t len)
     return p;
 }
 
+/* The body of a stored message's row st as it was sent (the row's body_state, body_size and
+ * body at columns cs, cz and cb; its rowid at column 0), malloc'ed with a NUL after it.
+ * Returns 0, or -EIO / -EBADMSG when its bytes cannot be read or do not decode. */
+static int row_body(sqlite3 *db, sqlite3_stmt *st, int cs, int cz, int cb, void **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    int raw = sqlite3_column_int(st, cs);
+    int64_t size = sqlite3_column_int64(st, cz);
+    bool zip = (raw & JBODY_ZSTD) || (raw & JBODY_WHERE) == JBODY_COMPRESSED;
+    void *held = NULL;
+    const void *z = sqlite3_column_blob(st, cb);
+    size_t zl = (size_t)sqlite3_column_bytes(st, cb);
+    sqlite3_stmt *b = NULL;
+    int rc = 0;
+    if (raw & JBODY_FILE) {
+        rc = jstore_body_read(db, z, zl, &held, &zl);
+        z = held;
+    } else if ((raw & JBODY_WHERE) == JBODY_COMPRESSED) { /* the bodies table (format 3 and before) */
+        rc = -EIO;
+        if (sqlite3_prepare_v2(db, "SELECT data FROM bodies WHERE rowid = ?", -1, &b, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(b, 1, sqlite3_column_int64(st, 0));
+            if (sqlite3_step(b) == SQLITE_ROW) {
+                z = sqlite3_column_blob(b, 0);
+                zl = (size_t)sqlite3_column_bytes(b, 0);
+                rc = 0;
+            }
+        }
+    }
+    if (rc == 0 && zip) {
+        *out = size >= 0 && size <= JNL_BODY_HARD_MAX ? unzstd(z, zl, (size_t)size) : NULL;
+        *len = *out ? (size_t)size : 0;
+        rc = *out ? 0 : -EIO;
+    } else if (rc == 0 && held) {
+        *out = held; /* as it was sent */
+        *len = zl;
+        held = NULL;
+    } else if (rc == 0) {
+        *out = xmalloc(zl + 1);
+        if (zl)
+            memcpy(*out, z, zl);
+        ((char *)*out)[zl] = '\0';
+        *len = zl;
+    }
+    free(held);
+    sqlite3_finalize(b);
+    return rc;
+}
+
 int jnl_q_message(struct jnl *j, const char *id, const char *endpoint, struct buf *out)
 {
     sqlite3 *db;
@@ -531,21 +580,16 @@ int jnl_q_message(struct jnl *j, const char *id, const char *endpoint, struct bu
         jw_raw(out, h ? (const char *)h : "{}");
     }
     /* A small inline text body comes with the detail; any body is at .../body. */
-    int bs = sqlite3_column_int(st, 20);
-    const void *b = sqlite3_column_blob(st, NSUMMARY + 1);
-    size_t bl = (size_t)sqlite3_column_bytes(st, NSUMMARY + 1);
-    void *plain = NULL;
-    if (bs == (JBODY_INLINE | JBODY_ZSTD) && sqlite3_column_int64(st, 21) <= 65536) {
-        bl = (size_t)sqlite3_column_int64(st, 21);
-        b = plain = unzstd(b, (size_t)sqlite3_column_bytes(st, NSUMMARY + 1), bl);
-        bs = JBODY_INLINE;
-    }
+    void *b = NULL;
+    size_t bl = 0;
+    if ((sqlite3_column_int(st, 20) & JBODY_WHERE) == JBODY_INLINE && sqlite3_column_int64(st, 21) <= 65536)
+        row_body(db, st, 20, 21, NSUMMARY + 1, &b, &bl);
     jw_raw(out, ",\"body_text\":");
-    if (bs == JBODY_INLINE && b && bl <= 65536 && jnl_utf8_valid(b, bl))
+    if (b && jnl_utf8_valid(b, bl))
         jw_strn(out, b, bl);
     else
         jw_raw(out, "null");
-    free(plain);
+    free(b);
     jw_raw(out, "}\n");
     sqlite3_finalize(st);
     jstore_close_ro(db);
@@ -567,28 +611,10 @@ int jnl_q_body(struct jnl *j, const char *id, const char *endpoint, struct jnl_b
     snprintf(out->hash, sizeof out->hash, "%s", t ? (const char *)t : "");
     t = sqlite3_column_text(st, 4);
     snprintf(out->content_type, sizeof out->content_type, "%s", t ? (const char *)t : "");
-    if (raw == (JBODY_INLINE | JBODY_ZSTD)) {
-        out->data = out->len <= JNL_BODY_HARD_MAX
-                  ? unzstd(sqlite3_column_blob(st, 5), (size_t)sqlite3_column_bytes(st, 5), out->len) : NULL;
-        rc = out->data ? 0 : -EIO;
-    } else if (bs == JBODY_INLINE) {
-        int n = sqlite3_column_bytes(st, 5);
-        out->data = xmalloc((size_t)n + 1);
-        if (n)
-            memcpy(out->data, sqlite3_column_blob(st, 5), (size_t)n);
-        out->len = (size_t)n;
-    } else if (bs == JBODY_COMPRESSED) {
-        int64_t rowid = sqlite3_column_int64(st, 0);
-        sqlite3_stmt *b = NULL;
-        rc = -EIO;
-        if (sqlite3_prepare_v2(db, "SELECT data FROM bodies WHERE rowid = ?", -1, &b, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(b, 1, rowid);
-            if (sqlite3_step(b) == SQLITE_ROW && out->len <= JNL_BODY_HARD_MAX) {
-                out->data = unzstd(sqlite3_column_blob(b, 0), (size_t)sqlite3_column_bytes(b, 0), out->len);
-                rc = out->data ? 0 : -EIO;
-            }
-        }
-        sqlite3_finalize(b);
+    if (bs == JBODY_INLINE || bs == JBODY_COMPRESSED) {
+        void *data;
+        rc = row_body(db, st, 1, 2, 5, &data, &out->len);
+        out->data = data;
     }
     sqlite3_finalize(st);
     jstore_close_ro(db);

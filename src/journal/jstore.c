@@ -3,13 +3,16 @@
  * Files under DIR (DATA/journal):
  *   p-<start ms, 13+ digits>.db   one partition: messages whose processed_at falls in
  *                                 [start, start + partition_ms)
+ *   p-<start>.body                its body file (format 4): the bytes of bodies of at least
+ *                                 file_min, appended; rows say where (jstore_body_ref)
  *   failed.db                     failed imports (reason, source, headers, body)
  * Schema of a partition (SQLite, WAL mode, synchronous=FULL):
  *   meta(k, v)                    format, partition start and length
  *   messages(rowid, message_id, receiving_endpoint, derived columns..., body_state,
  *            body_size, body_hash, body, headers)   UNIQUE(message_id, receiving_endpoint)
  *     body_state 0 none, 1 inline (body holds the bytes), 2 compressed (bodies table),
- *     3 not stored (over body_max: size, content type and hash only)
+ *     3 not stored (over body_max: size, content type and hash only); flags 4 (a zstd
+ *     frame) and 8 (in the body file: body holds its offset and length)
  *     unknown times and durations are -1
  *   bodies(rowid = messages.rowid, data)   zstd frames of bodies above inline_max
  *   fts(t)                        FTS5, contentless, rowid = messages.rowid: header values
@@ -79,6 +82,18 @@ struct combos {
     int64_t add0;           /* messages of the open transaction with id 0 */
 };
 
+/* A partition's body file, being appended to (see "the body file" below). */
+struct bfile {
+    bool open;
+    int fd;
+    bool direct;            /* O_DIRECT: writes are whole blocks from the aligned stage */
+    bool dirty;             /* written since the last fdatasync */
+    uint64_t base;          /* the file offset of stage[0] */
+    uint64_t begin;         /* the end at the transaction's start: a rollback returns there */
+    unsigned char *stage;   /* the transaction's bodies not written yet (BF_BLOCK-aligned) */
+    size_t len, cap;
+};
+
 struct jpart {
     int64_t start;
     int format;             /* of this file: rows are written the way it began */
@@ -91,6 +106,7 @@ struct jpart {
     uint64_t used;      /* for closing the least recently used */
     struct ep_acc *eps;
     size_t neps;
+    struct bfile bf;
 };
 
 struct jstore {
@@ -112,6 +128,9 @@ struct jstore {
 
 static int write_format = JSTORE_FORMAT;
 static uint32_t combos_max = COMBOS_MAX;
+static bool bf_buffered; /* tests: never O_DIRECT */
+
+void jstore_test_buffered(bool on) { bf_buffered = on; }
 
 void jstore_test_format(int format) { write_format = format; }
 
@@ -195,6 +214,17 @@ static void part_path(const char *dir, int64_t start, char *out, size_t n)
         snprintf(out, n, "%s/failed.db", dir);
     else
         snprintf(out, n, "%s/p-%013" PRId64 ".db", dir, start);
+}
+
+/* The body file of the partition file at db_path (".db" -> ".body"). Returns 0 or -1. */
+static int body_path(const char *db_path, char *out, size_t n)
+{
+    size_t l = strlen(db_path);
+    if (l < 3 || strcmp(db_path + l - 3, ".db") != 0 || l + 3 > n)
+        return -1;
+    memcpy(out, db_path, l - 3);
+    memcpy(out + l - 3, ".body", 6);
+    return 0;
 }
 
 static int sq_err(int rc)
@@ -476,8 +506,190 @@ int jstore_format_of(sqlite3 *db)
     return f;
 }
 
+/* ---- the body file ----
+ * Bodies of at least file_min bytes are appended to the partition's body file rather than
+ * kept in SQLite rows. A row's bytes are written twice (into the WAL, then into the database
+ * at the checkpoint), each time copied into the page cache, which costs 1-3 ms a MB on these
+ * machines; with O_DIRECT a body file costs about 60 µs a MB (bench/RESULTS.md). So the file
+ * is opened with O_DIRECT where the file system allows it: a transaction's bodies are
+ * gathered in an aligned stage and written from it in whole blocks. At commit the stage is
+ * written out, its last block padded with zeros, and the file synced before SQLite commits:
+ * a committed row never points at bytes that are not durable. Bytes past the last committed
+ * row (a rollback, a crash) are never referenced; the next transaction starts at the file's
+ * end. */
+#define BF_BLOCK 4096u        /* O_DIRECT's alignment of offsets, lengths and memory */
+#define BF_WRITE (4u << 20)   /* a stage this full is written out before it takes more */
+#define BF_REF   16           /* a JBODY_FILE row's body column: offset, length (LE) */
+
+static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+static int bf_open(const struct jstore *s, struct jpart *p)
+{
+    char path[4096], bpath[4200];
+    part_path(s->dir, p->start, path, sizeof path);
+    body_path(path, bpath, sizeof bpath);
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC;
+    int fd = bf_buffered ? -1 : open(bpath, flags | O_DIRECT, 0640);
+    bool direct = fd >= 0;
+    if (fd < 0 && (bf_buffered || errno == EINVAL)) /* tmpfs and a few others: no O_DIRECT */
+        fd = open(bpath, flags, 0640);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        log_error("journal", "body file %s: %s", bpath, strerror(e));
+        return -e;
+    }
+    struct bfile *bf = &p->bf;
+    bf->open = true;
+    bf->fd = fd;
+    bf->direct = direct;
+    bf->base = bf->begin = direct ? round_up((uint64_t)sb.st_size, BF_BLOCK) : (uint64_t)sb.st_size;
+    bf->len = 0;
+    return 0;
+}
+
+static void bf_close(struct bfile *bf)
+{
+    if (bf->open)
+        close(bf->fd);
+    free(bf->stage);
+    memset(bf, 0, sizeof *bf);
+}
+
+/* Writes the stage out: all of it (direct: its last block padded), or only its whole blocks,
+ * keeping the rest at its front. Returns 0 or a negative errno code. */
+static int bf_write(struct bfile *bf, bool all)
+{
+    size_t n = bf->len;
+    if (bf->direct) {
+        n = all ? (size_t)round_up(bf->len, BF_BLOCK) : bf->len / BF_BLOCK * BF_BLOCK;
+        memset(bf->stage + bf->len, 0, n > bf->len ? n - bf->len : 0); /* cap is whole blocks */
+    }
+    for (size_t done = 0; done < n;) {
+        ssize_t w = pwrite(bf->fd, bf->stage + done, n - done, (off_t)(bf->base + done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        done += (size_t)w;
+    }
+    bf->dirty |= n > 0;
+    bf->base += n;
+    if (n < bf->len)
+        memmove(bf->stage, bf->stage + n, bf->len - n);
+    bf->len = n < bf->len ? bf->len - n : 0;
+    return 0;
+}
+
+/* Appends n bytes to the transaction's bodies. Returns 0 or a negative errno code. */
+static int bf_add(struct bfile *bf, const void *data, size_t n)
+{
+    if (bf->len >= BF_WRITE) {
+        int rc = bf_write(bf, false);
+        if (rc < 0)
+            return rc;
+    }
+    if (bf->len + n > bf->cap) { /* kept for the next transaction: fresh pages cost */
+        size_t cap = (size_t)round_up(bf->len + n, BF_WRITE);
+        void *st = NULL;
+        if (posix_memalign(&st, BF_BLOCK, cap) != 0) {
+            log_error("journal", "out of memory for a body file's stage (%zu bytes)", cap);
+            abort(); /* as xmalloc (core/mem.h) */
+        }
+        if (bf->len)
+            memcpy(st, bf->stage, bf->len);
+        free(bf->stage);
+        bf->stage = st;
+        bf->cap = cap;
+    }
+    memcpy(bf->stage + bf->len, data, n);
+    bf->len += n;
+    return 0;
+}
+
+/* Where the next body goes. */
+static uint64_t bf_end(const struct bfile *bf) { return bf->base + bf->len; }
+
+/* Forgets what was added from `end` on (a message refused in careful mode). */
+static void bf_cut(struct bfile *bf, uint64_t end)
+{
+    if (end >= bf->base && end - bf->base < bf->len)
+        bf->len = (size_t)(end - bf->base);
+}
+
+/* Makes the transaction's bodies durable. Returns 0 or a negative errno code. */
+static int bf_commit(struct bfile *bf)
+{
+    int rc = bf->len ? bf_write(bf, true) : 0;
+    if (rc == 0 && bf->dirty && fdatasync(bf->fd) < 0)
+        rc = -errno;
+    if (rc < 0)
+        return rc;
+    bf->dirty = false;
+    bf->begin = bf->base;
+    return 0;
+}
+
+static void bf_rollback(struct bfile *bf)
+{
+    bf->base = bf->begin;
+    bf->len = 0;
+}
+
+static void ref_put(unsigned char *r, uint64_t off, uint64_t len)
+{
+    for (int i = 0; i < 8; i++) {
+        r[i] = (unsigned char)(off >> (8 * i));
+        r[8 + i] = (unsigned char)(len >> (8 * i));
+    }
+}
+
+int jstore_body_read(sqlite3 *db, const void *ref, size_t reflen, void **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    if (!ref || reflen != BF_REF)
+        return -EBADMSG;
+    const unsigned char *r = ref;
+    uint64_t off = 0, n = 0;
+    for (int i = 0; i < 8; i++) {
+        off |= (uint64_t)r[i] << (8 * i);
+        n |= (uint64_t)r[8 + i] << (8 * i);
+    }
+    if (n > ZSTD_compressBound(JNL_BODY_HARD_MAX) || off > (uint64_t)INT64_MAX - n)
+        return -EBADMSG;
+    const char *dbp = sqlite3_db_filename(db, "main");
+    char path[4200];
+    if (!dbp || body_path(dbp, path, sizeof path) < 0)
+        return -EIO;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? -EBADMSG : -EIO;
+    unsigned char *b = xmalloc((size_t)n + 1);
+    size_t got = 0;
+    ssize_t rd = 1;
+    while (got < n && rd != 0) {
+        rd = pread(fd, b + got, (size_t)n - got, (off_t)(off + got));
+        if (rd < 0 && errno != EINTR)
+            break;
+        got += rd > 0 ? (size_t)rd : 0;
+    }
+    close(fd);
+    if (got < n) {
+        free(b);
+        return rd == 0 ? -EBADMSG : -EIO; /* shorter than the row says, or unreadable */
+    }
+    b[n] = '\0';
+    *out = b;
+    *len = (size_t)n;
+    return 0;
+}
+
 static void part_close(struct jpart *p)
 {
+    bf_close(&p->bf);
     eps_clear(p);
     free(p->eps);
     hn_free(&p->hn_map);
@@ -922,6 +1134,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         p->txn = true;
     }
     uint32_t names_before = p->hn_map.n, combos_before = p->cmb.n, combo = 0;
+    int ferr = 0; /* a body file's error (errno code), else rc is SQLite's */
+    uint64_t bf_mark = bf_end(&p->bf);
     if (s->careful && (rc = step_once(p->sp)) != SQLITE_DONE) {
         snprintf(err, errlen, "savepoint: %s", sqlite3_errmsg(p->db));
         return sq_err(rc);
@@ -945,7 +1159,22 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         zdata = pk->buf;
     }
     if (zip && state == JBODY_INLINE && zlen < m->body_len)
-        state |= JBODY_ZSTD; /* kept compressed in the row */
+        state |= JBODY_ZSTD; /* kept compressed */
+    /* The bytes stored, and whether they go to the body file (the row then says where). */
+    const void *bytes = state == JBODY_INLINE ? (const void *)m->body : zdata;
+    size_t nbytes = state == JBODY_INLINE ? m->body_len : zlen;
+    bool in_file = (state & JBODY_WHERE) != JBODY_NONE && (state & JBODY_WHERE) != JBODY_NOT_STORED &&
+                   p->format >= 4 && lim->file_min && m->body_len >= lim->file_min;
+    unsigned char ref[BF_REF];
+    if (in_file) {
+        if (!p->bf.open && (ferr = bf_open(s, p)) < 0) {
+            snprintf(err, errlen, "body file: %s", strerror(-ferr));
+            goto fail;
+        }
+        bf_mark = bf_end(&p->bf);
+        ref_put(ref, bf_mark, nbytes);
+        state |= JBODY_FILE;
+    }
     char own_hash[65];
     const char *hash = m->body_hash;
     if (!hash[0]) {
@@ -987,10 +1216,10 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     sqlite3_bind_int(st, 20, state);
     sqlite3_bind_int64(st, 21, (int64_t)m->body_len);
     sqlite3_bind_text(st, 22, hash, -1, SQLITE_TRANSIENT);
-    if (state == (JBODY_INLINE | JBODY_ZSTD))
-        sqlite3_bind_blob(st, 23, zdata, (int)zlen, SQLITE_STATIC);
-    else if (state == JBODY_INLINE)
-        sqlite3_bind_blob(st, 23, m->body, (int)m->body_len, SQLITE_STATIC);
+    if (in_file)
+        sqlite3_bind_blob(st, 23, ref, BF_REF, SQLITE_STATIC);
+    else if ((state & JBODY_WHERE) == JBODY_INLINE)
+        sqlite3_bind_blob(st, 23, bytes, (int)nbytes, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 23);
     sqlite3_bind_blob(st, 24, hdrs->data ? hdrs->data : "", (int)hdrs->len, SQLITE_STATIC);
@@ -1008,6 +1237,10 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         return 0;
     }
     int64_t rowid = sqlite3_last_insert_rowid(p->db);
+    if (in_file && (ferr = bf_add(&p->bf, bytes, nbytes)) < 0) {
+        snprintf(err, errlen, "body file: %s", strerror(-ferr));
+        goto fail;
+    }
     if (state == JBODY_COMPRESSED) {
         sqlite3_reset(p->body);
         sqlite3_bind_int64(p->body, 1, rowid);
@@ -1017,12 +1250,9 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
             snprintf(err, errlen, "body: %s", sqlite3_errmsg(p->db));
             goto fail;
         }
-        *stored_bytes = zlen;
-    } else if (state == (JBODY_INLINE | JBODY_ZSTD)) {
-        *stored_bytes = zlen;
-    } else if (state == JBODY_INLINE) {
-        *stored_bytes = m->body_len;
     }
+    if ((state & JBODY_WHERE) == JBODY_INLINE || (state & JBODY_WHERE) == JBODY_COMPRESSED)
+        *stored_bytes = nbytes;
     buf_reset(&s->text);
     bool body_text = m->body_len && m->body_len <= lim->search_body_max && text_type(m->content_type) &&
                      jnl_utf8_valid((const char *)m->body, m->body_len);
@@ -1074,8 +1304,9 @@ fail:
         step_once(p->rel);
         hn_truncate(&p->hn_map, names_before);
         cmb_truncate(&p->cmb, combos_before, false);
+        bf_cut(&p->bf, bf_mark);
     }
-    return sq_err(rc);
+    return ferr ? ferr : sq_err(rc);
 }
 
 int jstore_fail_put(struct jstore *s, const struct jnl_msg *m, const char *reason, const char *source)
@@ -1120,6 +1351,16 @@ int jstore_commit(struct jstore *s)
     int rc = 0;
     /* Partitions first: a re-imported message is deleted from failed.db only once it is in
      * its partition (a crash in between leaves both; the re-import is then a duplicate). */
+    for (int i = 0; i < JSTORE_OPEN_MAX; i++) { /* bodies before the rows that point at them */
+        struct jpart *p = &s->parts[i];
+        if (!p->db || !p->txn || !p->bf.open)
+            continue;
+        int r = bf_commit(&p->bf);
+        if (r < 0) {
+            log_error("journal", "body file of partition %" PRId64 ": %s", p->start, strerror(-r));
+            return r;
+        }
+    }
     for (int i = 0; i < JSTORE_OPEN_MAX; i++) {
         struct jpart *p = &s->parts[i];
         if (!p->db || !p->txn)
@@ -1164,6 +1405,7 @@ void jstore_rollback(struct jstore *s)
             eps_clear(p);
             hn_truncate(&p->hn_map, p->hn_map.committed);
             cmb_truncate(&p->cmb, p->cmb.committed, true);
+            bf_rollback(&p->bf);
         }
     }
     if (s->ftxn) {
@@ -1324,6 +1566,8 @@ int jstore_drop_before(struct jstore *s, int64_t cutoff)
             unlink(side);
             snprintf(side, sizeof side, "%s-shm", path);
             unlink(side);
+            if (body_path(path, side, sizeof side) == 0)
+                unlink(side);
         } else {
             log_warn("journal", "retention: cannot remove %s: %s", path, strerror(errno));
         }
@@ -1346,6 +1590,8 @@ void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint6
             total += (uint64_t)sb.st_size;
         snprintf(side, sizeof side, "%s-wal", path);
         if (stat(side, &sb) == 0)
+            total += (uint64_t)sb.st_size;
+        if (body_path(path, side, sizeof side) == 0 && stat(side, &sb) == 0)
             total += (uint64_t)sb.st_size;
     }
     free(st);

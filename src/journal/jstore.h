@@ -16,16 +16,21 @@
 #include "journal/journal.h"
 
 #define JSTORE_OPEN_MAX 8
-/* 3: interned (sending endpoint, receiving endpoint, type) combos with counts, indexes on
- * (sort key, rowid, combo); 2: headers as (interned name, value) pairs; 1: JSON text */
-#define JSTORE_FORMAT   3
+/* 4: large bodies in the partition's body file; 3: interned (sending endpoint, receiving
+ * endpoint, type) combos with counts, indexes on (sort key, rowid, combo); 2: headers as
+ * (interned name, value) pairs; 1: JSON text */
+#define JSTORE_FORMAT   4
 
-/* body_state: where the body is (the low two bits), and JBODY_ZSTD on an inline body kept as
- * one zstd frame (body_size is then the size before compression). */
-enum { JBODY_NONE = 0, JBODY_INLINE = 1, JBODY_COMPRESSED = 2, JBODY_NOT_STORED = 3, JBODY_WHERE = 3, JBODY_ZSTD = 4 };
+/* body_state: what the body is to readers (the low two bits); JBODY_ZSTD on an inline body
+ * kept as one zstd frame (body_size is then the size before compression); JBODY_FILE on a
+ * stored body whose bytes are in the partition's body file (the body column then holds
+ * where: jstore_body_ref). */
+enum { JBODY_NONE = 0, JBODY_INLINE = 1, JBODY_COMPRESSED = 2, JBODY_NOT_STORED = 3, JBODY_WHERE = 3, JBODY_ZSTD = 4,
+       JBODY_FILE = 8 };
 
 struct jstore_limits {
     uint64_t inline_max, compress_min, body_max, search_body_max;
+    uint64_t file_min;  /* stored bodies from this size on go to the body file (0: never) */
     int compress_level; /* zstd's level: 1 by default, negative ones faster and larger */
 };
 
@@ -72,6 +77,13 @@ void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint6
 /* Appends the headers column of a message of db as a JSON object: the pairs of format 2
  * (names from db's hnames). Returns 0, or -EBADMSG when the column is damaged. */
 int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out);
+
+/* The stored bytes of a body in the body file of db's partition: ref is its body column (a
+ * JBODY_FILE row). Returns 0 with *out malloc'ed (NUL-terminated, not counted in *len),
+ * -EBADMSG when ref is damaged, -EIO when the file cannot be read. */
+int jstore_body_read(sqlite3 *db, const void *ref, size_t reflen, void **out, size_t *len);
+/* Tests: body files written through the page cache, as on a file system without O_DIRECT. */
+void jstore_test_buffered(bool on);
 
 /* The format of a partition file (meta 'format'); 0 when it has none yet. */
 int jstore_format_of(sqlite3 *db);

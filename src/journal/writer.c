@@ -39,6 +39,7 @@ static void limits_locked(struct jnl *j, struct jstore_limits *l)
     l->compress_min = j->cfg.compress_min;
     l->compress_level = j->cfg.compress_level;
     l->body_max = j->cfg.body_max;
+    l->file_min = j->cfg.body_file_min;
     l->search_body_max = j->cfg.search_body_max;
 }
 

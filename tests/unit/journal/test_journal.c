@@ -28,6 +28,18 @@ static void on_done(struct jnl_batch *b, int status)
 
 static void add(struct jnl_msg *m, const char *n, const char *v) { jnl_msg_add_header(m, n, v, strlen(v)); }
 
+/* Header n: the time ms (Unix ms) in NServiceBus' wire format. */
+static void add_time(struct jnl_msg *m, const char *n, int64_t ms)
+{
+    time_t s = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    char ts[40], v[64];
+    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(v, sizeof v, "%s:%03d000 Z", ts, (int)(ms % 1000));
+    add(m, n, v);
+}
+
 static void wait_done(int target)
 {
     for (int i = 0; i < 2000 && atomic_load(&done_count) < target; i++)
@@ -45,23 +57,9 @@ static void fill(struct jnl_msg *m, int i, int64_t base)
     add(m, "NServiceBus.EnclosedMessageTypes", i % 2 ? "Shop.OrderPlaced, Shop" : "Shop.PlaceOrder, Shop");
     add(m, "NServiceBus.OriginatingEndpoint", "Web");
     add(m, "NServiceBus.ProcessingEndpoint", i % 3 ? "Sales" : "Billing");
-    char t[64];
     int64_t sent = base + i * 10;
-    snprintf(t, sizeof t, "%lld", (long long)sent);
-    (void)t;
-    /* wire format times */
-    time_t s = (time_t)(sent / 1000);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    char ts[64];
-    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
-    snprintf(v, sizeof v, "%s:%03d000 Z", ts, (int)(sent % 1000));
-    add(m, "NServiceBus.TimeSent", v);
-    s = (time_t)((sent + 1000 + i) / 1000);
-    gmtime_r(&s, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
-    snprintf(v, sizeof v, "%s:%03d000 Z", ts, (int)((sent + 1000 + i) % 1000));
-    add(m, "NServiceBus.ProcessingEnded", v);
+    add_time(m, "NServiceBus.TimeSent", sent);
+    add_time(m, "NServiceBus.ProcessingEnded", sent + 1000 + i);
     snprintf(v, sizeof v, "{\"order\":%d,\"note\":\"word%d\"}", i, i);
     m->body = (unsigned char *)strdup(v);
     m->body_len = strlen(v);
@@ -325,14 +323,7 @@ static void test_bodies_failed_retention(void **state)
      * that is dropped (a file unlinked) a few seconds later */
     b = jnl_batch_new(1);
     add(&b->msgs[0], "NServiceBus.MessageId", "old-1");
-    int64_t old = now_ms() - 3600000LL + 1500;
-    char v[64], ts[40];
-    time_t s = (time_t)(old / 1000);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
-    snprintf(v, sizeof v, "%s:%03d000 Z", ts, (int)(old % 1000));
-    add(&b->msgs[0], "NServiceBus.ProcessingEnded", v);
+    add_time(&b->msgs[0], "NServiceBus.ProcessingEnded", now_ms() - 3600000LL + 1500);
     jnl_msg_derive(&b->msgs[0], now_ms());
     b->done = on_done;
     assert_int_equal(jnl_submit(j, b), 0);
@@ -612,20 +603,13 @@ static void fill_varied(struct jnl_msg *m, int i, int64_t base)
         add(m, "NServiceBus.ProcessingEndpoint", v);
     }
     int64_t sent = base + (int64_t)i * 30000;
-    char ts[64];
-    struct tm tm;
-    time_t t;
     int64_t times[3] = {sent, sent + (i * 37) % 1000, sent + 1000 + (i * 7919) % 50 * 100};
     static const char *const names[3] = {"NServiceBus.TimeSent", "NServiceBus.ProcessingStarted",
                                          "NServiceBus.ProcessingEnded"};
     for (int k = 0; k < 3; k++) {
         if (k == 0 && i % 19 == 0)
             continue;
-        t = (time_t)(times[k] / 1000);
-        gmtime_r(&t, &tm);
-        strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
-        snprintf(v, sizeof v, "%s:%03d000 Z", ts, (int)(times[k] % 1000));
-        add(m, names[k], v);
+        add_time(m, names[k], times[k]);
     }
     jnl_msg_derive(m, base + 4 * 3600000LL); /* the same received_at in both stores */
 }
@@ -934,6 +918,165 @@ static void test_inline_compressed(void **state)
     uv_loop_close(&loop);
 }
 
+/* One message with a body of n bytes (repetitive JSON when text, else noise) in *m; a copy of
+ * the body in *copy. */
+static void fill_body(struct jnl_msg *m, const char *id, size_t n, bool text, int64_t at, unsigned char **copy)
+{
+    add(m, "NServiceBus.MessageId", id);
+    add(m, "NServiceBus.ContentType", text ? "application/json" : "application/octet-stream");
+    if (at)
+        add_time(m, "NServiceBus.ProcessingEnded", at);
+    unsigned x = (unsigned)n * 2654435761u;
+    m->body = malloc(n);
+    for (size_t k = 0; k < n; k++) {
+        x = x * 1103515245u + 12345u;
+        m->body[k] = text ? (unsigned char)("{\"order\":1,\"item\":\"widget\"}"[k % 27]) : (unsigned char)(x >> 16);
+    }
+    m->body_len = n;
+    *copy = malloc(n);
+    memcpy(*copy, m->body, n);
+    jnl_msg_derive(m, now_ms());
+}
+
+static off_t body_file_bytes(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "cat '%s'/journal/p-*.body 2>/dev/null | wc -c", dir);
+    FILE *f = popen(cmd, "r");
+    long long n = -1;
+    assert_int_equal(fscanf(f, "%lld", &n), 1);
+    pclose(f);
+    return (off_t)n;
+}
+
+/* Bodies from body_file_min on are kept in the partition's body file (O_DIRECT, and through
+ * the page cache where O_DIRECT is refused) in every state a stored body can have; they read
+ * back as they were sent after a duplicate, a group the store refused part of (rolled back and
+ * redone), a reopening, and a damaged file is an error, not a crash. */
+static void test_body_file(void **state)
+{
+    (void)state;
+    int64_t hour = 3600000;
+    enum { N = 6 };
+    /* in the row; inline zstd; inline as it is (noise); compressed (over inline_max); not
+     * stored; inline zstd again */
+    const size_t sizes[N] = {500, 5000, 5000, 90000, 200000, 70000};
+    const bool text[N] = {true, true, false, true, true, true};
+    const char *states[N] = {"inline", "inline", "inline", "compressed", "not_stored", "inline"};
+    for (int mode = 0; mode < 2; mode++) {
+        jstore_test_buffered(mode == 1);
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        struct jnl_config c;
+        assert_int_equal(jnl_config_parse(NULL, NULL, &c), 0);
+        c.disk_floor = 0;
+        c.partition_ms = hour;
+        c.inline_max = 80000;
+        c.compress_min = 100;
+        c.body_max = 100000;
+        c.body_file_min = 1000;
+        struct jnl *j;
+        assert_int_equal(jnl_open(&j, &c, dir, &loop), 0);
+        int64_t now = now_ms(), old = now - 3 * hour, blocked = old - old % hour;
+        char path[512];
+        snprintf(path, sizeof path, "%s/journal/p-%013lld.db", dir, (long long)blocked);
+        if (mode == 0)
+            assert_int_equal(mkdir(path, 0700), 0); /* sqlite cannot open a directory */
+        atomic_store(&done_count, 0);
+        unsigned char *copy[N + 1];
+        char id[N + 1][32];
+        /* the group: N messages, then one the store refuses (rollback, careful redo) */
+        struct jnl_batch *b = jnl_batch_new(N + 1);
+        for (int i = 0; i <= N; i++) {
+            snprintf(id[i], sizeof id[i], "bf%d-%d", mode, i);
+            fill_body(&b->msgs[i], id[i], i < N ? sizes[i] : 3000, i < N ? text[i] : true, i < N ? 0 : old, &copy[i]);
+        }
+        b->done = on_done;
+        assert_int_equal(jnl_submit(j, b), 0);
+        wait_done(1);
+        assert_int_equal(last_status, 0);
+        struct jnl_stats st;
+        jnl_stats(j, &st);
+        assert_int_equal(st.stored, N);
+        assert_int_equal(st.failed, 1);
+        for (int i = 0; i < N; i++)
+            check_body(j, id[i], states[i], NULL, copy[i], sizes[i]);
+        off_t fbytes = body_file_bytes();
+        assert_true(fbytes > 0);
+        if (mode == 0)
+            assert_int_equal(fbytes % 4096, 0); /* written in whole blocks */
+        /* the detail's body_text from the body file (decompressed) */
+        struct buf out;
+        buf_init(&out, 1 << 20);
+        assert_int_equal(jnl_q_message(j, id[1], NULL, &out), 0);
+        json_t *r = json_loads(out.data, 0, NULL);
+        const char *bt = json_string_value(json_object_get(r, "body_text"));
+        assert_non_null(bt);
+        assert_int_equal(strlen(bt), sizes[1]);
+        assert_memory_equal(bt, copy[1], sizes[1]);
+        json_decref(r);
+
+        /* the same messages again: duplicates, nothing appended */
+        b = jnl_batch_new(N);
+        for (int i = 0; i < N; i++) {
+            unsigned char *again;
+            fill_body(&b->msgs[i], id[i], sizes[i], text[i], 0, &again);
+            free(again);
+        }
+        b->done = on_done;
+        assert_int_equal(jnl_submit(j, b), 0);
+        wait_done(2);
+        jnl_stats(j, &st);
+        assert_int_equal(st.duplicates, N);
+        assert_int_equal(body_file_bytes(), fbytes);
+        jnl_stop(j);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        jnl_free(j);
+
+        /* reopened: appends after what is there; old and new bodies read back */
+        assert_int_equal(jnl_open(&j, &c, dir, &loop), 0);
+        atomic_store(&done_count, 0);
+        b = jnl_batch_new(1);
+        char id2[32];
+        unsigned char *copy2;
+        snprintf(id2, sizeof id2, "bf%d-after", mode);
+        fill_body(&b->msgs[0], id2, 7000, false, 0, &copy2);
+        b->done = on_done;
+        assert_int_equal(jnl_submit(j, b), 0);
+        wait_done(1);
+        assert_int_equal(last_status, 0);
+        check_body(j, id2, "inline", NULL, copy2, 7000);
+        for (int i = 0; i < N; i++)
+            check_body(j, id[i], states[i], NULL, copy[i], sizes[i]);
+        assert_true(body_file_bytes() > fbytes);
+        free(copy2);
+
+        /* a body file cut short: the bodies past its end are an error, the others still read */
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "for f in '%s'/journal/p-*.body; do truncate -s 0 \"$f\"; done", dir);
+        assert_int_equal(system(cmd), 0);
+        struct jnl_body jb;
+        assert_int_equal(jnl_q_body(j, id[2], NULL, &jb), -EBADMSG);
+        free(jb.data);
+        check_body(j, id[0], "inline", NULL, copy[0], sizes[0]); /* kept in its row */
+        buf_reset(&out);
+        assert_int_equal(jnl_q_message(j, id[1], NULL, &out), 0);
+        r = json_loads(out.data, 0, NULL);
+        assert_true(json_is_null(json_object_get(r, "body_text")));
+        json_decref(r);
+        buf_release(&out);
+        for (int i = 0; i <= N; i++)
+            free(copy[i]);
+        jnl_stop(j);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        jnl_free(j);
+        uv_loop_close(&loop);
+        snprintf(cmd, sizeof cmd, "rm -f '%s'/journal/p-*.body*", dir);
+        assert_int_equal(system(cmd), 0);
+    }
+    jstore_test_buffered(false);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -963,6 +1106,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_combo_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inline_compressed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
