@@ -29,7 +29,7 @@ const ONLY_J1 = args.includes('--only-j1'); // J1 only (AMQP and HTTP): for befo
 const ONLY_J2 = args.includes('--only-j2'); // J2 and the searches only
 const J1 = !ONLY_J3 && !ONLY_J2, J2 = !ONLY_J3 && !ONLY_J1, J3 = !ONLY_J1 && !ONLY_J2;
 const J4 = J1 && J2 && J3;
-const COMPRESS_MIN = opt('--compress-min', 4096); // the journal's compress_min (0: inline bodies as they are)
+const COMPRESS_MIN = opt('--compress-min', 0); // the journal's compress_min (0, its default: inline bodies as they are)
 const COMPRESS_LEVEL = opt('--compress-level', 1); // the journal's compress_level (zstd level)
 const BODY_FILE_MIN = opt('--body-file-min', 16384); // the journal's body_file_min (0: bodies in SQLite rows)
 const J2_MB = opt('--j2-mb', 1500); // MB of bodies sent per J2 size (150 was under a second at 66 KB)

@@ -3,8 +3,8 @@
  *   journal:
  *     retention: 7d            # 1h .. 365d; whole partitions are dropped
  *     partition: 1h            # 1s .. retention/2
- *     inline_max: 85000        # bytes; larger bodies go to the body table, zstd-compressed
- *     compress_min: 4096       # inline bodies this large or larger are kept zstd-compressed (0: never)
+ *     inline_max: 85000        # bytes; larger bodies are kept zstd-compressed
+ *     compress_min: 0          # inline bodies this large or larger are kept zstd-compressed (0: never)
  *     compress_level: 1        # zstd level, -7 (fastest, largest) to 9
  *     body_max: 102400         # bytes; larger bodies are not stored (size, type, hash are)
  *     body_file_min: 16384     # stored bodies this large or larger go to the body file (0: never)
@@ -142,7 +142,7 @@ int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
     out->retention_ms = 7 * 86400000LL;
     out->partition_ms = 3600000LL;
     out->inline_max = 85000;
-    out->compress_min = 4096;
+    out->compress_min = 0;
     out->compress_level = 1;
     out->body_max = 102400;
     out->body_file_min = 16384;

@@ -51,7 +51,7 @@ struct jnl_config {
     int64_t retention_ms;         /* 1 h .. 365 d, default 7 d */
     int64_t partition_ms;         /* default 1 h; at least 1 s; at most retention */
     uint64_t inline_max;          /* bodies up to this many bytes inline (default 85000) */
-    uint64_t compress_min;        /* inline bodies from this size on are zstd-compressed (default 4096; 0: never) */
+    uint64_t compress_min;        /* inline bodies from this size on are zstd-compressed (default 0: never) */
     int compress_level;           /* zstd level of compressed bodies, JNL_LEVEL_MIN..JNL_LEVEL_MAX (default 1) */
     uint64_t body_max;            /* bodies larger than this are not stored (default 102400) */
     uint64_t body_file_min;       /* stored bodies from this size on go to the partition's body file,
