@@ -485,7 +485,8 @@ static void test_store_refusal(void **state)
     uv_loop_init(&loop);
     int64_t hour = 3600000, now = now_ms();
     struct jnl *j = open_journal(&loop, 7 * 24 * hour, hour);
-    int64_t old = now - 3 * hour, blocked = old - old % hour;
+    /* the middle of an hour: the messages' times (a second or so after old) stay in it */
+    int64_t blocked = (now - 3 * hour) / hour * hour, old = blocked + hour / 2;
     char path[512];
     snprintf(path, sizeof path, "%s/journal/p-%013lld.db", dir, (long long)blocked);
     assert_int_equal(mkdir(path, 0700), 0); /* sqlite cannot open a directory */
@@ -540,7 +541,7 @@ static void test_lru_commit_then_refusal(void **state)
     uv_loop_init(&loop);
     int64_t hour = 3600000, now = now_ms();
     struct jnl *j = open_journal(&loop, 7 * 24 * hour, hour);
-    int64_t old = now - 30 * hour, blocked = old - old % hour;
+    int64_t blocked = (now - 30 * hour) / hour * hour, old = blocked + hour / 2; /* see above */
     char path[512];
     snprintf(path, sizeof path, "%s/journal/p-%013lld.db", dir, (long long)blocked);
     assert_int_equal(mkdir(path, 0700), 0); /* sqlite cannot open a directory */
@@ -977,7 +978,7 @@ static void test_body_file(void **state)
         c.body_file_min = 1000;
         struct jnl *j;
         assert_int_equal(jnl_open(&j, &c, dir, &loop), 0);
-        int64_t now = now_ms(), old = now - 3 * hour, blocked = old - old % hour;
+        int64_t now = now_ms(), blocked = (now - 3 * hour) / hour * hour, old = blocked + hour / 2;
         char path[512];
         snprintf(path, sizeof path, "%s/journal/p-%013lld.db", dir, (long long)blocked);
         if (mode == 0)
