@@ -2142,7 +2142,8 @@ static void test_seal_crash(void **state)
                 _exit(2);
             _exit(hstore_seal(s, T0) == 0 ? 0 : 3);
         }
-        usleep((useconds_t)(srnd(&x) % (i < 5 ? 40000 : 300000)));
+        /* early kills first (up to 2, 4, ... 32 ms: the old file stays), then a late one */
+        usleep((useconds_t)(srnd(&x) % (i < 5 ? 2000u << i : 300000)));
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         assert_int_equal(hstore_open(dir, SM, &s), 0); /* removes a leftover .seal.tmp */
