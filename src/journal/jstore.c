@@ -571,6 +571,16 @@ static int bf_write(struct bfile *bf, bool all)
         ssize_t w = pwrite(bf->fd, bf->stage + done, n - done, (off_t)(bf->base + done));
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0 && errno == EINVAL && bf->direct && done == 0) {
+            /* a device that wants larger blocks: through the page cache from now on */
+            log_warn("journal", "a body file refused an O_DIRECT write; writing it through the page cache");
+            int fl = fcntl(bf->fd, F_GETFL);
+            if (fl < 0 || fcntl(bf->fd, F_SETFL, fl & ~O_DIRECT) < 0)
+                return -errno;
+            bf->direct = false;
+            n = bf->len;
+            continue;
+        }
         if (w <= 0)
             return w < 0 ? -errno : -EIO;
         done += (size_t)w;
@@ -629,6 +639,11 @@ static int bf_commit(struct bfile *bf)
         return rc;
     bf->dirty = false;
     bf->begin = bf->base;
+    if (bf->cap > 2 * BF_WRITE) { /* grown for a body of megabytes: not kept */
+        free(bf->stage);
+        bf->stage = NULL;
+        bf->cap = 0;
+    }
     return 0;
 }
 
