@@ -13,7 +13,7 @@
  *      of an fsync is shared by everything that arrived meanwhile (throughput does not
  *      depend on disk latency); a failed commit is rolled back and retried (3 times)
  *   4. completes the batches: on the loop (uv_async) for REST, directly for consumers
- *   5. every second: free space (disk guard, with 10% hysteresis), retention (unlinks the
+ *   5. every second: free space (disk guard, with 10% hysteresis), retention (drops the
  *      partitions past it), circuit breaker expiry, usage figures
  * A message's partition is chosen by its processed_at; one outside [now - retention,
  * now + 1 h] (a wrong clock) goes by the time the journal received it instead. */

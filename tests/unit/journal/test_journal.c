@@ -4,6 +4,7 @@
  * re-import, retention by partition. */
 #include "unit.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdatomic.h>
@@ -224,6 +225,23 @@ static void test_ingest_search(void **state)
     uv_loop_close(&loop);
 }
 
+/* Files under dir/journal whose names end with suffix. */
+static int files_named(const char *suffix)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/journal", dir);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name), k = strlen(suffix);
+        n += l >= k && strcmp(e->d_name + l - k, suffix) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
 /* Message id's body as the journal gives it back: state, size, content type (unless NULL),
  * the bytes (none when not stored) and their SHA-256. */
 static void check_body(struct jnl *j, const char *id, const char *state, const char *content_type,
@@ -343,6 +361,13 @@ static void test_bodies_failed_retention(void **state)
         jnl_stats(j, &st);
     }
     assert_true(st.partitions_dropped >= 1);
+    /* its files go on the reaper's thread: none left, nothing renamed left either */
+    int left = -1;
+    for (int i = 0; i < 100 && left != 0; i++) {
+        usleep(20000);
+        left = files_named(".gone");
+    }
+    assert_int_equal(left, 0);
     buf_reset(&out);
     assert_int_equal(jnl_q_message(j, "body-1", NULL, &out), 0); /* the current partition stays */
     buf_release(&out);
@@ -1034,8 +1059,17 @@ static void test_body_file(void **state)
         uv_run(&loop, UV_RUN_DEFAULT);
         jnl_free(j);
 
-        /* reopened: appends after what is there; old and new bodies read back */
+        /* reopened: appends after what is there; old and new bodies read back; the files of
+         * a partition dropped before a stop (renamed, not yet unlinked) are removed */
+        char gone[600];
+        snprintf(gone, sizeof gone, "%s/journal/p-0000000000000.body.gone", dir);
+        FILE *gf = fopen(gone, "w");
+        assert_non_null(gf);
+        fclose(gf);
         assert_int_equal(jnl_open(&j, &c, dir, &loop), 0);
+        for (int i = 0; i < 100 && access(gone, F_OK) == 0; i++)
+            usleep(10000);
+        assert_int_equal(access(gone, F_OK), -1);
         atomic_store(&done_count, 0);
         b = jnl_batch_new(1);
         char id2[32];
