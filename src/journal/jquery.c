@@ -813,8 +813,8 @@ int jnl_q_partitions(struct jnl *j, struct buf *out)
             n = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
         jstore_close_ro(db);
-        buf_printf(out, "%s{\"start\":%" PRId64 ",\"end\":%" PRId64 ",\"messages\":%" PRId64 "}", k++ ? "," : "",
-                   parts[pi], parts[pi] + j->cfg.partition_ms, n);
+        buf_printf(out, "%s{\"start\":%" PRId64 ",\"end\":%" PRId64 ",\"messages\":%" PRId64 ",\"bytes\":%" PRIu64 "}",
+                   k++ ? "," : "", parts[pi], parts[pi] + j->cfg.partition_ms, n, jstore_part_bytes(j->dir, parts[pi]));
     }
     jw_raw(out, "]}\n");
     free(parts);

@@ -1688,23 +1688,29 @@ int jstore_drop_before(struct jstore *s, int64_t cutoff)
     return dropped;
 }
 
+uint64_t jstore_part_bytes(const char *dir, int64_t start)
+{
+    char path[4096], side[4200];
+    struct stat sb;
+    uint64_t total = 0;
+    part_path(dir, start, path, sizeof path);
+    if (stat(path, &sb) == 0)
+        total += (uint64_t)sb.st_blocks * 512;
+    snprintf(side, sizeof side, "%s-wal", path);
+    if (stat(side, &sb) == 0)
+        total += (uint64_t)sb.st_blocks * 512;
+    if (body_path(path, side, sizeof side) == 0 && stat(side, &sb) == 0)
+        total += (uint64_t)sb.st_blocks * 512;
+    return total;
+}
+
 void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint64_t *failed_rows)
 {
     int64_t *st;
     size_t n = jstore_list(s->dir, &st);
     uint64_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        char path[4096], side[4200];
-        struct stat sb;
-        part_path(s->dir, st[i], path, sizeof path);
-        if (stat(path, &sb) == 0)
-            total += (uint64_t)sb.st_size;
-        snprintf(side, sizeof side, "%s-wal", path);
-        if (stat(side, &sb) == 0)
-            total += (uint64_t)sb.st_size;
-        if (body_path(path, side, sizeof side) == 0 && stat(side, &sb) == 0)
-            total += (uint64_t)sb.st_size;
-    }
+    for (size_t i = 0; i < n; i++)
+        total += jstore_part_bytes(s->dir, st[i]);
     free(st);
     *partitions = n;
     *bytes = total;

@@ -71,7 +71,9 @@ void jstore_rollback(struct jstore *s);
 uint64_t jstore_commits(const struct jstore *s);
 /* Unlinks every partition that ends at or before cutoff. Returns the number dropped. */
 int jstore_drop_before(struct jstore *s, int64_t cutoff);
-/* Partitions and their bytes now; rows in failed.db. */
+/* Bytes on disk of partition start (its file, WAL and body file). */
+uint64_t jstore_part_bytes(const char *dir, int64_t start);
+/* Partitions and their bytes on disk now; rows in failed.db. */
 void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint64_t *failed_rows);
 
 /* Appends the headers column of a message of db as a JSON object: the pairs of format 2

@@ -250,6 +250,7 @@ await test('journal: retention drops whole partitions while ingestion runs', asy
   assertEq((await post(d, [{ headers, body: 'old' }])).status, 200, 'post old');
   assertEq((await http(d, 'GET', '/api/v1/messages/old-1')).status, 200, 'old is there');
   const parts = (await http(d, 'GET', '/api/v1/journal/partitions')).json.partitions;
+  assert(parts.every((p) => p.messages > 0 && p.bytes >= 4096), `every partition has messages and bytes: ${JSON.stringify(parts)}`);
   assert(parts.some((p) => p.end <= Date.now() - 3600000 + 6000), `an old partition: ${JSON.stringify(parts)}`);
   const before = await total(d);
   let gone = false;
