@@ -209,7 +209,7 @@ static int expand_one(void *ud, const char *name, uint64_t i, const struct name_
         return 0;
     }
     struct expr_error err;
-    d->e = expr_compile(x->src.data, &err);
+    d->e = expr_compile(x->src.data ? x->src.data : "", &err); /* an empty expression: no data */
     if (!d->e) {
         snprintf(msg, sizeof msg, "expression error at %d: %s (in \"%.200s\")", err.pos + 1, err.msg,
                  x->src.data);

@@ -390,6 +390,12 @@ static void test_check_errors(void **state)
     assert_int_equal(n, 1); /* reported once even though two names fail */
     assert_non_null(strstr(e, "uses $2 but the name 'x-{1..2}' has 1 brace group"));
 
+    /* An empty expression of a pattern is an error for each name, not a crash (fuzz/config). */
+    struct pt_decl empty[] = {calc("e-{0..3}", "", PT_BOOL)};
+    e = check(empty, 1, &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(e, "calculated point 'e-0': expression error at 1:"));
+
     struct pt_decl str[] = {calc("x", "a", PT_STRING)};
     e = check(str, 1, &n);
     assert_non_null(strstr(e, "cannot be a string"));
