@@ -258,7 +258,14 @@ static void test_config(void **state)
     jnl_config_release(&c);
     assert_int_equal(parse("journal:\n  retention: 7d\n", &c, e, sizeof e), 0);
     assert_int_equal(c.compress_level, 1);
+    assert_int_equal(c.compress_min, 0);         /* inline bodies as they are */
+    assert_int_equal(c.body_file_min, 16384);
     jnl_config_release(&c);
+    assert_int_equal(parse("journal:\n  body_file_min: 32KiB\n", &c, e, sizeof e), 0);
+    assert_int_equal(c.body_file_min, 32768);
+    jnl_config_release(&c);
+    assert_int_equal(parse("journal:\n  body_file_min: -1\n", &c, e, sizeof e), -1);
+    assert_non_null(strstr(e, "body_file_min must be a size"));
     for (int k = 0; k < 4; k++) {
         static const char *const bad[] = {"0", "-8", "10", "fast"};
         char y[64];
