@@ -4,7 +4,7 @@
  *   p-<start ms, 13+ digits>.db   one partition: messages whose processed_at falls in
  *                                 [start, start + partition_ms)
  *   p-<start>.body                its body file (format 4): the bytes of bodies of at least
- *                                 file_min, appended; rows say where (jstore_body_ref)
+ *                                 file_min, appended; rows hold where (BF_REF)
  *   failed.db                     failed imports (reason, source, headers, body)
  * Schema of a partition (SQLite, WAL mode, synchronous=FULL):
  *   meta(k, v)                    format, partition start and length
@@ -522,8 +522,8 @@ int jstore_format_of(sqlite3 *db)
 /* ---- the body file ----
  * Bodies of at least file_min bytes are appended to the partition's body file rather than
  * kept in SQLite rows. A row's bytes are written twice (into the WAL, then into the database
- * at the checkpoint), each time copied into the page cache, which costs 1-3 ms a MB on these
- * machines; with O_DIRECT a body file costs about 60 µs a MB (bench/RESULTS.md). So the file
+ * at the checkpoint), each time copied into the page cache, which costs 0.3-2.6 ms of CPU a MB
+ * on these machines; with O_DIRECT it costs 44-145 µs (bench_write_cost). So the file
  * is opened with O_DIRECT where the file system allows it: a transaction's bodies are
  * gathered in an aligned stage and written from it in whole blocks. At commit the stage is
  * written out, its last block padded with zeros, and the file synced before SQLite commits:

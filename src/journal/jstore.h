@@ -24,7 +24,7 @@
 /* body_state: what the body is to readers (the low two bits); JBODY_ZSTD on an inline body
  * kept as one zstd frame (body_size is then the size before compression); JBODY_FILE on a
  * stored body whose bytes are in the partition's body file (the body column then holds
- * where: jstore_body_ref). */
+ * where, read by jstore_body_read). */
 enum { JBODY_NONE = 0, JBODY_INLINE = 1, JBODY_COMPRESSED = 2, JBODY_NOT_STORED = 3, JBODY_WHERE = 3, JBODY_ZSTD = 4,
        JBODY_FILE = 8 };
 
