@@ -16,6 +16,8 @@
 int64_t bu_wall_us(void);
 /* Monotonic clock in milliseconds (for durations and timers). */
 int64_t bu_mono_ms(void);
+/* Monotonic clock in seconds. */
+double bu_mono_s(void);
 
 /*
  * Latency histogram: 0.1 ms buckets up to BU_HIST_MAX_MS, one overflow bucket; values

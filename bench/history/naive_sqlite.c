@@ -36,10 +36,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench_util.h"
 
 static volatile sig_atomic_t stop_flag;
 static void on_signal(int s) { (void)s; stop_flag = 1; }
@@ -49,21 +50,6 @@ static int64_t wall_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double self_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static long status_kb(const char *key)
@@ -181,17 +167,17 @@ int main(int argc, char **argv)
     int64_t now = wall_ms();
     int64_t ts = realtime ? (now / 1000 + 1) * 1000 : (now / 1000 - retention_s - 60) * 1000;
     int64_t next_delete = ts + delete_every_s * 1000;
-    double t0 = mono_s(), t_win = t0 + warmup, t_end = t_win + duration, next_report = t0 + report_s;
+    double t0 = bu_mono_s(), t_win = t0 + warmup, t_end = t_win + duration, next_report = t0 + report_s;
     bool in_window = warmup <= 0;
     uint64_t inserted = 0, deleted = 0, win_inserted = 0, late = 0, delete_passes = 0;
-    double worst_delete = 0, sum_delete = 0, worst_second = 0, cpu_win0 = self_cpu_s();
+    double worst_delete = 0, sum_delete = 0, worst_second = 0, cpu_win0 = bu_self_cpu_s();
     double win_t0 = t0;
     while (!stop_flag) {
-        double m = mono_s();
+        double m = bu_mono_s();
         if (!in_window && m >= t_win) {
             in_window = true;
             win_inserted = 0;
-            cpu_win0 = self_cpu_s();
+            cpu_win0 = bu_self_cpu_s();
             win_t0 = m;
         }
         if (m >= t_end) break;
@@ -203,7 +189,7 @@ int main(int argc, char **argv)
             }
             if (w - ts >= 1000) late++; /* this second's data comes a whole second late */
         }
-        double s0 = mono_s();
+        double s0 = bu_mono_s();
         exec("BEGIN");
         for (int64_t k = 0; k < points; k++) {
             sqlite3_bind_int64(ins, 1, k);
@@ -218,7 +204,7 @@ int main(int argc, char **argv)
         if (ts >= next_delete) {
             next_delete += delete_every_s * 1000;
             int64_t cutoff = ts - retention_s * 1000;
-            double d0 = mono_s();
+            double d0 = bu_mono_s();
             for (;;) {
                 exec("BEGIN");
                 sqlite3_bind_int64(del, 1, cutoff);
@@ -230,27 +216,27 @@ int main(int argc, char **argv)
                 deleted += (uint64_t)ch;
                 if (ch < delete_batch) break;
             }
-            double d = mono_s() - d0;
+            double d = bu_mono_s() - d0;
             delete_passes++;
             sum_delete += d;
             if (d > worst_delete) worst_delete = d;
         }
-        double sec = mono_s() - s0;
+        double sec = bu_mono_s() - s0;
         if (sec > worst_second) worst_second = sec;
         ts += 1000;
-        m = mono_s();
+        m = bu_mono_s();
         if (m >= next_report) {
             next_report += report_s;
             printf("STAT t=%.0f data_ts=%" PRId64 " rows=%" PRIu64 " kept=%" PRIu64 " db_bytes=%lld"
                    " wal_bytes=%lld rss_kb=%ld cpu_s=%.2f late=%" PRIu64 "\n",
                    m - t0, ts, inserted, inserted - deleted, file_bytes(path), file_bytes(walpath),
-                   status_kb("VmRSS"), self_cpu_s(), late);
+                   status_kb("VmRSS"), bu_self_cpu_s(), late);
             fflush(stdout);
         }
     }
-    double m_end = mono_s();
+    double m_end = bu_mono_s();
     double win_s = m_end - win_t0;
-    double cpu = self_cpu_s() - cpu_win0;
+    double cpu = bu_self_cpu_s() - cpu_win0;
     int64_t page = pragma_int("PRAGMA page_size");
     int64_t pages = pragma_int("PRAGMA page_count");
     int64_t freel = pragma_int("PRAGMA freelist_count");

@@ -13,23 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
-static double wall(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static double cpu(void)
-{
-    struct rusage r;
-    getrusage(RUSAGE_SELF, &r);
-    return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) + (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
-}
+#include "bench_util.h"
 
 static int row(const char *dir, bool direct, size_t chunk, size_t total)
 {
@@ -46,7 +32,7 @@ static int row(const char *dir, bool direct, size_t chunk, size_t total)
         return -1;
     }
     memset(b, 'x', chunk);
-    double t0 = wall(), c0 = cpu();
+    double t0 = bu_mono_s(), c0 = bu_self_cpu_s();
     size_t syncs = 0;
     for (size_t off = 0; off < total; off += chunk, syncs++) {
         if (pwrite(fd, b, chunk, (off_t)off) != (ssize_t)chunk || fdatasync(fd) < 0) {
@@ -54,7 +40,7 @@ static int row(const char *dir, bool direct, size_t chunk, size_t total)
             break;
         }
     }
-    double t = wall() - t0, c = cpu() - c0, mb = (double)total / 1e6;
+    double t = bu_mono_s() - t0, c = bu_self_cpu_s() - c0, mb = (double)total / 1e6;
     printf("| %s | %zu KiB | %.0f | %.2f | %.0f |\n", direct ? "O_DIRECT" : "page cache", chunk >> 10, mb / t,
            t * 1e3 / (double)syncs, c * 1e6 / mb);
     close(fd);
