@@ -964,6 +964,32 @@ static void fill_body(struct jnl_msg *m, const char *id, size_t n, bool text, in
     jnl_msg_derive(m, now_ms());
 }
 
+/* Sets the body column of message id's row, in whichever partition holds it. */
+static void set_body_column(const char *id, const void *blob, int n)
+{
+    char jdir[600], path[700];
+    snprintf(jdir, sizeof jdir, "%s/journal", dir);
+    int64_t *starts;
+    size_t np = jstore_list(jdir, &starts);
+    int changed = 0;
+    for (size_t i = 0; i < np; i++) {
+        snprintf(path, sizeof path, "%s/p-%013lld.db", jdir, (long long)starts[i]);
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, "UPDATE messages SET body = ? WHERE message_id = ?", -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_blob(st, 1, blob, n, SQLITE_STATIC);
+            sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+            if (sqlite3_step(st) == SQLITE_DONE)
+                changed += sqlite3_changes(db);
+        }
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+    }
+    free(starts);
+    assert_int_equal(changed, 1);
+}
+
 static off_t body_file_bytes(void)
 {
     char cmd[600];
@@ -1086,11 +1112,20 @@ static void test_body_file(void **state)
         assert_true(body_file_bytes() > fbytes);
         free(copy2);
 
+        /* damaged references: too short, and an offset far past the file's end */
+        struct jnl_body jb;
+        static const unsigned char short_ref[2] = {1, 2}, far_ref[16] = {[6] = 0x40, [8] = 0x10};
+        set_body_column(id[1], short_ref, sizeof short_ref);
+        assert_int_equal(jnl_q_body(j, id[1], NULL, &jb), -EBADMSG);
+        free(jb.data);
+        set_body_column(id[3], far_ref, sizeof far_ref);
+        assert_int_equal(jnl_q_body(j, id[3], NULL, &jb), -EBADMSG);
+        free(jb.data);
+
         /* a body file cut short: the bodies past its end are an error, the others still read */
         char cmd[600];
         snprintf(cmd, sizeof cmd, "for f in '%s'/journal/p-*.body; do truncate -s 0 \"$f\"; done", dir);
         assert_int_equal(system(cmd), 0);
-        struct jnl_body jb;
         assert_int_equal(jnl_q_body(j, id[2], NULL, &jb), -EBADMSG);
         free(jb.data);
         check_body(j, id[0], "inline", NULL, copy[0], sizes[0]); /* kept in its row */
