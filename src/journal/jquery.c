@@ -604,7 +604,7 @@ int jnl_q_body(struct jnl *j, const char *id, const char *endpoint, struct jnl_b
     int rc = find_msg(j, id, endpoint, "rowid, body_state, body_size, body_hash, content_type, body", &db, &st);
     if (rc < 0)
         return rc;
-    int raw = sqlite3_column_int(st, 1), bs = raw & JBODY_WHERE;
+    int bs = sqlite3_column_int(st, 1) & JBODY_WHERE;
     out->state = state_names[bs];
     out->len = (size_t)sqlite3_column_int64(st, 2);
     const unsigned char *t = sqlite3_column_text(st, 3);

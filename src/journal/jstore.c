@@ -519,6 +519,19 @@ int jstore_format_of(sqlite3 *db)
     return f;
 }
 
+/* The files of partition start: its database, SQLite's WAL and shared memory, its body file. */
+struct part_files {
+    char db[4096], wal[4100], shm[4100], body[4100];
+};
+
+static void part_files(const char *dir, int64_t start, struct part_files *f)
+{
+    part_path(dir, start, f->db, sizeof f->db);
+    snprintf(f->wal, sizeof f->wal, "%s-wal", f->db);
+    snprintf(f->shm, sizeof f->shm, "%s-shm", f->db);
+    body_path(f->db, f->body, sizeof f->body);
+}
+
 /* ---- the body file ----
  * Bodies of at least file_min bytes are appended to the partition's body file rather than
  * kept in SQLite rows. A row's bytes are written twice (into the WAL, then into the database
@@ -538,9 +551,9 @@ static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 static int bf_open(const struct jstore *s, struct jpart *p)
 {
-    char path[4096], bpath[4200];
-    part_path(s->dir, p->start, path, sizeof path);
-    body_path(path, bpath, sizeof bpath);
+    struct part_files f;
+    part_files(s->dir, p->start, &f);
+    const char *bpath = f.body;
     int flags = O_WRONLY | O_CREAT | O_CLOEXEC;
     int fd = bf_buffered ? -1 : open(bpath, flags | O_DIRECT, 0640);
     bool direct = fd >= 0;
@@ -908,6 +921,17 @@ static void reap(struct jstore *s, const char *path)
         unlink(path);
 }
 
+/* Renames path to path.gone and queues it for the reaper. Returns 0, or -1 with errno. */
+static int retire(struct jstore *s, const char *path)
+{
+    char gone[4200];
+    snprintf(gone, sizeof gone, "%s.gone", path);
+    if (rename(path, gone) < 0)
+        return -1;
+    reap(s, gone);
+    return 0;
+}
+
 /* Files of partitions dropped before a stop or a crash: queued again. */
 static void reap_leftovers(struct jstore *s)
 {
@@ -1265,8 +1289,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     /* The bytes stored, and whether they go to the body file (the row then says where). */
     const void *bytes = state == JBODY_INLINE ? (const void *)m->body : zdata;
     size_t nbytes = state == JBODY_INLINE ? m->body_len : zlen;
-    bool in_file = (state & JBODY_WHERE) != JBODY_NONE && (state & JBODY_WHERE) != JBODY_NOT_STORED &&
-                   p->format >= 4 && lim->file_min && m->body_len >= lim->file_min;
+    bool stored = (state & JBODY_WHERE) == JBODY_INLINE || (state & JBODY_WHERE) == JBODY_COMPRESSED;
+    bool in_file = stored && p->format >= 4 && lim->file_min && m->body_len >= lim->file_min;
     unsigned char ref[BF_REF];
     if (in_file) {
         if (!p->bf.open && (ferr = bf_open(s, p)) < 0) {
@@ -1353,7 +1377,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
             goto fail;
         }
     }
-    if ((state & JBODY_WHERE) == JBODY_INLINE || (state & JBODY_WHERE) == JBODY_COMPRESSED)
+    if (stored)
         *stored_bytes = nbytes;
     buf_reset(&s->text);
     bool body_text = m->body_len && m->body_len <= lim->search_body_max && text_type(m->content_type) &&
@@ -1659,28 +1683,18 @@ int jstore_drop_before(struct jstore *s, int64_t cutoff)
                 part_close(&s->parts[k]);
             }
         }
-        char path[4096], side[4200], gone[4300];
-        part_path(s->dir, st[i], path, sizeof path);
-        pool_take(path, true, false);
+        struct part_files f;
+        part_files(s->dir, st[i], &f);
+        pool_take(f.db, true, false);
         /* The rename drops the partition (readers and jstore_list look for the .db); its
-         * bytes go on the reaper's thread. */
-        snprintf(gone, sizeof gone, "%s.gone", path);
-        if (rename(path, gone) == 0) {
+         * bytes, and those of its WAL and body file, go on the reaper's thread. */
+        if (retire(s, f.db) == 0) {
             dropped++;
-            reap(s, gone);
-            snprintf(side, sizeof side, "%s-shm", path);
-            unlink(side);
-            for (int k = 0; k < 2; k++) { /* the WAL and the body file: large ones too */
-                if (k == 0)
-                    snprintf(side, sizeof side, "%s-wal", path);
-                else if (body_path(path, side, sizeof side) < 0)
-                    break;
-                snprintf(gone, sizeof gone, "%s.gone", side);
-                if (rename(side, gone) == 0)
-                    reap(s, gone);
-            }
+            unlink(f.shm);
+            retire(s, f.wal);
+            retire(s, f.body);
         } else {
-            log_warn("journal", "retention: cannot remove %s: %s", path, strerror(errno));
+            log_warn("journal", "retention: cannot remove %s: %s", f.db, strerror(errno));
         }
     next:;
     }
@@ -1688,20 +1702,18 @@ int jstore_drop_before(struct jstore *s, int64_t cutoff)
     return dropped;
 }
 
+/* Bytes path takes on disk; 0 when it is not there. */
+static uint64_t disk_bytes(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_blocks * 512 : 0;
+}
+
 uint64_t jstore_part_bytes(const char *dir, int64_t start)
 {
-    char path[4096], side[4200];
-    struct stat sb;
-    uint64_t total = 0;
-    part_path(dir, start, path, sizeof path);
-    if (stat(path, &sb) == 0)
-        total += (uint64_t)sb.st_blocks * 512;
-    snprintf(side, sizeof side, "%s-wal", path);
-    if (stat(side, &sb) == 0)
-        total += (uint64_t)sb.st_blocks * 512;
-    if (body_path(path, side, sizeof side) == 0 && stat(side, &sb) == 0)
-        total += (uint64_t)sb.st_blocks * 512;
-    return total;
+    struct part_files f;
+    part_files(dir, start, &f);
+    return disk_bytes(f.db) + disk_bytes(f.wal) + disk_bytes(f.body);
 }
 
 void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint64_t *failed_rows)
