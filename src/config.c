@@ -67,7 +67,8 @@ static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
 {
     static const char *const keys[] = {"listen", "data_dir", "log_level", "tls", "auth", "limits", "ui_dir", NULL};
     static const char *const tls_keys[] = {"cert", "key", NULL};
-    static const char *const limit_keys[] = {"max_clients", "max_subscriptions", "slow_client_timeout", NULL};
+    static const char *const limit_keys[] = {"max_clients", "max_subscriptions", "slow_client_timeout",
+                                              "max_connections", "max_per_address", "head_timeout", NULL};
     if (!yn_is_map(s)) {
         yconf_error(y, s, "server", "must be a mapping");
         return;
@@ -126,6 +127,22 @@ static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
             else
                 c->api.max_subscriptions = (uint32_t)n;
         }
+        if (yn_get_int(y, lim, "max_connections", "server.limits", false, &n) == 0) {
+            if (n < 16 || n > 1000000)
+                yconf_error(y, yn_get(y, lim, "max_connections"), "server.limits", "max_connections must be 16 to 1000000");
+            else
+                c->api.max_connections = (uint32_t)n;
+        }
+        if (yn_get_int(y, lim, "max_per_address", "server.limits", false, &n) == 0) {
+            if (n < 0 || n > 1000000)
+                yconf_error(y, yn_get(y, lim, "max_per_address"), "server.limits",
+                            "max_per_address must be 0 (no limit) to 1000000");
+            else
+                c->api.max_per_address = (uint32_t)n;
+        }
+        if (yn_get_duration(y, lim, "head_timeout", "server.limits", false, &c->api.head_timeout_ms) == 0 &&
+            (c->api.head_timeout_ms < 100 || c->api.head_timeout_ms > 600000))
+            yconf_error(y, yn_get(y, lim, "head_timeout"), "server.limits", "head_timeout must be 100ms to 10m");
         if (yn_get_duration(y, lim, "slow_client_timeout", "server.limits", false, &c->api.slow_client_timeout_ms) == 0 &&
             c->api.slow_client_timeout_ms < 100)
             yconf_error(y, yn_get(y, lim, "slow_client_timeout"), "server.limits", "slow_client_timeout must be at least 100ms");
@@ -205,6 +222,9 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
     c->api.max_clients = 1000;
     c->api.max_subscriptions = 64;
     c->api.slow_client_timeout_ms = 10000;
+    c->api.max_connections = 4096;
+    c->api.max_per_address = 1024;
+    c->api.head_timeout_ms = 10000;
     struct yconf y;
     yconf_load(&y, path);
     ynode *root = yconf_root(&y);
@@ -360,5 +380,7 @@ bool opsd_config_server_differs(const struct opsd_config *a, const struct opsd_c
            str_differs(a->api.ui_dir, b->api.ui_dir) ||
            a->api.max_clients != b->api.max_clients ||
            a->api.max_subscriptions != b->api.max_subscriptions ||
-           a->api.slow_client_timeout_ms != b->api.slow_client_timeout_ms;
+           a->api.slow_client_timeout_ms != b->api.slow_client_timeout_ms ||
+           a->api.max_connections != b->api.max_connections ||
+           a->api.max_per_address != b->api.max_per_address || a->api.head_timeout_ms != b->api.head_timeout_ms;
 }

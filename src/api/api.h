@@ -29,7 +29,10 @@ struct api_config {
     char *tls_key;
     struct api_token *tokens;    /* none: every request allowed (loopback only) */
     size_t ntokens;
-    uint32_t max_clients;
+    uint32_t max_clients;        /* WebSocket stream clients */
+    uint32_t max_connections;    /* network connections of every kind */
+    uint32_t max_per_address;    /* ... from one peer address; 0: no limit */
+    int64_t head_timeout_ms;     /* time a connection has to send a complete request head */
     uint32_t max_subscriptions;
     int64_t slow_client_timeout_ms;
     char *ui_dir;                /* the web UI's files; NULL: found by static.c, "": off */

@@ -8,6 +8,8 @@
 #include "history/history.h"
 
 #define API_BODY_MAX      (16u << 20)
+#define API_QUERY_BODY_MAX (1u << 20)  /* bodies of read-only POSTs (searches) */
+#define API_FD_RESERVE    1024         /* descriptors kept for stores, files and the listener */
 #define WS_RX_MAX         (1u << 20)
 #define WS_FRAME_BUDGET   (1u << 20)   /* values per frame stop once it passes this size */
 #define WS_CTL_PAUSE      64           /* queued replies at which reading from a client pauses */
@@ -15,6 +17,7 @@
 #define WS_KILL_GRACE_S   5            /* time a closing client has to take the close frame */
 
 struct ws_client;
+struct conns;
 
 struct api_metrics {
     uint64_t http_requests[6];        /* by status class: index code/100 */
@@ -41,6 +44,7 @@ struct api {
     struct ws_client *clients;        /* doubly linked list */
     uint32_t nclients;
     struct api_metrics m;
+    struct conns *conns;              /* admission of network connections (conn.c) */
     struct hist *hist;                /* NULL when history is off */
     struct reg *reg;                  /* NULL when the registry is off */
     struct jnl *jnl;                  /* NULL when the journal is off */
@@ -67,7 +71,6 @@ struct http_req {
     char path[1024];
     enum api_role role;
     struct buf body;
-    bool body_too_large;
     /* answer */
     int status;
     const char *ctype;
@@ -154,6 +157,24 @@ void ws_housekeeping(struct api *api, int64_t now_mono_ms);
  * absent or longer than buf. */
 const char *api_query_arg(struct lws *wsi, const char *name, char *buf, int len);
 enum api_role api_auth(struct api *api, struct lws *wsi, bool allow_query_token);
+
+/* conn.c: admission of network connections (see the file's comment). Loop thread only. */
+struct conns *conns_new(uint32_t max, uint32_t max_per_addr, int64_t head_timeout_ms);
+void conns_free(struct conns *cs);
+/* A connection was accepted: admits it (closing the oldest idle one if a limit is reached),
+ * or closes it when a limit is reached and no connection is idle. */
+void conns_accept(struct conns *cs, struct lws *wsi, int64_t now_mono_ms);
+void conns_busy(struct conns *cs, struct lws *wsi);   /* a request head is complete */
+void conns_idle(struct conns *cs, struct lws *wsi, int64_t now_mono_ms); /* kept alive after an answer */
+void conns_closed(struct conns *cs, struct lws *wsi); /* lws destroys the connection */
+void conns_expire(struct conns *cs, int64_t now_mono_ms); /* closes those idle past head_timeout */
+void conns_metrics(const struct conns *cs, struct buf *out);
+void conns_status(const struct conns *cs, struct buf *out); /* a JSON object */
+
+/* rest.c: the least role that may send a body to path (checked from the headers, before the
+ * body is read; the handler then checks its own role); and the largest body it takes. */
+enum api_role rest_body_role(const char *path);
+size_t rest_body_max(const char *path);
 
 /* metrics.c */
 void metrics_write(struct api *api, struct buf *out);

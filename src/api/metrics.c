@@ -35,6 +35,8 @@ void metrics_write(struct api *api, struct buf *out)
            "Stream upgrades refused (bad path, token or too many clients).", (double)api->m.ws_rejected);
     metric(out, "opsd_stream_slow_disconnects_total", "counter",
            "Clients closed because they did not take their updates.", (double)api->m.ws_slow_disconnects);
+    if (api->conns)
+        conns_metrics(api->conns, out);
     metric(out, "opsd_samples_ingested_total", "counter", "Samples written through the REST API.",
            (double)api->m.samples_ingested);
     metric(out, "opsd_loop_lag_seconds", "gauge", "Worst event loop delay over the last second.",

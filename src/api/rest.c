@@ -68,6 +68,10 @@ static void get_status(struct http_req *r)
                "\"subscriptions\":%llu,\"point_updates\":%llu",
                OPSD_VERSION, (long long)((now_ms() - api->started_ms) / 1000), ls.points,
                api->nclients, (unsigned long long)ss.subs, (unsigned long long)ls.updates);
+    if (api->conns) {
+        jw_raw(&r->resp, ",\"connections\":");
+        conns_status(api->conns, &r->resp);
+    }
     if (api->hooks.status_json)
         api->hooks.status_json(api->hooks.ud, &r->resp);
     jw_raw(&r->resp, "}\n");
@@ -571,6 +575,21 @@ static void post_influx(struct http_req *r)
     free(x.strings);
     free(x.st);
 }
+
+/* Read-only POSTs: searches whose criteria are too long for a URL (NCMP). */
+static bool read_only_post(const char *path)
+{
+    size_t n = strlen(path);
+    return (n >= 8 && strcmp(path + n - 8, "searches") == 0) ||
+           (n >= 16 && strcmp(path + n - 16, "/searchCmHandles") == 0);
+}
+
+enum api_role rest_body_role(const char *path)
+{
+    return read_only_post(path) ? ROLE_VIEWER : ROLE_OPERATOR;
+}
+
+size_t rest_body_max(const char *path) { return read_only_post(path) ? API_QUERY_BODY_MAX : API_BODY_MAX; }
 
 static void get_root(struct http_req *r)
 {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "api/api_int.h"
 #include "core/jsonw.h"
@@ -242,16 +243,70 @@ static int req_write(struct pss *pss)
         return 0;
     }
 done:;
+    struct api *api = r->api;
     bool close_after = r->close_after;
     req_free(r);
     pss->req = NULL;
     if (close_after)
         return -1;
-    return lws_http_transaction_completed(wsi) ? -1 : 0;
+    if (lws_http_transaction_completed(wsi))
+        return -1;
+    conns_idle(api->conns, wsi, (int64_t)(mono_ns() / 1000000u));
+    return 0;
+}
+
+/* Whether the request came over HTTP/2 (a stream of a network connection), where a body has
+ * no Content-Length of necessity and ends with the stream. */
+static bool is_h2_stream(struct lws *wsi) { return lws_get_network_wsi(wsi) != wsi; }
+
+/* Checks what the headers say of the body before any of it is read: how it is framed, its
+ * size and whether the role may send one to this path. Returns 0 to read the body (or, with
+ * *none, to dispatch at once: an HTTP/1.1 request without Content-Length has no body), or -1
+ * with the answer set in r. */
+static int admit_body(struct http_req *r, bool *none)
+{
+    struct lws *wsi = r->wsi;
+    *none = false;
+    if (!is_h2_stream(wsi) && lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0) {
+        rest_error(r, 411, "length_required",
+                   "request bodies need a Content-Length (Transfer-Encoding is not supported)");
+        return -1;
+    }
+    int64_t n = -1;
+    char cl[32];
+    int len = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+    if (len > 0) {
+        if (len >= (int)sizeof cl || lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0 ||
+            cl[0] < '0' || cl[0] > '9' || parse_int64(cl, &n) < 0) {
+            rest_error(r, 400, "bad_request", "Content-Length must be a number of bytes");
+            return -1;
+        }
+    } else if (!is_h2_stream(wsi)) {
+        *none = true;
+        n = 0;
+    }
+    enum api_role need = rest_body_role(r->path);
+    if (r->role < need) {
+        rest_error(r, 403, "forbidden", "this needs the %s role; the token has %s", api_role_name(need),
+                   api_role_name(r->role));
+        return -1;
+    }
+    size_t max = rest_body_max(r->path);
+    if (n > (int64_t)max) {
+        rest_error(r, 413, "too_large", "the request body is larger than %zu KiB", max >> 10);
+        return -1;
+    }
+    r->body.max = max;
+    /* What was declared, up to 1 MiB, at once; the rest as it arrives, so a peer's memory
+     * is what it sent, not what it announced. */
+    if (n > 0)
+        buf_reserve(&r->body, (size_t)(n < (1 << 20) ? n : (1 << 20)));
+    return 0;
 }
 
 static int on_http(struct api *api, struct lws *wsi, struct pss *pss, const char *uri, size_t ulen)
 {
+    conns_busy(api->conns, wsi);
     struct http_req *r = xzalloc(sizeof *r);
     pss->req = r;
     r->api = api;
@@ -261,9 +316,17 @@ static int on_http(struct api *api, struct lws *wsi, struct pss *pss, const char
     char *u = NULL;
     int ul = 0;
     r->method = lws_http_get_uri_and_method(wsi, &u, &ul);
-    snprintf(r->path, sizeof r->path, "%.*s", (int)ulen, uri);
     bool has_body = r->method == LWSHUMETH_POST || r->method == LWSHUMETH_PUT ||
                     r->method == LWSHUMETH_PATCH;
+    if (ulen >= sizeof r->path) {
+        snprintf(r->path, sizeof r->path, "%.64s...", uri);
+        rest_error(r, 414, "uri_too_long", "the path is longer than %zu bytes", sizeof r->path - 1);
+        r->close_after = has_body;
+        req_respond(r);
+        return 0;
+    }
+    memcpy(r->path, uri, ulen);
+    r->path[ulen] = '\0';
     if (strcmp(r->path, "/healthz") == 0) {
         r->role = ROLE_ADMIN;
     } else if (static_public(r->path)) {
@@ -279,44 +342,77 @@ static int on_http(struct api *api, struct lws *wsi, struct pss *pss, const char
         }
     }
     if (has_body) {
-        char cl[32];
-        if (lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
-            int64_t n;
-            if (parse_int64(cl, &n) == 0 && n > (int64_t)API_BODY_MAX) {
-                rest_error(r, 413, "too_large", "the request body is larger than %u MiB",
-                           API_BODY_MAX >> 20);
-                r->close_after = true;
-                req_respond(r);
-                return 0;
-            }
-            if (parse_int64(cl, &n) == 0 && n > 0)
-                buf_reserve(&r->body, (size_t)n); /* one allocation, no copies as it grows */
+        bool none;
+        if (admit_body(r, &none) < 0) {
+            r->close_after = true; /* the body, if any, is not read */
+            req_respond(r);
+            return 0;
         }
-        return 0; /* wait for the body */
+        if (!none)
+            return 0; /* wait for the body */
     }
     rest_dispatch(r);
     req_respond(r);
     return 0;
 }
 
+/* Answers an upgrade request at once (it has no http_req): a JSON error, the connection kept
+ * for the next request. */
+static int refuse_upgrade(struct api *api, struct lws *wsi, unsigned status, const char *code,
+                          const char *msg)
+{
+    api->m.ws_rejected++;
+    api->m.http_requests[status / 100]++;
+    unsigned char out[LWS_PRE + 1024];
+    unsigned char *start = out + LWS_PRE, *p = start, *end = out + sizeof out - 1;
+    char body[384];
+    int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code, msg);
+    if (lws_add_http_common_headers(wsi, status, "application/json", (lws_filepos_t)n, &p, end) ||
+        lws_finalize_write_http_header(wsi, start, &p, end))
+        return -1;
+    if (lws_write(wsi, (unsigned char *)body, (size_t)n, LWS_WRITE_HTTP_FINAL) != n)
+        return -1;
+    conns_idle(api->conns, wsi, (int64_t)(mono_ns() / 1000000u));
+    return 1;
+}
+
+/* An upgrade to the stream is admitted from its headers, before it takes a client slot: the
+ * path and the token (header or ?token=). A client over max_clients has a valid token: it is
+ * upgraded and closed with 1013 (ws_established), which a browser can read. */
+static int on_confirm_upgrade(struct api *api, struct lws *wsi)
+{
+    conns_busy(api->conns, wsi);
+    char uri[256];
+    if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) <= 0 || strcmp(uri, "/api/v1/stream") != 0)
+        return refuse_upgrade(api, wsi, 404, "not_found", "the WebSocket stream is at /api/v1/stream");
+    if (api_auth(api, wsi, true) == ROLE_NONE) {
+        log_info("ws", "stream upgrade refused: missing or unknown token");
+        return refuse_upgrade(api, wsi, 401, "unauthorized",
+                              "a valid token is needed: send 'Authorization: Bearer TOKEN' or ?token=");
+    }
+    return 0;
+}
+
+static void too_large(struct http_req *r)
+{
+    rest_error(r, 413, "too_large", "the request body is larger than %zu KiB", r->body.max >> 10);
+    r->close_after = true; /* the rest of the body is not read */
+    req_respond(r);
+}
+
 static void on_body(struct http_req *r, const void *in, size_t len)
 {
-    if (r->status || r->body_too_large)
+    if (r->status)
         return;
     if (buf_append(&r->body, in, len) < 0)
-        r->body_too_large = true;
+        too_large(r);
 }
 
 static void on_body_done(struct http_req *r)
 {
-    if (r->status) /* already answered (401, 413) */
+    if (r->status) /* already answered (401, 403, 413) */
         return;
-    if (r->body_too_large) {
-        rest_error(r, 413, "too_large", "the request body is larger than %u MiB", API_BODY_MAX >> 20);
-        r->close_after = true;
-    } else {
-        rest_dispatch(r);
-    }
+    rest_dispatch(r);
     req_respond(r);
 }
 
@@ -346,6 +442,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             pss->req = NULL;
         }
         return 0;
+    case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+        if (api)
+            conns_accept(api->conns, wsi, (int64_t)(mono_ns() / 1000000u));
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        if (api)
+            conns_closed(api->conns, wsi);
+        return 0;
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return api ? on_confirm_upgrade(api, wsi) : -1;
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
         return ws_filter(api, wsi);
     case LWS_CALLBACK_ESTABLISHED:
@@ -404,6 +510,33 @@ static void on_house(uv_timer_t *t)
         api->m.loop_lag_max_window = 0;
         ws_housekeeping(api, (int64_t)(mono_ns() / 1000000u));
     }
+    conns_expire(api->conns, (int64_t)(mono_ns() / 1000000u));
+}
+
+/* Descriptors for lws: every number the process may hand out (lws indexes its table by
+ * descriptor number, and stores and files take numbers too). Raises the soft limit towards
+ * max_connections + API_FD_RESERVE; where the hard limit is lower, max_connections shrinks to
+ * fit, with a warning. */
+static unsigned fd_budget(struct api_config *cfg)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)cfg->max_connections + API_FD_RESERVE;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return cfg->max_connections + API_FD_RESERVE;
+    if (rl.rlim_cur < want) {
+        struct rlimit up = rl;
+        up.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl = up;
+    }
+    if (rl.rlim_cur < want) {
+        uint32_t fit = rl.rlim_cur > API_FD_RESERVE + 64 ? (uint32_t)(rl.rlim_cur - API_FD_RESERVE) : 64;
+        log_warn("api", "server.limits.max_connections %u lowered to %u: the descriptor limit is %llu "
+                 "(raise it: LimitNOFILE= in the unit, or ulimit -n)",
+                 cfg->max_connections, fit, (unsigned long long)rl.rlim_cur);
+        cfg->max_connections = fit;
+    }
+    return rl.rlim_cur > 1u << 20 ? 1u << 20 : (unsigned)rl.rlim_cur;
 }
 
 struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *live,
@@ -446,7 +579,12 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
     info.vhost_name = "opsd";
     info.ssl_cert_filepath = cfg->tls_cert;
     info.ssl_private_key_filepath = cfg->tls_key;
-    info.fd_limit_per_thread = 1 + cfg->max_clients + 256;
+    info.fd_limit_per_thread = fd_budget(&api->cfg);
+    /* Every connection may hold a header table while its head is read; the wait for one
+     * would be a queue that idle connections can fill. */
+    info.max_http_header_pool2 = api->cfg.max_connections + 16;
+    info.max_http_header_data = 8192;
+    info.timeout_secs_ah_idle = (unsigned)((api->cfg.head_timeout_ms + 999) / 1000 + 1);
     info.timeout_secs = 30;
     info.server_string = "opsd/" OPSD_VERSION;
     info.pt_serv_buf_size = 64 * 1024;
@@ -469,6 +607,7 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
         free(api);
         return NULL;
     }
+    api->conns = conns_new(api->cfg.max_connections, api->cfg.max_per_address, api->cfg.head_timeout_ms);
     static_init(api);
     ws_init(api);
     uv_timer_init(loop, &api->house);
@@ -498,6 +637,7 @@ void api_free(struct api *api)
     if (!api)
         return;
     lws_context_destroy(api->ctx);
+    conns_free(api->conns);
     api_tokens_free(api->cfg.tokens, api->cfg.ntokens);
     free(api->cfg.tls_cert);
     free(api->cfg.tls_key);

@@ -344,7 +344,7 @@ static void unknown_keys(void **state)
                   "@:3: server: unknown key 'lisen' (known: listen, data_dir, log_level, tls, auth, limits, ui_dir)");
     EXPECT_ERRORS("server:\n  limits:\n    max_client: 5\n",
                   "@:3: server.limits: unknown key 'max_client' (known: max_clients, max_subscriptions, "
-                  "slow_client_timeout)");
+                  "slow_client_timeout, max_connections, max_per_address, head_timeout)");
     EXPECT_ERRORS("server:\n  tls: {cert: a, key: b, ca: c}\n",
                   "@:2: server.tls: unknown key 'ca' (known: cert, key)");
     EXPECT_ERRORS("points:\n  - {name: a, unit: x, colour: red}\n",

@@ -222,19 +222,35 @@ export class Stream {
       else if (m.op === 'error' && m.error) s.onError?.(m.error.code, m.error.message);
       else s.onOther?.(m);
     };
+    let opened = false;
+    ws.addEventListener('open', () => { opened = true; });
     ws.onclose = (ev) => {
       this.ws = null;
       if (ev.code === 1008 && /unauthorized/.test(ev.reason)) {
-        this.stopped = true;
-        this.setState('closed', 'unauthorized');
-        unauthorized();
+        this.signedOut();
         return;
+      }
+      if (!opened) {
+        // The server refuses an upgrade without a valid token with HTTP 401, which a browser
+        // does not show to the page: a REST call with the same token tells.
+        void fetch('/api/v1/status', { headers: headers() }).then((r) => {
+          if (r.status === 401 && !this.stopped) {
+            window.clearTimeout(this.timer);
+            this.signedOut();
+          }
+        }, () => {});
       }
       this.setState('closed', ev.reason || undefined);
       if (this.stopped) return;
       this.timer = window.setTimeout(() => this.connect(), this.retryMs);
       this.retryMs = Math.min(this.retryMs * 2, 10000);
     };
+  }
+
+  private signedOut(): void {
+    this.stopped = true;
+    this.setState('closed', 'unauthorized');
+    unauthorized();
   }
 
   private send(obj: unknown): void {
