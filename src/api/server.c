@@ -327,6 +327,13 @@ static int on_http(struct api *api, struct lws *wsi, struct pss *pss, const char
     }
     memcpy(r->path, uri, ulen);
     r->path[ulen] = '\0';
+    bool public_path = strcmp(r->path, "/healthz") == 0 || static_public(r->path);
+    if (public_path && has_body) {
+        rest_dispatch(r); /* 405: these paths take no body, which is not read */
+        r->close_after = true;
+        req_respond(r);
+        return 0;
+    }
     if (strcmp(r->path, "/healthz") == 0) {
         r->role = ROLE_ADMIN;
     } else if (static_public(r->path)) {
