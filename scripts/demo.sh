@@ -8,5 +8,14 @@ scripts/deps.sh build
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPSD_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
 scripts/web.sh --if-npm || echo "demo: the web UI was not built; / shows the API index" >&2
-echo "opsd: open http://127.0.0.1:8080/ (web UI), or try  curl http://127.0.0.1:8080/api/v1/status  or  build/opsctl watch 'tank1-000*'" >&2
-exec build/opsd --config etc/demo.yaml --data ./var "$@"
+# The hint comes once opsd listens, with the address it listens on (--listen may change it).
+build/opsd --config etc/demo.yaml --data ./var "$@" | while IFS= read -r line; do
+  printf '%s\n' "$line"
+  case "$line" in
+    *" listening on "*)
+      url=${line##* listening on }
+      echo "demo: open $url (web UI), or try  curl ${url}api/v1/status  or  build/opsctl --url ${url%/} watch 'tank1-000*'" >&2
+      ;;
+  esac
+done
+exit "${PIPESTATUS[0]}"
