@@ -200,6 +200,12 @@ int sp_decode(const uint8_t *buf, size_t len, struct sp_payload *out, const char
         m->is_null = pm->has_is_null && pm->is_null;
         m->historical = pm->has_is_historical && pm->is_historical;
         struct raw r = metric_raw(pm);
+        if (r.kind == RAW_STRING && r.s && !utf8_valid(r.s, strlen(r.s))) {
+            /* protobuf strings are UTF-8: this payload is not a valid one */
+            *why = "a string metric is not UTF-8 text";
+            sp_payload_release(out);
+            return -1;
+        }
         m->has_value = raw_value(&r, m->datatype, &m->v) == 0;
     }
     return 0;
@@ -273,8 +279,8 @@ int sp_convert(const struct sp_metric *m, enum pt_type t, struct pt_value *out, 
     case PT_STRING:
         if (v->type != PT_STRING)
             break;
-        if (strlen(v->u.s) > LIVE_STRING_MAX) {
-            *why = "string longer than 4096 bytes";
+        if (!live_valid_string(v->u.s, strlen(v->u.s))) {
+            *why = "string longer than 4096 bytes or not UTF-8 text";
             return -1;
         }
         out->u.s = v->u.s;
