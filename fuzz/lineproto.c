@@ -2,13 +2,15 @@
  *
  * Every input is parsed with each precision. Checks beyond the sanitizers: every field handed
  * over has a valid point name (the parser builds names only from what it checked) and a
- * string value no longer than the input. */
+ * string value no longer than the input, of slen bytes of UTF-8 without NUL (the one text
+ * rule, utf8_valid). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/lineproto.h"
+#include "core/util.h"
 
 static size_t g_len;
 
@@ -19,8 +21,9 @@ static int on_field(void *ud, const struct lp_field *f, int line)
         fprintf(stderr, "fuzz/lineproto: name of %zu bytes\n", n);
         abort();
     }
-    if (f->kind == LP_STRING && strlen(f->s) > g_len) {
-        fprintf(stderr, "fuzz/lineproto: string longer than the input\n");
+    if (f->kind == LP_STRING && (strlen(f->s) > g_len || f->slen != strlen(f->s) ||
+                                 !utf8_valid(f->s, f->slen))) {
+        fprintf(stderr, "fuzz/lineproto: a string over the input or not UTF-8 without NUL\n");
         abort();
     }
     return 0;

@@ -2,7 +2,8 @@
  *
  * One pass per line; the fields of a line are collected (at most LP_FIELDS_MAX) and handed
  * over once its timestamp is known. Escapes: in the measurement `\,` and `\ `; in tag keys,
- * tag values and field keys `\,`, `\=` and `\ `; in string values `\"` and `\\`. Every
+ * tag values and field keys `\,`, `\=` and `\ `; in string values `\"` and `\\`. A string
+ * value must be UTF-8 without NUL (utf8_valid), or the whole request is refused. Every
  * length is bounded by the input: strings are unescaped into one scratch buffer as long as
  * the input. */
 #include "api/lineproto.h"
@@ -16,6 +17,7 @@
 #include <strings.h>
 
 #include "core/mem.h"
+#include "core/util.h"
 
 #define LP_FIELDS_MAX 256
 
@@ -90,9 +92,14 @@ static int parse_value(struct lp *x, struct lp_field *f)
             s[n++] = c;
         }
         s[n] = '\0';
+        /* The one text rule (live_valid_string), checked here so that the line is named:
+         * a NUL would cut the value short, invalid UTF-8 would break every JSON reader. */
+        if (!utf8_valid(s, n))
+            return fail(x, "a string value is not UTF-8 text without NUL bytes");
         x->spos += n + 1;
         f->kind = LP_STRING;
         f->s = s;
+        f->slen = n;
         return 0;
     }
     const char *start = x->p;
@@ -224,7 +231,7 @@ static int parse_line(struct lp *x, int64_t prec, int (*fn)(void *, const struct
             ts_ms = t * m;
         } else {
             int64_t d = 1000000 / prec;
-            ts_ms = t >= 0 ? t / d : -((-t + d - 1) / d);
+            ts_ms = t / d - (t % d < 0); /* floor, and no -t to overflow at INT64_MIN */
         }
         has_ts = true;
         while (!eol(x) && (*x->p == ' ' || *x->p == '\t' || *x->p == '\r'))

@@ -7,7 +7,8 @@
  *   measurement[.tagvalue...].field       (tags in the order written; ".value" left out)
  * so `tank1,unit=0001 level=12.5` writes point `tank1.0001.level`, and `pump7 value=3i` writes
  * `pump7`. Values: floats, integers (`5i`, `5u`), booleans (t, true, f, false, any case of
- * the first letter or the whole word), strings ("..." with \" and \\ escapes). Timestamps are
+ * the first letter or the whole word), strings ("..." with \" and \\ escapes; UTF-8 without
+ * NUL, else the line is an error). Timestamps are
  * integers in the request's precision (ns by default), or the server's time when absent.
  * Comments (#) and blank lines are skipped. Pure: no I/O, any thread. */
 #ifndef OPSD_API_LINEPROTO_H
@@ -27,7 +28,8 @@ struct lp_field {
     double f;
     int64_t i;
     bool b;
-    const char *s;                   /* LP_STRING: unescaped, NUL-terminated, in scratch */
+    const char *s;                   /* LP_STRING: unescaped, NUL-terminated, in scratch; */
+    size_t slen;                     /* valid UTF-8 without NUL (utf8_valid), slen bytes */
     bool has_ts;
     int64_t ts_ms;
 };

@@ -168,9 +168,8 @@ static const char *json_to_value(json_t *j, enum pt_type t, struct pt_value *out
         out->u.b = json_is_true(j);
         return NULL;
     case PT_STRING:
-        if (!json_is_string(j) || json_string_length(j) > LIVE_STRING_MAX ||
-            strlen(json_string_value(j)) != json_string_length(j))
-            return "a string of at most 4096 bytes without NUL";
+        if (!json_is_string(j) || !live_valid_string(json_string_value(j), json_string_length(j)))
+            return "a string of at most 4096 bytes of UTF-8 without NUL";
         out->u.s = json_string_value(j);
         return NULL;
     }
@@ -330,8 +329,9 @@ static int stage_columns(struct http_req *r, json_t *series, struct staged **out
         json_t *v = json_object_get(json_array_get(series, i), "values");
         total += json_is_array(v) ? json_array_size(v) : 0;
     }
-    if (total > COLUMNS_MAX) {
-        rest_error(r, 413, "too_large", "at most %d samples per request, got %zu", COLUMNS_MAX, total);
+    if (total > SAMPLES_MAX) {
+        rest_error(r, 413, "too_large", "at most %d samples per request, got %zu", SAMPLES_MAX,
+                   total);
         return -1;
     }
     struct staged *st = xnew(struct staged, total ? total : 1);
@@ -498,9 +498,10 @@ static int lp_one(void *ud, const struct lp_field *f, int line)
         snprintf(x->err, sizeof x->err, "line %d: " CALC_REFUSED, line, f->name);
         return -1;
     }
-    if (x->n == SAMPLES_MAX * 10) {
-        snprintf(x->err, sizeof x->err, "more than %d values in one request", SAMPLES_MAX * 10);
-        return -1;
+    if (x->n == SAMPLES_MAX) {
+        snprintf(x->err, sizeof x->err, "more than %d values in one request: send them in several",
+                 SAMPLES_MAX);
+        return 413;
     }
     if (x->n == x->cap) {
         x->cap = x->cap ? x->cap * 2 : 1024;
@@ -518,7 +519,7 @@ static int lp_one(void *ud, const struct lp_field *f, int line)
         st->v.u.i = (int64_t)f->f;
     else if (t == PT_BOOL && f->kind == LP_BOOL)
         st->v.u.b = f->b;
-    else if (t == PT_STRING && f->kind == LP_STRING && strlen(f->s) <= LIVE_STRING_MAX) {
+    else if (t == PT_STRING && f->kind == LP_STRING && live_valid_string(f->s, f->slen)) {
         if (x->nstrings % 256 == 0)
             x->strings = xgrow(x->strings, x->nstrings + 256);
         st->v.u.s = x->strings[x->nstrings++] = xstrdup(f->s);
@@ -567,7 +568,7 @@ static void post_influx(struct http_req *r)
     char perr[512] = "";
     int rc = lp_parse(r->body.data ? r->body.data : "", r->body.len, prec, lp_one, &x, perr, sizeof perr);
     if (rc != 0)
-        lp_error(r, 400, rc < 0 && perr[0] ? perr : x.err);
+        lp_error(r, rc == 413 ? 413 : 400, rc < 0 && perr[0] ? perr : x.err);
     else
         apply_staged(r, x.st, x.n, true);
     for (size_t i = 0; i < x.nstrings; i++)

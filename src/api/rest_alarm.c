@@ -386,11 +386,13 @@ static void get_events(struct http_req *r)
     const char *v;
     int64_t n;
     if ((v = rest_arg(r, "from", b, sizeof b)) && *v && parse_time_ms(v, &x->q.from) < 0) {
-        rest_error(r, 400, "bad_request", "'from' must be ms since the epoch or an RFC 3339 time");
+        rest_error(r, 400, "bad_request",
+                   "'from' must be ms since the epoch or an RFC 3339 time (years 0000-9999)");
         goto fail;
     }
     if ((v = rest_arg(r, "to", b, sizeof b)) && *v && parse_time_ms(v, &x->q.to) < 0) {
-        rest_error(r, 400, "bad_request", "'to' must be ms since the epoch or an RFC 3339 time");
+        rest_error(r, 400, "bad_request",
+                   "'to' must be ms since the epoch or an RFC 3339 time (years 0000-9999)");
         goto fail;
     }
     if (x->q.to <= x->q.from) {

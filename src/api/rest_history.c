@@ -262,13 +262,15 @@ void rest_get_history(struct http_req *r)
     hw->q.to = now;
     const char *t = rest_arg(r, "to", to_s, sizeof to_s);
     if (t && parse_when(t, &hw->q.to) < 0) {
-        rest_error(r, 400, "bad_request", "'to' must be milliseconds since the epoch or an RFC 3339 time");
+        rest_error(r, 400, "bad_request",
+                   "'to' must be ms since the epoch or an RFC 3339 time (years 0000-9999)");
         goto fail;
     }
     hw->q.from = hw->q.to - 3600000;
     const char *f = rest_arg(r, "from", from_s, sizeof from_s);
     if (f && parse_when(f, &hw->q.from) < 0) {
-        rest_error(r, 400, "bad_request", "'from' must be milliseconds since the epoch or an RFC 3339 time");
+        rest_error(r, 400, "bad_request",
+                   "'from' must be ms since the epoch or an RFC 3339 time (years 0000-9999)");
         goto fail;
     }
     if (hw->q.from > hw->q.to) {

@@ -413,7 +413,8 @@ static bool time_arg(struct http_req *r, const char *name, int64_t *out)
     if (!v || !*v)
         return true;
     if (parse_time_ms(v, out) < 0 || *out < 0) {
-        rest_error(r, 400, "bad_request", "'%s' must be a time: RFC 3339 or milliseconds since the epoch", name);
+        rest_error(r, 400, "bad_request",
+                   "'%s' must be a time: RFC 3339 or ms since the epoch (before 10000)", name);
         return false;
     }
     return true;

@@ -17,8 +17,9 @@
 
 #include "live/live.h"
 
-#define SAMPLES_MAX   100000               /* samples per request, row form */
-#define COLUMNS_MAX   1000000              /* samples per request, columnar form */
+/* Samples (values) in one request, on every ingest path: POST /api/v1/samples in either
+ * form and the line protocol (/write). Beyond: 413, and nothing is applied. */
+#define SAMPLES_MAX   100000
 #define FUTURE_MAX_MS (24 * 3600 * 1000LL) /* how far ahead a sample's time may be */
 
 /* A validated sample, not yet applied. */

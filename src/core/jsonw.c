@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/util.h"
+
 static const double pow10_tab[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
 
 static size_t fmt_u64(char *out, uint64_t v)
@@ -82,12 +84,23 @@ int jw_raw(struct buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
 int jw_rawn(struct buf *b, const char *s, size_t n) { return buf_append(b, s, n); }
 int jw_str(struct buf *b, const char *s) { return jw_strn(b, s, strlen(s)); }
 
+/* Escapes what JSON requires; a byte that does not start a valid UTF-8 sequence is written
+ * as \ufffd (the replacement character), so the output is valid UTF-8 whatever the input:
+ * text is checked where it enters (utf8_valid), and this keeps anything that slipped past
+ * from breaking a client's JSON parser or a WebSocket text frame. */
 int jw_strn(struct buf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
     size_t need = 2;
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+        unsigned char c = u[i];
+        if (c >= 0x80) {
+            size_t len = utf8_seq_len(u + i, n - i);
+            need += len ? len : 6;
+            i += len ? len - 1 : 0;
+            continue;
+        }
         need += c >= 0x20 && c != '"' && c != '\\' ? 1
                 : (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t') ? 2 : 6;
     }
@@ -96,9 +109,21 @@ int jw_strn(struct buf *b, const char *s, size_t n)
     char *o = b->data + b->len;
     *o++ = '"';
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
+        unsigned char c = u[i];
+        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
             *o++ = (char)c;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t len = utf8_seq_len(u + i, n - i);
+            if (len) {
+                memcpy(o, u + i, len);
+                o += len;
+                i += len - 1;
+            } else {
+                memcpy(o, "\\ufffd", 6);
+                o += 6;
+            }
             continue;
         }
         *o++ = '\\';

@@ -23,6 +23,8 @@ size_t fmt_int(char *out, int64_t v);
 
 int jw_raw(struct buf *b, const char *s);
 int jw_rawn(struct buf *b, const char *s, size_t n);
+/* A JSON string. The output is always valid UTF-8: a byte of s that is not part of a valid
+ * UTF-8 sequence is written as \ufffd (U+FFFD). */
 int jw_str(struct buf *b, const char *s);
 int jw_strn(struct buf *b, const char *s, size_t n);
 int jw_int(struct buf *b, int64_t v);

@@ -105,8 +105,13 @@ int parse_time_ms(const char *s, int64_t *out_ms)
 {
     if (!s || !*s)
         return -1;
-    if (strchr(s, '-') == NULL || s[0] == '-')
-        return parse_int64(s, out_ms);
+    if (strchr(s, '-') == NULL || s[0] == '-') {
+        int64_t v;
+        if (parse_int64(s, &v) < 0 || v < TIME_MS_MIN || v > TIME_MS_MAX)
+            return -1;
+        *out_ms = v;
+        return 0;
+    }
     const char *p = s;
     int Y, M, D, h, m, sec;
     if (parse_digits(&p, 4, &Y) || *p++ != '-' || parse_digits(&p, 2, &M) || *p++ != '-' ||
@@ -150,7 +155,10 @@ int parse_time_ms(const char *s, int64_t *out_ms)
     if (*p)
         return -1;
     int64_t days = days_from_civil(Y, (unsigned)M, (unsigned)D);
-    *out_ms = ((days * 24 + h) * 60 + m) * 60000LL + sec * 1000LL + ms - off;
+    int64_t t = ((days * 24 + h) * 60 + m) * 60000LL + sec * 1000LL + ms - off;
+    if (t < TIME_MS_MIN || t > TIME_MS_MAX)
+        return -1; /* an offset past either end of the calendar */
+    *out_ms = t;
     return 0;
 }
 
@@ -233,6 +241,31 @@ size_t utf8_seq_len(const unsigned char *s, size_t n)
     if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
         return 0;
     return len;
+}
+
+bool utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        /* ASCII eight bytes at a time: most text is, and this is on every ingest path */
+        while (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            /* any byte >= 0x80, or any zero byte */
+            if ((w & 0x8080808080808080ULL) ||
+                ((w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL))
+                break;
+            i += 8;
+        }
+        if (i == n)
+            break;
+        size_t len;
+        if (p[i] == 0 || !(len = utf8_seq_len(p + i, n - i)))
+            return false;
+        i += len;
+    }
+    return true;
 }
 
 size_t utf8_put(char *o, unsigned cp)

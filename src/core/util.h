@@ -21,8 +21,13 @@ int parse_duration_ms(const char *s, int64_t *out_ms);
 int parse_int64(const char *s, int64_t *out);
 /* Parses a finite double (no trailing junk). Returns 0 or -1. */
 int parse_double(const char *s, double *out);
+/* The times opsd takes, in ms since the epoch: years 0000 to 9999, what RFC 3339 writes.
+ * Differences and small offsets of such times never overflow an int64. */
+#define TIME_MS_MIN (-62167219200000LL) /* 0000-01-01T00:00:00Z */
+#define TIME_MS_MAX 253402300799999LL   /* 9999-12-31T23:59:59.999Z */
+
 /* Parses RFC 3339 ("2026-11-30T12:00:00Z", fractions and offsets allowed) or integer
- * milliseconds. Returns 0 or -1. */
+ * milliseconds. Returns 0, or -1 when malformed or outside TIME_MS_MIN..TIME_MS_MAX. */
 int parse_time_ms(const char *s, int64_t *out_ms);
 /* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar. */
 int64_t days_from_civil(int64_t y, unsigned m, unsigned d);
@@ -32,6 +37,11 @@ int parse_digits(const char **p, int n, int *out);
 /* Length of the UTF-8 sequence at s (n > 0 bytes left): 1 to 4, or 0 when it is not valid
  * UTF-8 (a stray or overlong byte, a surrogate, past U+10FFFF, cut short). A NUL is valid. */
 size_t utf8_seq_len(const unsigned char *s, size_t n);
+/* The text rule of every string that enters opsd from outside (point values, names in
+ * messages): true when s[0..n) is well-formed UTF-8 (RFC 3629: no stray, overlong or
+ * surrogate sequence, nothing past U+10FFFF, nothing cut short) and holds no NUL byte. Such
+ * text passes unchanged through C strings, JSON and WebSocket text frames. */
+bool utf8_valid(const char *s, size_t n);
 /* Writes code point cp (at most U+10FFFF) at o as UTF-8; returns the bytes written (1-4). */
 size_t utf8_put(char *o, unsigned cp);
 /* The value of the four hex digits at p (either case), or -1. */

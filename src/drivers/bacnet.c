@@ -590,69 +590,35 @@ static const char *sf_reason(uint32_t sf, enum pt_quality *q)
     return NULL;
 }
 
-static size_t put_utf8(char *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    o[0] = (char)(0xE0 | cp >> 12);
-    o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-}
-
-/* Length of the valid UTF-8 sequence at p (at most n octets), 0 when invalid. */
-static size_t utf8_seq(const uint8_t *p, size_t n)
-{
-    size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3 : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || len > n || (len == 2 && p[0] < 0xC2) || (len == 4 && p[0] > 0xF4))
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    if (len == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0)))
-        return 0; /* overlong, surrogate */
-    if (len == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90)))
-        return 0;
-    return len;
-}
-
-/* A BACnet character string as UTF-8 for the point table (the stream sends it in WebSocket
- * text frames, which must be valid UTF-8): UTF-8 (0) checked, ISO 8859-1 (5) and UCS-2 (4)
- * converted; invalid octets and NULs become '?'; cut to fit out (a whole character at the
- * end). Other character sets: -1. */
+/* A BACnet character string as UTF-8 for the point table, by the one text rule
+ * (live_valid_string): UTF-8 (0) taken as it is, ISO 8859-1 (5) and UCS-2 (4) converted;
+ * cut to fit out (a whole character at the end). Returns 0, -1 for another character set,
+ * -2 for text that breaks the rule (invalid UTF-8 or UCS-2, a NUL): refused, not repaired. */
 static int text_utf8(uint8_t charset, const uint8_t *p, size_t n, char *out, size_t cap)
 {
     size_t o = 0;
     if (charset != 0 && charset != 4 && charset != 5)
         return -1;
+    if (charset == 0 && !utf8_valid((const char *)p, n))
+        return -2;
     for (size_t i = 0; i < n;) {
         char tmp[4];
         size_t k, used;
         if (charset == 0) {
-            used = utf8_seq(p + i, n - i);
-            if (used == 0 || p[i] == 0) {
-                tmp[0] = '?';
-                k = 1;
-                used = 1;
-            } else {
-                memcpy(tmp, p + i, used);
-                k = used;
-            }
+            used = k = utf8_seq_len(p + i, n - i); /* > 0: checked whole above */
+            memcpy(tmp, p + i, used);
         } else if (charset == 5) {
-            k = p[i] ? put_utf8(tmp, p[i]) : (tmp[0] = '?', 1);
+            if (p[i] == 0)
+                return -2;
+            k = utf8_put(tmp, p[i]);
             used = 1;
         } else {
             if (i + 1 >= n)
-                break; /* an odd octet left over */
-            uint32_t cp = (uint32_t)p[i] << 8 | p[i + 1];
-            k = cp == 0 || (cp >= 0xD800 && cp < 0xE000) ? (tmp[0] = '?', 1) : put_utf8(tmp, cp);
+                return -2; /* an odd octet left over */
+            unsigned cp = (unsigned)p[i] << 8 | p[i + 1];
+            if (cp == 0 || (cp >= 0xD800 && cp < 0xE000))
+                return -2;
+            k = utf8_put(tmp, cp);
             used = 2;
         }
         if (o + k >= cap)
@@ -716,8 +682,13 @@ static void put_value(struct bn_state *st, const struct bn_point *pt, const stru
         break;
     case PT_STRING:
         if (bv->tag == BAC_APP_CHARACTER_STRING) {
-            if (text_utf8(bv->u.s.charset, bv->u.s.p, bv->u.s.len, s, sizeof s) < 0) {
-                live_set_quality(l, pt->idx, Q_BAD, "text in an unsupported character set", now);
+            int rc = text_utf8(bv->u.s.charset, bv->u.s.p, bv->u.s.len, s, sizeof s);
+            if (rc == -2)
+                st->d->malformed++;
+            if (rc < 0) {
+                live_set_quality(l, pt->idx, Q_BAD,
+                                 rc == -2 ? "text that is not valid UTF-8 (or holds NUL)"
+                                          : "text in an unsupported character set", now);
                 return;
             }
         } else if (numeric) {

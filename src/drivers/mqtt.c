@@ -219,8 +219,8 @@ static int json_to_point(json_t *j, enum pt_type t, struct pt_value *v, char *sb
     case PT_STRING:
         if (json_is_string(j)) {
             size_t n = json_string_length(j);
-            if (n > LIVE_STRING_MAX || memchr(json_string_value(j), '\0', n)) {
-                *why = "the string is longer than 4096 bytes or holds NUL";
+            if (!live_valid_string(json_string_value(j), n)) {
+                *why = "the string is longer than 4096 bytes or not UTF-8 text without NUL";
                 return -1;
             }
             memcpy(sbuf, json_string_value(j), n + 1);
@@ -263,8 +263,8 @@ int mq_payload_value(const char *payload, size_t len, const struct mq_path *valu
         char tb[64];
         switch (t) {
         case PT_STRING:
-            if (len > LIVE_STRING_MAX || memchr(payload, '\0', len)) {
-                *why = "the text is longer than 4096 bytes or holds NUL";
+            if (!live_valid_string(payload, len)) {
+                *why = "the text is longer than 4096 bytes or not UTF-8 without NUL";
                 return -1;
             }
             memcpy(sbuf, payload, len);

@@ -164,6 +164,76 @@ static int raw_value(const struct raw *r, uint32_t dt, struct pt_value *v)
     }
 }
 
+/* protobuf-c hands strings over as C text, so a NUL inside one would silently cut it:
+ * the wire is walked once more for the metrics' string_value (Payload.metrics = 2,
+ * Metric.string_value = 15) and a NUL in one is reported. Only called on a payload that
+ * protobuf-c decoded, so the walk just stops at anything it does not expect. */
+static bool pb__varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* Skips the value of a field of wire type wt; false at the end or on a wire type not used. */
+static bool pb__skip(const uint8_t **p, const uint8_t *end, unsigned wt, const uint8_t **val,
+                     size_t *vlen)
+{
+    uint64_t n;
+    switch (wt) {
+    case 0: return pb__varint(p, end, &n);
+    case 1: n = 8; break;
+    case 5: n = 4; break;
+    case 2:
+        if (!pb__varint(p, end, &n))
+            return false;
+        break;
+    default: return false;
+    }
+    if (n > (uint64_t)(end - *p))
+        return false;
+    *val = *p;
+    *vlen = (size_t)n;
+    *p += n;
+    return true;
+}
+
+/* The next field at *p: its key, and its value's bytes (a varint's are not kept). */
+static bool pb__field(const uint8_t **p, const uint8_t *end, uint64_t *key, const uint8_t **val,
+                      size_t *vlen)
+{
+    *val = NULL;
+    *vlen = 0;
+    return *p < end && pb__varint(p, end, key) && pb__skip(p, end, (unsigned)(*key & 7), val, vlen);
+}
+
+static bool pb__metric_string_has_nul(const uint8_t *p, const uint8_t *end)
+{
+    uint64_t key;
+    const uint8_t *val;
+    size_t vlen;
+    while (pb__field(&p, end, &key, &val, &vlen))
+        if (key >> 3 == 15 && (key & 7) == 2 && memchr(val, 0, vlen))
+            return true;
+    return false;
+}
+
+static bool pb__strings_have_nul(const uint8_t *p, size_t len)
+{
+    const uint8_t *end = p + len, *val;
+    uint64_t key;
+    size_t vlen;
+    while (pb__field(&p, end, &key, &val, &vlen))
+        if (key >> 3 == 2 && (key & 7) == 2 && pb__metric_string_has_nul(val, val + vlen))
+            return true;
+    return false;
+}
+
 int sp_decode(const uint8_t *buf, size_t len, struct sp_payload *out, const char **why)
 {
     memset(out, 0, sizeof *out);
@@ -188,6 +258,7 @@ int sp_decode(const uint8_t *buf, size_t len, struct sp_payload *out, const char
     out->seq = pb->seq;
     out->n = pb->n_metrics;
     out->m = xnew(struct sp_metric, out->n ? out->n : 1);
+    bool has_nul_checked = false; /* the wire is walked once, at the first string metric */
     for (size_t i = 0; i < out->n; i++) {
         const SparkplugB__Payload__Metric *pm = pb->metrics[i];
         struct sp_metric *m = &out->m[i];
@@ -200,6 +271,20 @@ int sp_decode(const uint8_t *buf, size_t len, struct sp_payload *out, const char
         m->is_null = pm->has_is_null && pm->is_null;
         m->historical = pm->has_is_historical && pm->is_historical;
         struct raw r = metric_raw(pm);
+        if (r.kind == RAW_STRING && r.s && !utf8_valid(r.s, strlen(r.s))) {
+            /* protobuf strings are UTF-8: this payload is not a valid one */
+            *why = "a string metric is not UTF-8 text";
+            sp_payload_release(out);
+            return -1;
+        }
+        if (r.kind == RAW_STRING && !has_nul_checked) {
+            has_nul_checked = true;
+            if (pb__strings_have_nul(buf, len)) {
+                *why = "a string metric holds a NUL byte";
+                sp_payload_release(out);
+                return -1;
+            }
+        }
         m->has_value = raw_value(&r, m->datatype, &m->v) == 0;
     }
     return 0;
@@ -273,8 +358,8 @@ int sp_convert(const struct sp_metric *m, enum pt_type t, struct pt_value *out, 
     case PT_STRING:
         if (v->type != PT_STRING)
             break;
-        if (strlen(v->u.s) > LIVE_STRING_MAX) {
-            *why = "string longer than 4096 bytes";
+        if (!live_valid_string(v->u.s, strlen(v->u.s))) {
+            *why = "string longer than 4096 bytes or not UTF-8 text";
             return -1;
         }
         out->u.s = v->u.s;

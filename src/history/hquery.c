@@ -191,8 +191,11 @@ int hist__query_series(struct hstore_reader *r, const char *point, struct hmem_c
         st = &st0;
     memset(st, 0, sizeof *st);
     src.st = st;
-    /* From a little before `from` so a time-weighted average can carry the previous value. */
-    int64_t from = q->interval_ms || q->buckets ? q->from - 86400000LL : q->from;
+    /* From a little before `from` so a time-weighted average can carry the previous value
+     * (saturated: the engine, not this, refuses a range it cannot bucket). */
+    int64_t from = q->from;
+    if (q->interval_ms || q->buckets)
+        from = from < INT64_MIN + HQ_CARRY_MS ? INT64_MIN : from - HQ_CARRY_MS;
 
     /* the in-memory chunks, by their first sample */
     src.mem = xnew(struct qmem, nmem ? nmem : 1);

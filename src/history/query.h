@@ -62,6 +62,8 @@
 /* Aggregated queries: from, to and interval lie within +-HQ_TIME_MAX ms of the epoch
  * (2^61 ms, about 73 million years), which keeps bucket arithmetic free of overflow. */
 #define HQ_TIME_MAX    ((int64_t)1 << 61)
+/* Aggregated queries also read this far before `from`, for the value carried into the range. */
+#define HQ_CARRY_MS    86400000LL
 
 /* Aggregates, as bits of hq_params.aggs. An object lists them in this order. */
 #define HQ_AGG_AVG     (1u << 0)

@@ -139,12 +139,12 @@ static void to_msg(const amqp_envelope_t *env, struct jnl_msg *m, int64_t now)
         m->fail_reason = xstrdup(err);
     jnl_msg_derive(m, now);
     if (m->id_derived && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len &&
-        jnl_utf8_valid(p->message_id.bytes, p->message_id.len)) {
+        utf8_valid(p->message_id.bytes, p->message_id.len)) {
         m->id = jnl_msg_strndup(m, p->message_id.bytes, p->message_id.len);
         m->id_derived = false;
     }
     if (!m->content_type && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG) && p->content_type.len &&
-        jnl_utf8_valid(p->content_type.bytes, p->content_type.len))
+        utf8_valid(p->content_type.bytes, p->content_type.len))
         m->content_type = jnl_msg_strndup(m, p->content_type.bytes, p->content_type.len);
 }
 

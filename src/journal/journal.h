@@ -130,8 +130,6 @@ void jnl_msg_headers_json(const struct jnl_msg *m, struct buf *out);
 /* Parses a time the way NServiceBus writes it ("2026-11-30 12:00:00:123456 Z") or RFC 3339.
  * Returns 0 with ms since the epoch, or -1. */
 int jnl_parse_wire_time(const char *s, int64_t *out_ms);
-/* True when s[0..n) is valid UTF-8 (no overlongs, no surrogates) without NUL. */
-bool jnl_utf8_valid(const char *s, size_t n);
 /* SHA-256 of p[0..n) as 64 hex characters + NUL. */
 void jnl_sha256_hex(const void *p, size_t n, char out[65]);
 /* Decodes standard base64 (padding optional, no whitespace). Returns the length, or -1. out

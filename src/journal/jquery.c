@@ -585,7 +585,7 @@ int jnl_q_message(struct jnl *j, const char *id, const char *endpoint, struct bu
     if ((sqlite3_column_int(st, 20) & JBODY_WHERE) == JBODY_INLINE && sqlite3_column_int64(st, 21) <= 65536)
         row_body(db, st, 20, 21, NSUMMARY + 1, &b, &bl);
     jw_raw(out, ",\"body_text\":");
-    if (b && jnl_utf8_valid(b, bl))
+    if (b && utf8_valid(b, bl))
         jw_strn(out, b, bl);
     else
         jw_raw(out, "null");

@@ -1381,7 +1381,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         *stored_bytes = nbytes;
     buf_reset(&s->text);
     bool body_text = m->body_len && m->body_len <= lim->search_body_max && text_type(m->content_type) &&
-                     jnl_utf8_valid((const char *)m->body, m->body_len);
+                     utf8_valid((const char *)m->body, m->body_len);
     size_t need = body_text ? m->body_len : 0;
     for (size_t i = 0; i < m->nh; i++)
         need += s->vlen[i] + 1;

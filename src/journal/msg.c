@@ -125,15 +125,6 @@ long jnl_base64_decode(const char *in, size_t n, unsigned char *out)
     return o;
 }
 
-bool jnl_utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0, len; i < n; i += len)
-        if (p[i] == 0 || !(len = utf8_seq_len(p + i, n - i)))
-            return false;
-    return true;
-}
-
 /* ---- times ---- */
 
 int jnl_parse_wire_time(const char *s, int64_t *out_ms)
@@ -266,7 +257,7 @@ int jnl_msg_check(const struct jnl_msg *m, char *err, size_t errlen)
             snprintf(err, errlen, "header %zu: a name must have 1 to %d bytes", i, JNL_HEADER_NAME_MAX);
             return -1;
         }
-        if (!jnl_utf8_valid(m->h[i].name, nl)) {
+        if (!utf8_valid(m->h[i].name, nl)) {
             snprintf(err, errlen, "header %zu: the name is not valid UTF-8", i);
             return -1;
         }
@@ -280,7 +271,7 @@ int jnl_msg_check(const struct jnl_msg *m, char *err, size_t errlen)
                      m->h[i].name, vl, JNL_HEADER_VALUE_MAX);
             return -1;
         }
-        if (!jnl_utf8_valid(v, vl)) {
+        if (!utf8_valid(v, vl)) {
             snprintf(err, errlen, "header '%.100s': the value is not valid UTF-8", m->h[i].name);
             return -1;
         }

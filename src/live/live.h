@@ -90,6 +90,11 @@ size_t live_sweep(struct live *l);
 uint32_t live_find(const struct live *l, const char *name);
 uint32_t live_findn(const struct live *l, const char *name, size_t len);
 bool live_valid_name(const char *name, size_t len);
+/* The rule for a string value, whatever path it comes by (REST, line protocol, a driver):
+ * at most LIVE_STRING_MAX bytes of UTF-8 without NUL (utf8_valid). A value that breaks it
+ * is refused whole, never cut or repaired: a request answers 400, a driver counts the
+ * message as malformed. */
+bool live_valid_string(const char *s, size_t len);
 int live_view(const struct live *l, uint32_t idx, struct pt_view *out);
 /* The value, time and quality of a point, without the rest of live_view (a recorder's read of
  * every changed point). Returns false when the point has no value. A string is borrowed like
@@ -100,8 +105,9 @@ const char *live_name(const struct live *l, uint32_t idx);
 enum pt_type live_type(const struct live *l, uint32_t idx);
 void live_stats(const struct live *l, struct live_stats *out);
 
-/* Writes a value. The value's type must match the point's (callers validate first; a
- * mismatch returns -1 and changes nothing). reason may be NULL. */
+/* Writes a value. The value's type must match the point's, and a string must pass
+ * live_valid_string (callers validate first, to say why; a mismatch returns -1 and changes
+ * nothing). reason may be NULL. */
 int live_set(struct live *l, uint32_t idx, const struct pt_value *v, int64_t ts,
              enum pt_quality q, const char *reason);
 /* Fast path for drivers writing doubles with good quality. */

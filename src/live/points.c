@@ -98,6 +98,11 @@ bool live_valid_name(const char *name, size_t len)
     return true;
 }
 
+bool live_valid_string(const char *s, size_t len)
+{
+    return len <= LIVE_STRING_MAX && utf8_valid(s, len);
+}
+
 /* Slot in hash[] holding name, or the empty slot where it would go. */
 static uint32_t *hash_slot(const struct live *l, const char *name, size_t len, uint64_t h)
 {
@@ -319,6 +324,9 @@ int live_set(struct live *l, uint32_t idx, const struct pt_value *v, int64_t ts,
         return -1;
     struct point *p = &l->pts[idx];
     if (v->type != p->type || (p->flags & PF_REMOVED))
+        return -1;
+    if (v->type == PT_STRING &&
+        (!v->u.s || !live_valid_string(v->u.s, strnlen(v->u.s, LIVE_STRING_MAX + 1))))
         return -1;
     l->updates++;
     bool had = p->flags & PF_HAS_VALUE;

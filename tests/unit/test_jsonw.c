@@ -283,6 +283,38 @@ static void str_utf8_passthrough(void **state)
     buf_release(&b);
 }
 
+/* Whatever bytes a string holds, the JSON written is valid UTF-8: a byte outside a valid
+ * sequence becomes \ufffd, valid sequences pass as they are. */
+static void str_invalid_utf8_replaced(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 4096);
+    static const struct { const char *in; size_t n; const char *want; } c[] = {
+        {"\xff\xfe", 2, "\"\\ufffd\\ufffd\""},
+        {"a\xc3", 2, "\"a\\ufffd\""},                        /* cut short at the end */
+        {"\xc3\xa9\x80z", 4, "\"\xc3\xa9\\ufffdz\""},         /* a stray continuation byte */
+        {"\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\""},     /* a surrogate */
+        {"\xc0\x80", 2, "\"\\ufffd\\ufffd\""},                /* an overlong NUL */
+        {"x\0y", 3, "\"x\\u0000y\""},
+        {"\xe2\x82\xac\xe2\x82", 5, "\"\xe2\x82\xac\\ufffd\\ufffd\""},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        buf_reset(&b);
+        assert_int_equal(jw_strn(&b, c[i].in, c[i].n), 0);
+        assert_string_equal(b.data, c[i].want);
+        assert_true(utf8_valid(b.data, b.len));
+    }
+    /* every two-byte input */
+    for (unsigned x = 0; x < 65536; x++) {
+        char in[2] = {(char)(x >> 8), (char)(x & 0xff)};
+        buf_reset(&b);
+        assert_int_equal(jw_strn(&b, in, 2), 0);
+        assert_true(utf8_valid(b.data, b.len));
+    }
+    buf_release(&b);
+}
+
 static void scalars(void **state)
 {
     (void)state;
@@ -359,6 +391,7 @@ int main(void)
         cmocka_unit_test(fmt_int_values),
         cmocka_unit_test(str_escapes),
         cmocka_unit_test(str_utf8_passthrough),
+        cmocka_unit_test(str_invalid_utf8_replaced),
         cmocka_unit_test(scalars),
         cmocka_unit_test(cap_is_sticky),
         cmocka_unit_test(str_fits_under_cap),

@@ -257,6 +257,32 @@ static void set_and_get_each_type(void **state)
     assert_true(st.updates == 6);
 }
 
+/* The text rule holds at the table itself: a string that is not UTF-8, or too long, is
+ * refused by live_set and changes nothing, whatever path it came by. */
+static void set_invalid_string_changes_nothing(void **state)
+{
+    struct live *l = *state;
+    uint32_t s = live_declare(l, "s", &M_STRING);
+    struct pt_value good = sv("caf\xc3\xa9");
+    assert_int_equal(live_set(l, s, &good, 10, Q_GOOD, NULL), 0);
+    live_flush(l);
+    char big[LIVE_STRING_MAX + 2];
+    memset(big, 'q', LIVE_STRING_MAX + 1);
+    big[LIVE_STRING_MAX + 1] = '\0';
+    struct pt_value bad[] = {sv("\xff\xfe"), sv("a\xc3"), sv("\xed\xa0\x80"), sv(big), sv(NULL)};
+    for (size_t k = 0; k < ARRAY_LEN(bad); k++)
+        assert_int_equal(live_set(l, s, &bad[k], 99, Q_BAD, "x"), -1);
+    struct pt_view view;
+    live_view(l, s, &view);
+    assert_string_equal(view.value.u.s, "caf\xc3\xa9");
+    assert_true(view.ts == 10);
+    assert_int_equal(live_pending_changes(l), 0);
+    assert_true(live_valid_string("caf\xc3\xa9", 5));
+    assert_false(live_valid_string("a\0b", 3));
+    assert_false(live_valid_string(big, LIVE_STRING_MAX + 1));
+    assert_true(live_valid_string(big, LIVE_STRING_MAX));
+}
+
 static void set_wrong_type_changes_nothing(void **state)
 {
     struct live *l = *state;
@@ -897,6 +923,7 @@ int main(void)
         T(type_change_resets_value),
         T(set_and_get_each_type),
         T(set_wrong_type_changes_nothing),
+        T(set_invalid_string_changes_nothing),
         T(change_list_dedupes_and_flushes),
         T(listeners_in_order_and_limit),
         T(no_change_writes_stay_off_the_list),

@@ -176,6 +176,62 @@ static void tm_bad(const char *s)
         fail_msg("parse_time_ms(\"%s\") accepted, gave %lld", s ? s : "(null)", (long long)ms);
 }
 
+/* ---- utf8_valid: the one text rule ---- */
+
+static void utf8_rule(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "", "a", "plain ASCII text longer than eight bytes", "caf\xc3\xa9", "\xe2\x82\xac",
+        "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf" /* U+10FFFF */, "\xef\xbf\xbf", "\xed\x9f\xbf",
+        "12345678\xce\xa9" "12345678", "\x7f\x01\x1f",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(good); i++)
+        if (!utf8_valid(good[i], strlen(good[i])))
+            fail_msg("utf8_valid refused good[%zu]", i);
+    static const char *const bad[] = {
+        "\xff", "\xfe\xff", "\x80", "\xbf", "\xc0\x80" /* overlong NUL */, "\xc1\xbf",
+        "\xe0\x80\x80", "\xe0\x9f\xbf", "\xf0\x80\x80\x80", "\xf0\x8f\xbf\xbf",
+        "\xed\xa0\x80" /* surrogate */, "\xed\xbf\xbf", "\xf4\x90\x80\x80" /* past U+10FFFF */,
+        "\xf5\x80\x80\x80", "\xe2\x82" /* cut short */, "\xf0\x9f\x98", "\xc3", "ok\xc3",
+        "eight by\xff", "eight bytes then\xc3\x28", "\xc3\xa9\x80",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+        if (utf8_valid(bad[i], strlen(bad[i])))
+            fail_msg("utf8_valid took bad[%zu]", i);
+    /* NUL anywhere, including inside and at the edges of the eight-byte steps */
+    char t[40];
+    for (size_t at = 0; at < sizeof t; at++) {
+        memset(t, 'x', sizeof t);
+        t[at] = '\0';
+        assert_false(utf8_valid(t, sizeof t));
+        t[at] = (char)0xff;
+        assert_false(utf8_valid(t, sizeof t));
+        t[at] = 'y';
+        assert_true(utf8_valid(t, sizeof t));
+    }
+    /* only the n bytes given are read */
+    assert_true(utf8_valid("ab\xff", 2));
+    assert_false(utf8_valid("\xc3\xa9", 1));
+}
+
+/* Times outside the years 0000-9999 are refused, so no caller's arithmetic can overflow. */
+static void time_range(void **state)
+{
+    (void)state;
+    assert_true(tm_ok("253402300799999") == TIME_MS_MAX);
+    assert_true(tm_ok("-62167219200000") == TIME_MS_MIN);
+    assert_true(tm_ok("0000-01-01T00:00:00Z") == TIME_MS_MIN);
+    assert_true(tm_ok("9999-12-31T23:59:59.999Z") == TIME_MS_MAX);
+    tm_bad("253402300800000");
+    tm_bad("-62167219200001");
+    tm_bad("-9223372036854775807");
+    tm_bad("-9223372036854775808");
+    tm_bad("9223372036854775807");
+    tm_bad("0000-01-01T00:00:00+00:01"); /* an offset before the year 0 */
+    tm_bad("9999-12-31T23:59:59-00:01"); /* and after 9999 */
+}
+
 static void time_rfc3339_utc(void **state)
 {
     (void)state;
@@ -399,6 +455,8 @@ int main(void)
         cmocka_unit_test(time_integer_ms),
         cmocka_unit_test(time_bad),
         cmocka_unit_test(time_bad_calendar),
+        cmocka_unit_test(utf8_rule),
+        cmocka_unit_test(time_range),
         cmocka_unit_test(host_port_good),
         cmocka_unit_test(host_port_bad),
         cmocka_unit_test(host_port_hostlen),

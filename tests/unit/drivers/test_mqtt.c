@@ -92,6 +92,16 @@ static void test_payload_plain(void **state)
     /* NUL inside the payload */
     assert_int_equal(mq_payload_value("1\0002", 3, NULL, NULL, PT_STRING, &v, sbuf, &ts, &why), -1);
     assert_int_equal(mq_payload_value("1\0002", 3, NULL, NULL, PT_DOUBLE, &v, sbuf, &ts, &why), -1);
+    /* the text rule: a string is UTF-8 (plain text or a JSON string), refused otherwise */
+    assert_int_equal(val("caf\xc3\xa9", NULL, NULL, PT_STRING, &v, &ts, &why), 0);
+    assert_string_equal(v.u.s, "caf\xc3\xa9");
+    static const char *const bad[] = {"\xff\xfe", "a\xc3", "\xed\xa0\x80", "\xc0\x80x",
+                                      "{\"v\":\"\xff\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why = NULL;
+        assert_int_equal(val(bad[i], NULL, NULL, PT_STRING, &v, &ts, &why), -1);
+        assert_non_null(strstr(why, "UTF-8"));
+    }
 }
 
 static void test_payload_json(void **state)

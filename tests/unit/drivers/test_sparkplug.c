@@ -237,6 +237,37 @@ static void test_decode(void **state)
     assert_int_equal(sp_decode(NULL, 0, &p, &why), 0); /* empty is a valid empty payload */
     assert_int_equal(p.n, 0);
     sp_payload_release(&p);
+
+    /* a string metric that is not UTF-8: the payload is malformed, nothing is decoded */
+    static const char *const bad[] = {"\xff\xfe", "ok\xe2\x82", "\xed\xa0\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pb_init(&b, 8);
+        m_int(pb_metric(&b, "i8", -1, SP_INT8), 1);
+        s = pb_metric(&b, "s", -1, SP_STRING);
+        s->value_case = SPARKPLUG_B__PAYLOAD__METRIC__VALUE_STRING_VALUE;
+        s->string_value = (char *)(uintptr_t)bad[i];
+        pb_pack(&b);
+        why = NULL;
+        assert_int_equal(sp_decode(b.buf, b.len, &p, &why), -1);
+        assert_string_equal(why, "a string metric is not UTF-8 text");
+        assert_null(p.pb);
+    }
+    /* a NUL inside a string metric (protobuf-c would cut the text there): malformed too */
+    pb_init(&b, 9);
+    m_int(pb_metric(&b, "i8", -1, SP_INT8), 1);
+    s = pb_metric(&b, "s", -1, SP_STRING);
+    s->value_case = SPARKPLUG_B__PAYLOAD__METRIC__VALUE_STRING_VALUE;
+    s->string_value = (char *)(uintptr_t)"abXd";
+    pb_pack(&b);
+    uint8_t *x = memchr(b.buf, 'X', b.len);
+    assert_non_null(x);
+    *x = 0;
+    assert_int_equal(sp_decode(b.buf, b.len, &p, &why), -1);
+    assert_string_equal(why, "a string metric holds a NUL byte");
+    *x = 'c';
+    assert_int_equal(sp_decode(b.buf, b.len, &p, &why), 0);
+    assert_string_equal(p.m[1].v.u.s, "abcd");
+    sp_payload_release(&p);
 }
 
 static void test_rebirth_encode(void **state)
