@@ -128,7 +128,7 @@ static void *writer_main(void *arg)
                 struct reg_batch *b = held;
                 held = b->next;
                 b->next = NULL;
-                b->status = -EIO;
+                b->status = rc;
                 *dtail = b;
                 dtail = &b->next;
             }
@@ -140,6 +140,7 @@ static void *writer_main(void *arg)
         r->wq_ops -= ops;
         r->st.batches_committed += rc == 0;
         r->st.write_errors += rc != 0;
+        r->st.write_fault = rc; /* until a transaction commits again */
         if (done) {
             if (r->wdone_last)
                 r->wdone_last->next = done;
