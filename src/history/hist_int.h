@@ -202,6 +202,8 @@ struct hist {
     int64_t fault_since_ms;              /* when it began */
     int64_t fault_retry_ms, fault_retry_at;   /* back-off of the recovery attempts */
     struct hbatch *held, *held_tail;     /* batches waiting for the WAL to recover, in order */
+    uint32_t fault_tell_ms;              /* HFAULT_TELL_MS (under lock; tests shorten it) */
+    uint32_t tell_ms;                    /* the writer's copy, taken at each pass */
     uint32_t commit_delay_ms;            /* tests: the committer waits this long first */
     uint32_t drop_delay_ms;              /* tests: the writer waits this long after deleting */
     struct hslice {                      /* the series of each carry slice, creation order */

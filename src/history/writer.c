@@ -1163,6 +1163,14 @@ static void committer_stop(struct hist *h)
  * A batch that has waited HFAULT_TELL_MS is answered as failed instead (500 not_durable), as
  * is everything held when opsd stops. No checkpoint runs meanwhile (it logs too). */
 
+/* When batch b, held, is answered as failed. Writer thread. */
+static int64_t held_deadline(const struct hist *h, const struct hbatch *b)
+{
+    if (!b)
+        return INT64_MAX;
+    return (b->pushed_ms > h->fault_since_ms ? b->pushed_ms : h->fault_since_ms) + h->tell_ms;
+}
+
 /* When the writer must wake up by itself: the checkpoint, and while the WAL is failed the
  * next recovery attempt and the deadline of the oldest held batch. Writer thread. */
 static int64_t wake_at(const struct hist *h)
@@ -1170,11 +1178,8 @@ static int64_t wake_at(const struct hist *h)
     int64_t t = h->next_checkpoint;
     if (h->wal_fault && h->fault_retry_at < t)
         t = h->fault_retry_at;
-    if (h->held) {
-        int64_t since = h->held->pushed_ms > h->fault_since_ms ? h->held->pushed_ms : h->fault_since_ms;
-        if (since + HFAULT_TELL_MS < t)
-            t = since + HFAULT_TELL_MS;
-    }
+    if (held_deadline(h, h->held) < t)
+        t = held_deadline(h, h->held);
     return t;
 }
 
@@ -1187,8 +1192,8 @@ static void fault_begin(struct hist *h, int rc)
     h->fault_retry_ms = HFAULT_RETRY_MS;
     h->fault_retry_at = h->fault_since_ms + HFAULT_RETRY_MS;
     log_error("history", "the WAL cannot be written (%s): samples wait for it to recover (tried again "
-              "every second at most) and are answered as failed after %d s; see opsd_history_wal_fault",
-              strerror(-rc), HFAULT_TELL_MS / 1000);
+              "every second at most) and are answered as failed after %.1f s; see opsd_history_wal_fault",
+              strerror(-rc), h->tell_ms / 1000.0);
     pthread_mutex_lock(&h->lock);
     h->st.wal_fault = rc;
     pthread_mutex_unlock(&h->lock);
@@ -1253,8 +1258,7 @@ static struct hbatch *hold_or_fail(struct hist *h, struct hbatch *b, bool all)
     struct hbatch *fail = NULL, **tail = &fail;
     int64_t now = now_ms();
     while (b) {
-        int64_t since = b->pushed_ms > h->fault_since_ms ? b->pushed_ms : h->fault_since_ms;
-        if (!all && now - since < HFAULT_TELL_MS)
+        if (!all && now < held_deadline(h, b))
             break;
         *tail = b;
         tail = &b->next;
@@ -1292,6 +1296,7 @@ static void *writer_main(void *arg)
         }
         struct hbatch *batches = h->queue;
         h->queue = h->queue_tail = NULL;
+        h->tell_ms = h->fault_tell_ms;
         uint32_t hint = h->series_hint;
         bool quit = h->quit;
         uint64_t drop = h->drop_seg;
@@ -1322,7 +1327,10 @@ static void *writer_main(void *arg)
         }
         if (!h->wal_fault && wal_error(h->wal))
             fault_begin(h, wal_error(h->wal)); /* a checkpoint broke it */
-        bool recovering = h->wal_fault && (quit || now_ms() >= h->fault_retry_at) && fault_recover(h) == 0;
+        /* An attempt when the back-off allows, and always before a batch would be failed. */
+        bool recovering = h->wal_fault &&
+                          (quit || now_ms() >= h->fault_retry_at || now_ms() >= held_deadline(h, batches)) &&
+                          fault_recover(h) == 0;
         int status = h->wal_fault && !recovering ? h->wal_fault : 0;
         uint64_t samples = 0, wb = wal_logged(h);
         uint64_t t_it = mono_ns();
@@ -1438,6 +1446,7 @@ int hist__writer_start(struct hist *h)
         return rc;
     }
     h->carry_min_bytes = 1u << 20;
+    h->fault_tell_ms = h->tell_ms = HFAULT_TELL_MS;
     /* Recovery: replay, then a checkpoint so the WAL starts afresh for this process. */
     uint64_t t0 = mono_ns();
     double c0 = thread_cpu_s();
