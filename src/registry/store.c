@@ -94,7 +94,7 @@ int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n)
     goto out;
 rollback:
     rc = (sqlite3_errcode(db) & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO;
-    log_error("registry", "writing the registry failed: %s", sqlite3_errmsg(db));
+    log_debug("registry", "writing the registry failed: %s", sqlite3_errmsg(db)); /* the writer logs */
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 out:
     for (size_t i = 0; i < ARRAY_LEN(sql); i++)
