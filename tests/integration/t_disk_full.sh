@@ -86,15 +86,20 @@ fill_disk() {
 }
 status_of() { req GET /api/v1/status; jv "$1"; }
 
+# registry_and_journal WHEN: registers ch-WHEN and posts the message m-WHEN, both answered 200.
+registry_and_journal() {
+  req POST /ncmpInventory/v1/ch "{\"dmiPlugin\":\"http://127.0.0.1:9\",\"createdCmHandles\":[{\"cmHandle\":\"ch-$1\"}]}"
+  expect_status "registry $1" 200 || return 1
+  req POST /api/v1/messages "{\"messages\":[{\"headers\":{\"NServiceBus.MessageId\":\"m-$1\"},\"body\":\"x\"}]}"
+  expect_status "journal $1" 200
+}
+
 t_before() {
   for k in 0 1 2; do
     post_samples "$k" ext-000 500
     expect_status "samples before the disk is full" 200 || return 1
   done
-  req POST /ncmpInventory/v1/ch '{"dmiPlugin":"http://127.0.0.1:9","createdCmHandles":[{"cmHandle":"ch-before"}]}'
-  expect_status "registry before" 200 || return 1
-  req POST /api/v1/messages '{"messages":[{"headers":{"NServiceBus.MessageId":"m-before"},"body":"x"}]}'
-  expect_status "journal before" 200
+  registry_and_journal before
 }
 run_test "disk full: every store takes writes before" t_before
 
@@ -170,10 +175,7 @@ t_recovers() {
   expect "al-009 acknowledged (the ack of the full disk)" "$(jv 'd.alarms[0].acked')" true || return 1
   req POST /api/v1/alarms/shelve '{"alarms":["al-009"],"duration":"1h","comment":"after"}'
   expect_status "shelve after" 200 || return 1
-  req POST /ncmpInventory/v1/ch '{"dmiPlugin":"http://127.0.0.1:9","createdCmHandles":[{"cmHandle":"ch-after"}]}'
-  expect_status "registry after" 200 || return 1
-  req POST /api/v1/messages '{"messages":[{"headers":{"NServiceBus.MessageId":"m-after"},"body":"z"}]}'
-  expect_status "journal after" 200
+  registry_and_journal after
 }
 run_test "disk full: space back, every store takes writes again without a restart" t_recovers
 

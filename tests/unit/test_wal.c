@@ -861,6 +861,24 @@ static void expect_failed(struct wal *w, int code)
     assert_int_equal(seg, 0);
 }
 
+/* Appends records 10..19 (100 bytes each: 1080 buffered) and syncs them with RLIMIT_FSIZE at
+ * `limit`: the write runs short at the limit, then fails with EFBIG. Returns wal_sync's code. */
+static int sync_past_fsize(struct wal *w, long long limit)
+{
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = (rlim_t)limit;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    for (uint32_t i = 10; i < 20; i++)
+        append_rec(w, i, 100);
+    int rc = wal_sync(w);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    return rc;
+}
+
 static void failing_write_fsize(void **state)
 {
     /* RLIMIT_FSIZE: the write runs short at the limit, then fails with EFBIG. */
@@ -872,18 +890,7 @@ static void failing_write_fsize(void **state)
     assert_int_equal(wal_sync(w), 0);
     long long synced = seg_size(dir, 1);
 
-    struct rlimit old, lim;
-    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
-    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
-    lim = old;
-    lim.rlim_cur = (rlim_t)synced + 300;
-    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    for (uint32_t i = 10; i < 20; i++)
-        append_rec(w, i, 100); /* buffered: 1080 bytes, the file takes 300 */
-    int rc = wal_sync(w);
-    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
-    signal(SIGXFSZ, prev);
-    assert_int_equal(rc, -EFBIG);
+    assert_int_equal(sync_past_fsize(w, synced + 300), -EFBIG);
     expect_failed(w, -EFBIG);
     assert_int_equal(wal_drop_before(w, 1), 0); /* dropping still works on a failed handle */
     wal_close(w);
@@ -1022,18 +1029,8 @@ static void recover_after_torn_write(void **state)
     assert_int_equal(wal_sync(w), 0);
     long long synced = seg_size(dir, 1);
 
-    struct rlimit old, lim;
-    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
-    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
-    lim = old;
-    lim.rlim_cur = (rlim_t)synced + 300;
-    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    for (uint32_t i = 10; i < 20; i++)
-        append_rec(w, i, 100);
-    assert_int_equal(wal_sync(w), -EFBIG);
+    assert_int_equal(sync_past_fsize(w, synced + 300), -EFBIG);
     assert_int_equal(wal_error(w), -EFBIG);
-    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
-    signal(SIGXFSZ, prev);
 
     uint64_t seg = 0;
     assert_int_equal(wal_recover(w, &seg), 0);
