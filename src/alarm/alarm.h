@@ -267,6 +267,8 @@ void alarm_stats(struct alarms *a, struct alarm_stats *out);
  * written once the store works again. -ECANCELED when opsd stops first. */
 void alarm_barrier(struct alarms *a, void (*fn)(void *ud, int status), void *ud);
 const char *alarm_dir(const struct alarms *a);
+/* Test hook, not for production code: the barriers asked from now on wait at most ms. */
+void alarm__set_deadline(struct alarms *a, uint32_t ms);
 /* What /api/v1/status and /metrics show: appends ,"alarms":{...} / Prometheus lines. */
 void alarm_status_json(struct alarms *a, struct buf *out);
 void alarm_metrics_text(struct alarms *a, struct buf *out);

@@ -74,6 +74,7 @@ struct alarms {
     uint64_t enqueued;        /* seq of the last queued item (loop writes, under mu) */
     uint64_t durable;         /* seq of the last written item (writer writes, under mu) */
     int fault;                /* 0, or the error of the write being retried (negative errno) */
+    uint64_t deadline_ns;     /* WRITE_FAIL_TELL_MS (tests shorten it: alarm__set_deadline) */
     uint64_t written, batches, write_errors, dropped, partitions, partitions_dropped;
     uint64_t state_pending;   /* conditions whose state is not yet in state.db */
     /* loop only */
@@ -293,7 +294,7 @@ void alarm_barrier(struct alarms *a, void (*fn)(void *ud, int status), void *ud)
     pthread_mutex_lock(&a->mu);
     w->seq = a->enqueued;
     pthread_mutex_unlock(&a->mu);
-    w->deadline_ns = mono_ns() + (uint64_t)WRITE_FAIL_TELL_MS * 1000000u;
+    w->deadline_ns = mono_ns() + a->deadline_ns;
     w->fn = fn;
     w->ud = ud;
     if (a->waiters_tail)
@@ -337,6 +338,7 @@ int alarm_open(struct alarms **out, struct alarm_config *cfg, const char *data_d
         return -1;
     }
     a->ring = xnew(struct qev *, QUEUE_MAX);
+    a->deadline_ns = (uint64_t)WRITE_FAIL_TELL_MS * 1000000u;
     pthread_mutex_init(&a->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -427,6 +429,8 @@ void alarm_free(struct alarms *a)
 }
 
 struct alarm_engine *alarm_engine_of(struct alarms *a) { return a->e; }
+
+void alarm__set_deadline(struct alarms *a, uint32_t ms) { a->deadline_ns = (uint64_t)ms * 1000000u; }
 const char *alarm_dir(const struct alarms *a) { return a->dir; }
 
 int alarm_set_deployment(struct alarms *a, const char *state, const char *user)
