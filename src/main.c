@@ -265,12 +265,18 @@ static void status_json(void *ud, struct buf *out)
         buf_printf(out,
                    ",\"history\":{\"series\":%llu,\"recorded\":%llu,\"durable\":%llu,\"queued\":%llu,"
                    "\"dropped\":%llu,\"partitions\":%llu,\"store_bytes\":%llu,\"wal_bytes\":%llu,"
-                   "\"checkpoints\":%llu,\"write_errors\":%llu}",
+                   "\"checkpoints\":%llu,\"write_errors\":%llu,\"wal_recoveries\":%llu,\"wal_fault\":",
                    (unsigned long long)hs.series, (unsigned long long)hs.recorded,
                    (unsigned long long)hs.durable, (unsigned long long)hs.queued,
                    (unsigned long long)hs.dropped, (unsigned long long)hs.store_partitions,
                    (unsigned long long)hs.store_bytes, (unsigned long long)hs.wal_bytes,
-                   (unsigned long long)hs.checkpoints, (unsigned long long)hs.write_errors);
+                   (unsigned long long)hs.checkpoints, (unsigned long long)hs.write_errors,
+                   (unsigned long long)hs.wal_recoveries);
+        if (hs.wal_fault)
+            jw_str(out, strerror(-hs.wal_fault));
+        else
+            jw_raw(out, "null");
+        buf_putc(out, '}');
     }
 }
 
@@ -327,6 +333,8 @@ static void metrics_text(void *ud, struct buf *out)
         {"opsd_history_seal_cpu_seconds_total", "counter", "CPU time of the sealer thread.", hs.seal_cpu_s},
         {"opsd_history_series", "gauge", "Series known to the writer.", (double)hs.series},
         {"opsd_history_write_errors_total", "counter", "WAL or store writes that failed.", (double)hs.write_errors},
+        {"opsd_history_wal_fault", "gauge", "1 while the WAL cannot be written (samples wait, then fail); 0 once a retry succeeded.", hs.wal_fault ? 1.0 : 0.0},
+        {"opsd_history_wal_recoveries_total", "counter", "Times the WAL took records again after a failure.", (double)hs.wal_recoveries},
         {"opsd_history_chunk_pool_bytes", "gauge", "Memory held for chunk buffers, in use or free (kept for reuse).", (double)hs.pool_bytes},
         {"opsd_history_replay_malformed_total", "counter", "WAL records skipped at start because they did not decode.", (double)hs.replay_malformed},
     };

@@ -240,6 +240,8 @@ struct alarm_stats {
     struct alarm_engine_stats engine;
     uint64_t queued, written, dropped, batches, write_errors, partitions, partitions_dropped;
     uint64_t state_pending; /* conditions whose state is in the events, not yet in state.db */
+    int write_fault;        /* 0, or why the events cannot be written now (negative errno);
+                             * clears by itself once a retry succeeds */
 };
 
 /* Opens DATA/alarm/ (state restored from state.db), starts the writer thread and the
@@ -259,10 +261,14 @@ void alarm_stop(struct alarms *a);
 void alarm_free(struct alarms *a);
 struct alarm_engine *alarm_engine_of(struct alarms *a);
 void alarm_stats(struct alarms *a, struct alarm_stats *out);
-/* Calls fn(ud, 0) on the loop thread once every event queued so far is durable (or fn(ud,
- * -errno) when the store failed). */
+/* Calls fn(ud, 0) on the loop thread once every event queued so far is durable, or, when
+ * they are not durable 10 s after the call, fn(ud, -errno): the store's error (-ENOSPC,
+ * -EIO) or -ETIMEDOUT when the writer is only behind; the events stay queued and are
+ * written once the store works again. -ECANCELED when opsd stops first. */
 void alarm_barrier(struct alarms *a, void (*fn)(void *ud, int status), void *ud);
 const char *alarm_dir(const struct alarms *a);
+/* Test hook, not for production code: the barriers asked from now on wait at most ms. */
+void alarm__set_deadline(struct alarms *a, uint32_t ms);
 /* What /api/v1/status and /metrics show: appends ,"alarms":{...} / Prometheus lines. */
 void alarm_status_json(struct alarms *a, struct buf *out);
 void alarm_metrics_text(struct alarms *a, struct buf *out);

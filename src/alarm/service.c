@@ -17,8 +17,11 @@
  * runs on the writer once a minute.
  *
  * Sequence numbers: every queued item gets seq = ++enqueued on the loop; the writer sets
- * durable = seq of the last item of a committed (or failed) batch; a barrier waits for the
- * enqueued value at the time it was asked. */
+ * durable = seq of the last item of a committed batch; a barrier waits for the enqueued value
+ * at the time it was asked, and at most WRITE_FAIL_TELL_MS: a barrier still waiting then is
+ * answered with the writer's error (the REST answer 500 not_durable), whatever the writer is
+ * doing (a batch being retried, events queued behind it); its events stay queued and are
+ * written once the store works again. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -42,11 +45,12 @@
 #define STATE_RETRY_MS     5000
 #define WRITE_RETRY_MS     100   /* first wait after a failed write, doubled up to ... */
 #define WRITE_RETRY_MAX_MS 5000
-#define WRITE_FAIL_TELL_MS 10000 /* waiters are told of a failure that lasts this long */
+#define WRITE_FAIL_TELL_MS 10000 /* a barrier is answered within this long, durable or not */
 
 struct waiter {
     struct waiter *next;
     uint64_t seq;
+    uint64_t deadline_ns;     /* mono_ns() by which it is answered */
     void (*fn)(void *ud, int status);
     void *ud;
 };
@@ -69,7 +73,8 @@ struct alarms {
     bool stop;
     uint64_t enqueued;        /* seq of the last queued item (loop writes, under mu) */
     uint64_t durable;         /* seq of the last written item (writer writes, under mu) */
-    uint64_t failed_upto;     /* seq of the last item of a failed batch */
+    int fault;                /* 0, or the error of the write being retried (negative errno) */
+    uint64_t deadline_ns;     /* WRITE_FAIL_TELL_MS (tests shorten it: alarm__set_deadline) */
     uint64_t written, batches, write_errors, dropped, partitions, partitions_dropped;
     uint64_t state_pending;   /* conditions whose state is not yet in state.db */
     /* loop only */
@@ -129,16 +134,21 @@ static void wait_until(struct alarms *a, int64_t until)
         timed_wait(a, left);
 }
 
+/* The errno that best says why a store write failed (its message comes from SQLite). */
+static int fault_code(const char *err)
+{
+    return strstr(err, "full") || strstr(err, "No space") ? -ENOSPC : -EIO;
+}
+
 /* Writes a batch; what fails (a full disk, an I/O error) is retried with back-off until it
  * is stored or opsd stops, while the loop goes on queueing (a full queue drops and counts).
- * Waiters on the batch are told of a failure that lasts WRITE_FAIL_TELL_MS (their action is
- * applied; its events are still retried). Returns how many events were stored. */
-static size_t write_batch(struct alarms *a, struct qev **batch, size_t n, uint64_t upto)
+ * Meanwhile a->fault says why (waiters past their deadline are answered with it, on the
+ * loop); it clears once the batch is stored. Returns how many events were stored. */
+static size_t write_batch(struct alarms *a, struct qev **batch, size_t n)
 {
     char err[512];
     size_t stored = 0;
     int64_t first_fail = 0, backoff = WRITE_RETRY_MS;
-    bool told = false;
     for (;;) {
         int rc = astore_write(&a->store, batch, n, err, sizeof err);
         size_t left = 0;
@@ -150,9 +160,13 @@ static size_t write_batch(struct alarms *a, struct qev **batch, size_t n, uint64
         if (!n) {
             if (rc < 0)
                 log_error("alarm", "writing the alarm states failed: %s (retried)", err);
-            if (first_fail)
+            if (first_fail) {
                 log_info("alarm", "alarm events written again after %.1f s of failures",
                          (double)(now_ms() - first_fail) / 1000);
+                pthread_mutex_lock(&a->mu);
+                a->fault = 0;
+                pthread_mutex_unlock(&a->mu);
+            }
             return stored;
         }
         int64_t now = now_ms();
@@ -162,11 +176,7 @@ static size_t write_batch(struct alarms *a, struct qev **batch, size_t n, uint64
         }
         pthread_mutex_lock(&a->mu);
         a->write_errors++;
-        if (!told && now - first_fail >= WRITE_FAIL_TELL_MS) {
-            a->failed_upto = upto;
-            told = true;
-            uv_async_send(&a->async);
-        }
+        a->fault = fault_code(err);
         wait_until(a, now + backoff);
         bool stop = a->stop;
         pthread_mutex_unlock(&a->mu);
@@ -175,8 +185,7 @@ static size_t write_batch(struct alarms *a, struct qev **batch, size_t n, uint64
             for (size_t i = 0; i < n; i++)
                 qev_free(batch[i]);
             pthread_mutex_lock(&a->mu);
-            a->failed_upto = upto;
-            a->dropped += n;
+            a->dropped += n; /* their waiters are answered -ECANCELED (alarm_free) */
             pthread_mutex_unlock(&a->mu);
             return stored;
         }
@@ -219,7 +228,7 @@ static void *writer_main(void *arg)
         uint64_t upto = a->enqueued - a->count;
         pthread_mutex_unlock(&a->mu);
 
-        size_t stored = write_batch(a, batch, n, upto);
+        size_t stored = write_batch(a, batch, n);
         int64_t now = now_ms();
         if (a->store.dirty_n && now - a->store.dirty_since >= STATE_MAX_AGE_MS)
             flush_state(a, &retry_at);
@@ -238,7 +247,8 @@ static void *writer_main(void *arg)
         a->partitions_dropped += (uint64_t)dropped;
         if (recount)
             a->partitions = nparts;
-        a->durable = upto;
+        if (stored == n)
+            a->durable = upto; /* else opsd stops: not durable */
         a->batches++;
         a->state_pending = a->store.dirty_n;
         a->written += stored;
@@ -249,23 +259,34 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* Runs the barrier callbacks whose events are written. */
-static void on_async(uv_async_t *h)
+/* Runs the barrier callbacks whose events are written (status 0), and those that have
+ * waited WRITE_FAIL_TELL_MS (the writer's error: -ETIMEDOUT when it is only behind). Waiters
+ * are in seq order, which is also the order of their deadlines. Loop thread. */
+static void answer_waiters(struct alarms *a)
 {
-    struct alarms *a = h->data;
     pthread_mutex_lock(&a->mu);
-    uint64_t durable = a->durable, failed = a->failed_upto;
+    uint64_t durable = a->durable;
+    int fault = a->fault;
     pthread_mutex_unlock(&a->mu);
-    while (a->waiters && a->waiters->seq <= durable) {
+    uint64_t now = a->waiters ? mono_ns() : 0;
+    while (a->waiters) {
         struct waiter *w = a->waiters;
+        int status;
+        if (w->seq <= durable)
+            status = 0;
+        else if (now >= w->deadline_ns)
+            status = fault ? fault : -ETIMEDOUT;
+        else
+            break;
         a->waiters = w->next;
         if (!a->waiters)
             a->waiters_tail = NULL;
-        /* A batch that failed after this waiter's items (or containing them) is reported. */
-        w->fn(w->ud, failed && failed >= w->seq ? -EIO : 0);
+        w->fn(w->ud, status);
         free(w);
     }
 }
+
+static void on_async(uv_async_t *h) { answer_waiters(h->data); }
 
 void alarm_barrier(struct alarms *a, void (*fn)(void *ud, int status), void *ud)
 {
@@ -273,6 +294,7 @@ void alarm_barrier(struct alarms *a, void (*fn)(void *ud, int status), void *ud)
     pthread_mutex_lock(&a->mu);
     w->seq = a->enqueued;
     pthread_mutex_unlock(&a->mu);
+    w->deadline_ns = mono_ns() + a->deadline_ns;
     w->fn = fn;
     w->ud = ud;
     if (a->waiters_tail)
@@ -294,6 +316,7 @@ static void on_timer(uv_timer_t *t)
 {
     struct alarms *a = t->data;
     alarm_engine_tick(a->e);
+    answer_waiters(a); /* the deadlines */
 }
 
 int alarm_open(struct alarms **out, struct alarm_config *cfg, const char *data_dir, uv_loop_t *loop,
@@ -315,6 +338,7 @@ int alarm_open(struct alarms **out, struct alarm_config *cfg, const char *data_d
         return -1;
     }
     a->ring = xnew(struct qev *, QUEUE_MAX);
+    a->deadline_ns = (uint64_t)WRITE_FAIL_TELL_MS * 1000000u;
     pthread_mutex_init(&a->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -405,6 +429,8 @@ void alarm_free(struct alarms *a)
 }
 
 struct alarm_engine *alarm_engine_of(struct alarms *a) { return a->e; }
+
+void alarm__set_deadline(struct alarms *a, uint32_t ms) { a->deadline_ns = (uint64_t)ms * 1000000u; }
 const char *alarm_dir(const struct alarms *a) { return a->dir; }
 
 int alarm_set_deployment(struct alarms *a, const char *state, const char *user)
@@ -431,6 +457,7 @@ void alarm_stats(struct alarms *a, struct alarm_stats *out)
     out->partitions = a->partitions;
     out->partitions_dropped = a->partitions_dropped;
     out->state_pending = a->state_pending;
+    out->write_fault = a->fault;
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -450,6 +477,11 @@ void alarm_status_json(struct alarms *a, struct buf *out)
                (unsigned long long)s.dropped, (unsigned long long)s.write_errors, (unsigned long long)s.partitions);
     if (dep)
         jw_str(out, dep);
+    else
+        jw_raw(out, "null");
+    jw_raw(out, ",\"write_fault\":");
+    if (s.write_fault)
+        jw_str(out, strerror(-s.write_fault));
     else
         jw_raw(out, "null");
     buf_putc(out, '}');
@@ -475,6 +507,7 @@ void alarm_metrics_text(struct alarms *a, struct buf *out)
         {"opsd_alarm_events_dropped_total", "counter", "Alarm events dropped because the queue was full.", s.dropped},
         {"opsd_alarm_queue_events", "gauge", "Alarm events waiting for the writer.", s.queued},
         {"opsd_alarm_batches_total", "counter", "Alarm event batches committed.", s.batches},
+        {"opsd_alarm_write_fault", "gauge", "1 while alarm events cannot be written (retried); 0 once a retry succeeded.", s.write_fault != 0},
         {"opsd_alarm_write_errors_total", "counter", "Failed attempts to write alarm events (each is retried until it succeeds).", s.write_errors},
         {"opsd_alarm_partitions", "gauge", "Alarm event partition files.", s.partitions},
         {"opsd_alarm_partitions_dropped_total", "counter", "Alarm event partitions dropped by retention.",

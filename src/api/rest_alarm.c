@@ -177,7 +177,8 @@ static void action_durable(void *ud, int status)
         buf_printf(&r->resp, "{\"%s\":%zu,\"unchanged\":%zu}\n", a->verb, a->changed, a->unchanged);
         rest_json(r, 200);
     } else if (r) {
-        rest_error(r, 500, "not_durable", "the action was applied but its events could not be stored for 10 s (%s); they are retried",
+        rest_error(r, 500, "not_durable", "the action was applied but its events are not durable after 10 s (%s); they are "
+                   "written once the store works again",
                    strerror(-status));
     }
     rest_complete(a->d);
@@ -301,7 +302,8 @@ static void deployment_durable(void *ud, int status)
         jw_raw(&r->resp, "\n");
         rest_json(r, 200);
     } else if (r) {
-        rest_error(r, 500, "not_durable", "the state was switched but could not be stored (%s)", strerror(-status));
+        rest_error(r, 500, "not_durable", "the state was switched but is not durable after 10 s (%s); it is "
+                   "written once the store works again", strerror(-status));
     }
     rest_complete(a->d);
     free(a);

@@ -65,6 +65,12 @@
 #define HCHUNK_SAMPLES   120          /* an open chunk is closed at this many samples */
 #define HQ_POOL_MAX      4            /* idle store readers kept for queries (hquery.c) */
 #define HCARRY_SLICES    16           /* slices of the series carried one per checkpoint */
+/* While the WAL cannot be written (a full disk, an I/O error), batches wait for it to recover
+ * (tried after HFAULT_RETRY_MS, doubling up to HFAULT_RETRY_MAX_MS) and are answered as
+ * failed once they have waited HFAULT_TELL_MS (writer.c, hold_or_fail). */
+#define HFAULT_RETRY_MS     100
+#define HFAULT_RETRY_MAX_MS 1000
+#define HFAULT_TELL_MS      10000
 
 /* The carry slice of a series with this name hash (kind 2 records, flag 4). */
 static inline uint32_t hist_slice(uint64_t name_hash, uint32_t nslices)
@@ -89,6 +95,7 @@ struct hbatch {
     struct hticket *tickets;
     uint32_t ntickets, ticketcap;
     int status;                  /* set by the writer */
+    int64_t pushed_ms;           /* now_ms() when handed to the writer (its answer's deadline) */
 };
 
 /* A chunk closed by the writer, waiting for the next checkpoint's commit. */
@@ -191,6 +198,12 @@ struct hist {
     uint64_t wal_after_carry;            /* wal_logged() right after it */
     uint64_t wal_dropped;                /* bytes of the WAL segments deleted so far */
     uint64_t carry_min_bytes;            /* logged between two carries at least (1 MiB) */
+    int wal_fault;                       /* 0, or the code of the WAL failure not yet recovered */
+    int64_t fault_since_ms;              /* when it began */
+    int64_t fault_retry_ms, fault_retry_at;   /* back-off of the recovery attempts */
+    struct hbatch *held, *held_tail;     /* batches waiting for the WAL to recover, in order */
+    uint32_t fault_tell_ms;              /* HFAULT_TELL_MS (under lock; tests shorten it) */
+    uint32_t tell_ms;                    /* the writer's copy, taken at each pass */
     uint32_t commit_delay_ms;            /* tests: the committer waits this long first */
     uint32_t drop_delay_ms;              /* tests: the writer waits this long after deleting */
     struct hslice {                      /* the series of each carry slice, creation order */

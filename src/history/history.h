@@ -71,6 +71,9 @@ struct hist_stats {
     uint64_t partitions_sealed; /* sealed by this store handle (reset when it is reopened) */
     double seal_cpu_s;          /* CPU time of those seals (the store's sealer thread) */
     uint64_t write_errors;
+    int wal_fault;              /* 0, or the error (negative errno) keeping the WAL from being
+                                 * written now; cleared by itself once a retry succeeds */
+    uint64_t wal_recoveries;    /* times the WAL came back after such a fault */
     uint64_t replay_malformed;  /* WAL records skipped at start because they did not decode */
     uint64_t pool_bytes;        /* memory held for chunk buffers (cpool.h), in use or free */
     double last_checkpoint_s;   /* the writer's part of the last checkpoint (the carry) */
@@ -101,7 +104,8 @@ bool hist_has_room(struct hist *h, uint64_t n);
 int hist_record(struct hist *h, uint32_t idx, int64_t ts, const struct pt_value *v,
                 enum pt_quality q);
 /* Calls done(ud, status) on the loop thread once every sample recorded so far is durable
- * (status 0) or could not be made durable (negative). */
+ * (status 0) or could not be made durable (negative): while the WAL cannot be written the
+ * samples wait for it to recover, and fail once they have waited HFAULT_TELL_MS (10 s). */
 void hist_barrier(struct hist *h, void (*done)(void *ud, int status), void *ud);
 
 /* ---- queries ---- */

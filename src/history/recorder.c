@@ -254,6 +254,7 @@ static void batch_push(struct hist *h)
     else
         h->queue = b;
     h->queue_tail = b;
+    b->pushed_ms = now_ms();
     h->queued_samples += b->samples;
     h->st.queued = h->queued_samples;
     /* a quarter of the buffer: more than a checkpoint's pause piles up at 5 M samples/s */

@@ -32,8 +32,10 @@
  *   created as NAME.wal.tmp, its header written and fdatasynced, then renamed, and the
  *   directory fsynced. A leftover .tmp is a creation cut short; wal_open deletes it.
  * - Bytes reach the file at `off` only, in append order; `dirty` says whether any were
- *   written since the last fdatasync. A failure of a write or fdatasync sets `failed` for
- *   good: the kernel may have dropped the dirty pages, so a later fdatasync proves nothing.
+ *   written since the last fdatasync; `synced` is how far the last successful one reached. A
+ *   failure of a write or fdatasync sets `failed`: the kernel may have dropped the dirty
+ *   pages, so a later fdatasync of that segment proves nothing. Only wal_recover clears it,
+ *   by cutting the segment back to `synced` and going on in a new one.
  * - After a crash, only the tail of a segment can be torn: replay stops the segment at the
  *   first record whose header is short, whose length is out of range, whose payload is short
  *   or whose CRC does not match, and truncates the file there. */
@@ -51,6 +53,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -66,6 +69,8 @@
 /* Replay reads segments in pieces of this size (a larger record grows the piece). */
 #define WAL_READ_CHUNK  (1u * 1024 * 1024)
 #define WAL_NAME_MAX    32 /* "%016x.wal.tmp" and its NUL */
+/* Failures of one handle within this many seconds of one logged as an error are debug lines. */
+#define WAL_FAIL_LOG_S  60
 /* The retirement mark: segments below the id it holds are not replayed (wal_retire_before).
  * 24 bytes: magic "OPSDWRT\0", the id (8), reserved (4, 0), CRC-32C of bytes 0..19. */
 #define WAL_RETIRED     "retired"
@@ -84,6 +89,7 @@ struct wal {
     int fd;                  /* current segment, write only */
     uint64_t seg;            /* current segment id */
     uint64_t off;            /* bytes written to the current segment, header included */
+    uint64_t synced;         /* of them, made durable by the last successful fdatasync */
     bool dirty;              /* bytes written since the last fdatasync */
     int failed;              /* 0, or the code of the failure that broke the handle */
     struct buf buf;          /* records appended, not yet written */
@@ -92,6 +98,7 @@ struct wal {
     uint64_t old_bytes;      /* sum of old[].size */
     uint64_t retired;        /* segments below it are not replayed (the mark on disk) */
     _Atomic uint64_t bytes;  /* old_bytes + off + buf.len, read by wal_bytes */
+    int64_t fail_logged;     /* CLOCK_MONOTONIC seconds of the last failure logged as an error */
 };
 
 /* ---- CRC-32C ------------------------------------------------------------------------------
@@ -452,6 +459,18 @@ fail_file:
     return rc;
 }
 
+/* While a fault lasts, the attempts to recover fail again and again: true when a failure
+ * was logged as an error less than WAL_FAIL_LOG_S ago (log this one as a debug line). */
+static bool fail_quiet(struct wal *w)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (w->fail_logged && now.tv_sec - w->fail_logged < WAL_FAIL_LOG_S)
+        return true;
+    w->fail_logged = now.tv_sec;
+    return false;
+}
+
 /* Creates segment id (see the creation invariant at the top); *fd_out is open for writing. */
 static int seg_create(struct wal *w, uint64_t id, int *fd_out)
 {
@@ -462,7 +481,9 @@ static int seg_create(struct wal *w, uint64_t id, int *fd_out)
     seg_name(name, id, false);
     header_encode(h, id);
     int rc = file_publish(w, tmp, name, h, sizeof h, fd_out);
-    if (rc < 0)
+    if (rc < 0 && w->failed && fail_quiet(w))
+        log_debug("history", "wal %s: cannot create segment %s: %s", w->dir, name, strerror(-rc));
+    else if (rc < 0)
         log_error("history", "wal %s: cannot create segment %s: %s", w->dir, name, strerror(-rc));
     return rc;
 }
@@ -512,15 +533,19 @@ static void bytes_update(struct wal *w)
     atomic_store_explicit(&w->bytes, w->old_bytes + w->off + w->buf.len, memory_order_relaxed);
 }
 
-/* Marks the handle failed for good (see wal.h) and returns rc. */
+/* Marks the handle failed (see wal.h: until wal_recover) and returns rc. */
 static int wal_fail(struct wal *w, int rc, const char *what)
 {
     char name[WAL_NAME_MAX];
     seg_name(name, w->seg, false);
-    log_error("history",
-              "wal %s: %s of segment %s failed: %s; records since the last sync are not "
-              "durable and the log takes no more records until it is reopened",
-              w->dir, what, name, strerror(-rc));
+    if (fail_quiet(w))
+        log_debug("history", "wal %s: %s of segment %s failed again: %s", w->dir, what, name,
+                  strerror(-rc));
+    else
+        log_error("history",
+                  "wal %s: %s of segment %s failed: %s; records since the last sync are not "
+                  "durable and the log takes no more records until it recovers",
+                  w->dir, what, name, strerror(-rc));
     w->failed = rc;
     buf_release(&w->buf);
     bytes_update(w);
@@ -582,7 +607,7 @@ int wal_open(const char *dir, struct wal **out)
     if ((rc = seg_create(w, id, &w->fd)) < 0)
         goto fail;
     w->seg = id;
-    w->off = WAL_HEADER_SIZE;
+    w->off = w->synced = WAL_HEADER_SIZE;
     bytes_update(w);
     *out = w;
     return 0;
@@ -610,6 +635,7 @@ int wal_sync(struct wal *w)
             return wal_fail(w, rc, "fdatasync");
         w->dirty = false;
     }
+    w->synced = w->off;
     return 0;
 }
 
@@ -653,13 +679,11 @@ int wal_append(struct wal *w, const void *rec, size_t len)
     return 0;
 }
 
-int wal_rotate(struct wal *w, uint64_t *new_segment)
+/* Creates the segment after the current one and makes it current; the current one, whose
+ * first `off` bytes count, joins old[]. On failure nothing changed. */
+static int seg_next(struct wal *w, uint64_t *new_segment)
 {
-    int rc;
-    *new_segment = 0;
-    if ((rc = wal_sync(w)) < 0)
-        return rc;
-    int fd;
+    int fd, rc;
     if ((rc = seg_create(w, w->seg + 1, &fd)) < 0)
         return rc;
     if (w->nold == w->capold) {
@@ -669,15 +693,64 @@ int wal_rotate(struct wal *w, uint64_t *new_segment)
     w->old[w->nold].id = w->seg;
     w->old[w->nold++].size = w->off;
     w->old_bytes += w->off;
-    close(w->fd); /* synced above: nothing of its data depends on close */
+    close(w->fd); /* synced (or cut back and synced): nothing of its data depends on close */
     w->fd = fd;
     w->seg++;
-    w->off = WAL_HEADER_SIZE;
+    w->off = w->synced = WAL_HEADER_SIZE;
     w->dirty = false;
     bytes_update(w);
     *new_segment = w->seg;
     return 0;
 }
+
+int wal_rotate(struct wal *w, uint64_t *new_segment)
+{
+    int rc;
+    *new_segment = 0;
+    if ((rc = wal_sync(w)) < 0)
+        return rc;
+    return seg_next(w, new_segment);
+}
+
+int wal_recover(struct wal *w, uint64_t *new_segment)
+{
+    int rc;
+    *new_segment = 0;
+    if (!w->failed)
+        return wal_rotate(w, new_segment);
+    /* Cut the segment back to what the last good fdatasync covered, through a descriptor of
+     * its own (the failed one may be unusable): the bytes after it belong to records whose
+     * producers were told they failed, and a replay must not bring them back. */
+    char name[WAL_NAME_MAX];
+    seg_name(name, w->seg, false);
+    int fd = openat(w->dirfd, name, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        rc = -errno;
+    else if (ftruncate(fd, (off_t)w->synced) < 0)
+        rc = -errno;
+    else
+        rc = sync_fd(fd, false);
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0) {
+        log_error("history", "wal %s: cannot cut segment %s back to its last sync: %s", w->dir, name,
+                  strerror(-rc));
+        return rc;
+    }
+    w->off = w->synced;
+    if ((rc = seg_next(w, new_segment)) < 0)
+        return rc;
+    log_debug("history", "wal %s: recovered from %s: segment %s cut back to %" PRIu64
+             " bytes, records go on in the next one",
+             w->dir, strerror(-w->failed), name, w->synced);
+    w->failed = 0;
+    w->synced = w->off;
+    buf_init(&w->buf, WAL_BUFFER_MAX - 1);
+    bytes_update(w);
+    return 0;
+}
+
+int wal_error(const struct wal *w) { return w->failed; }
 
 int wal_retire_before(struct wal *w, uint64_t segment)
 {

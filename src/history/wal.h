@@ -17,9 +17,10 @@
  * A failed write or fdatasync is not retried, because after a failed fsync the kernel may
  * already have dropped the dirty pages and a second fsync could succeed without them: the
  * handle becomes "failed", and every later wal_append, wal_sync and wal_rotate returns the
- * code of that first failure until the handle is closed and the directory reopened (which
- * starts a new segment). Records appended since the last successful wal_sync must then be
- * treated as not durable. */
+ * code of that first failure until wal_recover succeeds (or the handle is closed and the
+ * directory reopened). Records appended since the last successful wal_sync must then be
+ * treated as not durable: wal_recover cuts them from the segment, so a replay never sees
+ * them, and the caller appends again what it still wants logged. */
 #ifndef OPSD_HISTORY_WAL_H
 #define OPSD_HISTORY_WAL_H
 
@@ -77,6 +78,19 @@ int wal_sync(struct wal *w);
  * On failure *new_segment is 0: if the sync failed the handle is failed; if only creating
  * the new segment failed (-ENOSPC, ...), the current segment stays current and usable. */
 int wal_rotate(struct wal *w, uint64_t *new_segment);
+
+/* Brings a failed handle back once the cause is gone (space freed, ...): cuts the current
+ * segment back to the end of the last successful wal_sync (durably), then starts a new
+ * segment as wal_rotate does and stores its id in *new_segment. After 0 the handle takes
+ * records again; the records appended since that sync are gone (never durable), so a
+ * caller that keeps state derived from the log writes what a replay needs first (the
+ * history writer: a whole carry). On failure *new_segment is 0 and the handle stays failed
+ * with its first code; call again later (cheap: a truncate and a file creation). On a handle
+ * that has not failed it is wal_rotate. */
+int wal_recover(struct wal *w, uint64_t *new_segment);
+
+/* 0, or the code of the failure that broke the handle (see the top of this file). */
+int wal_error(const struct wal *w);
 
 /* Retires every segment with an id below `segment`: from the return of 0 on, no replay reads
  * them, although their files stay until wal_drop_before deletes them. A small file (the mark)

@@ -394,13 +394,13 @@ static bool replay_ignores(const struct hist *h, const struct hseries *s)
  * added at once, after the block: its value lives in sbuf). -1 when malformed, 1 when
  * ignored (replay_ignores), 0 when added. */
 static int replay_sample(struct hist *h, struct hreader *r, uint64_t idx, int64_t ts, uint8_t q,
-                         char *sbuf, struct hahead *a, size_t *n)
+                         char *sbuf, struct hahead *a, size_t *n, bool names_only)
 {
     struct hseries *s = idx < h->by_idx_cap ? h->by_idx[idx] : NULL;
     struct pt_value v;
     if (!s || q > Q_BAD || read_value(r, s->type, &v, sbuf) < 0)
         return -1;
-    if (replay_ignores(h, s))
+    if (names_only || replay_ignores(h, s))
         return 1;
     if (v.type == PT_STRING) {
         apply_block(h, a, n);
@@ -414,8 +414,10 @@ static int replay_sample(struct hist *h, struct hreader *r, uint64_t idx, int64_
 }
 
 /* Applies a kind 1 record (samples). Returns the samples applied, or -1 when malformed (the
- * samples before the malformed entry are applied). */
-static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
+ * samples before the malformed entry are applied). names_only: only its series entries (the
+ * idx -> series map), for a batch that failed: the recorder announces a point once, so the
+ * batches after it name the series by idx alone. */
+static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len, bool names_only)
 {
     struct hreader r = {rec, len, 1, false};
     uint32_t n = hget_u32(&r);
@@ -433,7 +435,7 @@ static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
             uint8_t q = tag >> 4;
             last_idx = idx;
             last_ts = (uint64_t)ts;
-            rc = replay_sample(h, &r, idx, ts, q, sbuf, ahead, &nahead);
+            rc = replay_sample(h, &r, idx, ts, q, sbuf, ahead, &nahead, names_only);
             applied += rc == 0;
             continue;
         }
@@ -451,7 +453,7 @@ static int64_t apply_samples(struct hist *h, const uint8_t *rec, size_t len)
         } else if (tag == HTAG_SAMPLE) {
             int64_t ts = (int64_t)hget_u64(&r);
             uint8_t q = hget_u8(&r);
-            rc = replay_sample(h, &r, idx, ts, q, sbuf, ahead, &nahead);
+            rc = replay_sample(h, &r, idx, ts, q, sbuf, ahead, &nahead, names_only);
             applied += rc == 0;
         } else {
             rc = -1;
@@ -574,7 +576,7 @@ static int replay_one(void *ud, const void *rec, size_t len)
     if (h->carry_open && !carry_part)
         finish_carry(h);
     if (len >= 1 && p[0] == HREC_SAMPLES)
-        rc = apply_samples(h, p, len) < 0 ? -1 : 0;
+        rc = apply_samples(h, p, len, false) < 0 ? -1 : 0;
     else if (len >= 1 && p[0] == HREC_CLOSED)
         rc = apply_closed(h, p, len);
     else if (len >= 1 && p[0] == HREC_CHUNKS)
@@ -1154,6 +1156,122 @@ static void committer_stop(struct hist *h)
     h->committer_started = false;
 }
 
+/* ---- a WAL that cannot be written ----
+ * A failed write or fdatasync breaks the WAL handle (wal.h). Then the batches wait (`held`,
+ * still counted in the buffer, so producers meet 503 busy once it is full) while the writer
+ * tries wal_recover with back-off; once it succeeds they are logged as if nothing happened.
+ * A batch that has waited HFAULT_TELL_MS is answered as failed instead (500 not_durable), as
+ * is everything held when opsd stops. No checkpoint runs meanwhile (it logs too). */
+
+/* When batch b, held, is answered as failed. Writer thread. */
+static int64_t held_deadline(const struct hist *h, const struct hbatch *b)
+{
+    if (!b)
+        return INT64_MAX;
+    return (b->pushed_ms > h->fault_since_ms ? b->pushed_ms : h->fault_since_ms) + h->tell_ms;
+}
+
+/* When the writer must wake up by itself: the checkpoint, and while the WAL is failed the
+ * next recovery attempt and the deadline of the oldest held batch. Writer thread. */
+static int64_t wake_at(const struct hist *h)
+{
+    int64_t t = h->next_checkpoint;
+    if (h->wal_fault && h->fault_retry_at < t)
+        t = h->fault_retry_at;
+    if (held_deadline(h, h->held) < t)
+        t = held_deadline(h, h->held);
+    return t;
+}
+
+static void fault_begin(struct hist *h, int rc)
+{
+    if (h->wal_fault)
+        return;
+    h->wal_fault = rc;
+    h->fault_since_ms = now_ms();
+    h->fault_retry_ms = HFAULT_RETRY_MS;
+    h->fault_retry_at = h->fault_since_ms + HFAULT_RETRY_MS;
+    log_error("history", "the WAL cannot be written (%s): samples wait for it to recover (tried again "
+              "every second at most) and are answered as failed after %.1f s; see opsd_history_wal_fault",
+              strerror(-rc), h->tell_ms / 1000.0);
+    pthread_mutex_lock(&h->lock);
+    h->st.wal_fault = rc;
+    pthread_mutex_unlock(&h->lock);
+}
+
+static void fault_retry_later(struct hist *h)
+{
+    h->fault_retry_ms = h->fault_retry_ms * 2 > HFAULT_RETRY_MAX_MS ? HFAULT_RETRY_MAX_MS : h->fault_retry_ms * 2;
+    h->fault_retry_at = now_ms() + h->fault_retry_ms;
+    pthread_mutex_lock(&h->lock);
+    h->st.write_errors++;
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* An attempt to bring the WAL back: wal_recover cuts what was not durable and starts a
+ * segment, which begins with a whole carry and the idx -> series map, as at start: a replay
+ * needs nothing that the cut removed, and the carry replaces the chunks rebuilt from older
+ * segments. Returns 0 when the WAL takes records again; the fault ends (fault_end) once the
+ * held batches are durable too, so that a disk with room for the carry only is still a
+ * fault, retried with back-off, and not a new one at each attempt. */
+static int fault_recover(struct hist *h)
+{
+    uint64_t seg = 0, b1 = 0;
+    int rc = wal_recover(h->wal, &seg);
+    if (rc == 0) {
+        b1 = wal_logged(h);
+        h->round_seg = seg;
+        rc = write_open_chunks(h, false, -1);
+    }
+    if (rc == 0)
+        rc = write_index_map(h);
+    if (rc == 0)
+        rc = wal_sync(h->wal);
+    if (rc < 0) {
+        fault_retry_later(h);
+        return rc;
+    }
+    h->carry_bytes = wal_logged(h) - b1;
+    carry_done(h, true);
+    return 0;
+}
+
+static void fault_end(struct hist *h)
+{
+    int64_t now = now_ms();
+    log_info("history", "the WAL takes records again after %.1f s (%s)",
+             (double)(now - h->fault_since_ms) / 1000, strerror(-h->wal_fault));
+    h->wal_fault = 0;
+    h->next_checkpoint = now; /* a hand-off soon, so that the older segments can go */
+    pthread_mutex_lock(&h->lock);
+    h->st.wal_fault = 0;
+    h->st.wal_recoveries++;
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* The WAL failed under the batches b (in order): those that have waited HFAULT_TELL_MS since
+ * they came or since the fault began (all of them when `all`) are returned, to be answered
+ * as failed; the others are held for the recovery. Batches come in order, so the ones
+ * returned are the oldest. */
+static struct hbatch *hold_or_fail(struct hist *h, struct hbatch *b, bool all)
+{
+    struct hbatch *fail = NULL, **tail = &fail;
+    int64_t now = now_ms();
+    while (b) {
+        if (!all && now < held_deadline(h, b))
+            break;
+        *tail = b;
+        tail = &b->next;
+        b = b->next;
+    }
+    *tail = NULL;
+    h->held = b;
+    h->held_tail = NULL;
+    for (; b; b = b->next)
+        h->held_tail = b;
+    return fail;
+}
+
 /* ---- the thread ---- */
 
 static void *writer_main(void *arg)
@@ -1164,8 +1282,8 @@ static void *writer_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&h->lock);
         while (!h->queue && !h->quit && !h->drop_seg && h->series_hint <= h->series_reserved &&
-               now_ms() < h->next_checkpoint) {
-            int64_t wait = h->next_checkpoint - now_ms();
+               now_ms() < wake_at(h)) {
+            int64_t wait = wake_at(h) - now_ms();
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += wait / 1000;
@@ -1178,6 +1296,7 @@ static void *writer_main(void *arg)
         }
         struct hbatch *batches = h->queue;
         h->queue = h->queue_tail = NULL;
+        h->tell_ms = h->fault_tell_ms;
         uint32_t hint = h->series_hint;
         bool quit = h->quit;
         uint64_t drop = h->drop_seg;
@@ -1200,46 +1319,68 @@ static void *writer_main(void *arg)
             pthread_mutex_unlock(&h->lock);
         }
 
-        /* 2. WAL: every batch, one sync. */
-        int status = 0;
+        /* 2. WAL: every batch, one sync; first those a fault held back (hold_or_fail). */
+        if (h->held) {
+            h->held_tail->next = batches;
+            batches = h->held;
+            h->held = h->held_tail = NULL;
+        }
+        if (!h->wal_fault && wal_error(h->wal))
+            fault_begin(h, wal_error(h->wal)); /* a checkpoint broke it */
+        /* An attempt when the back-off allows, and always before a batch would be failed. */
+        bool recovering = h->wal_fault &&
+                          (quit || now_ms() >= h->fault_retry_at || now_ms() >= held_deadline(h, batches)) &&
+                          fault_recover(h) == 0;
+        int status = h->wal_fault && !recovering ? h->wal_fault : 0;
         uint64_t samples = 0, wb = wal_logged(h);
         uint64_t t_it = mono_ns();
-        for (struct hbatch *b = batches; b && status == 0; b = b->next) {
+        for (struct hbatch *b = batches; b && status == 0; b = b->next)
             if (b->n)
                 status = wal_append(h->wal, b->rec.data, b->rec.len);
-            samples += b->samples;
-        }
         uint64_t t_app = mono_ns();
         if (batches && status == 0)
             status = wal_sync(h->wal);
         uint64_t t_sync = mono_ns();
-        if (status < 0)
-            log_error("history", "the WAL could not be written (%s): %llu samples are not durable "
-                      "and their producers are told so", strerror(-status), (unsigned long long)samples);
+        if (status < 0 && h->wal_fault)
+            fault_retry_later(h); /* still failing: the next attempt waits longer */
+        else if (status < 0)
+            fault_begin(h, status);
+        else if (recovering)
+            fault_end(h);
+        /* The batches answered now: all of them, or when the WAL failed those that may not
+         * wait any longer (the others are held for its recovery). */
+        struct hbatch *answer = status == 0 ? batches : hold_or_fail(h, batches, quit);
+        for (struct hbatch *b = answer; b; b = b->next)
+            samples += b->samples;
 
-        /* 4. chunks (under the series lock: queries copy from them). */
-        if (status == 0) {
+        /* 4. chunks (under the series lock: queries copy from them). A failed batch still
+         * names its series: later batches refer to them by idx alone, and the carry that
+         * begins the WAL's recovery (fault_recover) logs the map. */
+        if (answer) {
             pthread_mutex_lock(&h->series_lock);
-            for (struct hbatch *b = batches; b; b = b->next)
-                if (b->n && apply_samples(h, (const uint8_t *)b->rec.data, b->rec.len) < 0)
+            for (struct hbatch *b = answer; b; b = b->next)
+                if (b->n && apply_samples(h, (const uint8_t *)b->rec.data, b->rec.len, status < 0) < 0)
                     log_error("history", "internal: a batch could not be decoded");
             pthread_mutex_unlock(&h->series_lock);
         }
+        if (status < 0 && answer)
+            log_error("history", "the WAL could not be written (%s): %llu samples are not durable "
+                      "and their producers are told so", strerror(-status), (unsigned long long)samples);
         uint64_t t_enc = mono_ns();
 
         /* 3. back to the loop for the acknowledgements. */
-        if (batches) {
+        if (answer) {
             pthread_mutex_lock(&h->lock);
-            struct hbatch *last = batches;
-            for (struct hbatch *b = batches; b; b = b->next) {
+            struct hbatch *last = answer;
+            for (struct hbatch *b = answer; b; b = b->next) {
                 b->status = status;
                 h->queued_samples -= b->samples;
                 last = b;
             }
             if (h->done_tail)
-                h->done_tail->next = batches;
+                h->done_tail->next = answer;
             else
-                h->done = batches;
+                h->done = answer;
             h->done_tail = last;
             h->st.queued = h->queued_samples;
             if (h->queued_samples < h->hold_above / 2)
@@ -1252,10 +1393,21 @@ static void *writer_main(void *arg)
             }
             pthread_mutex_unlock(&h->lock);
             uv_async_send(&h->done_async);
+        } else if (status < 0) {
+            pthread_mutex_lock(&h->lock);
+            h->st.write_errors += batches != NULL;
+            pthread_mutex_unlock(&h->lock);
         }
 
         /* 5. checkpoint. */
-        if (quit || now_ms() >= h->next_checkpoint) {
+        if (h->wal_fault && (quit || now_ms() >= h->next_checkpoint)) {
+            /* Nothing can be logged: the checkpoint waits for the recovery, which asks for one
+             * at once. What is durable stays in the WAL. */
+            if (quit)
+                log_error("history", "the WAL cannot be written (%s): no checkpoint at the stop; "
+                          "the next start replays what is durable", strerror(-h->wal_fault));
+            h->next_checkpoint = now_ms() + h->commit_interval_ms;
+        } else if (quit || now_ms() >= h->next_checkpoint) {
             /* Busy committer: the store is slower than the interval; try again shortly (the
              * WAL keeps growing meanwhile, nothing is lost). */
             int rc = checkpoint(h, false, quit);
@@ -1294,6 +1446,7 @@ int hist__writer_start(struct hist *h)
         return rc;
     }
     h->carry_min_bytes = 1u << 20;
+    h->fault_tell_ms = h->tell_ms = HFAULT_TELL_MS;
     /* Recovery: replay, then a checkpoint so the WAL starts afresh for this process. */
     uint64_t t0 = mono_ns();
     double c0 = thread_cpu_s();

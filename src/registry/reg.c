@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/jsonw.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
@@ -175,6 +176,7 @@ void reg_stats(struct reg *r, struct reg_stats *out)
     out->queued_ops = r->wq_ops;
     out->batches_committed = r->st.batches_committed;
     out->write_errors = r->st.write_errors;
+    out->write_fault = r->st.write_fault;
     pthread_mutex_unlock(&r->wlock);
     out->syncs_running = r->running;
     out->sync_waiting = r->nqueued;
@@ -206,12 +208,17 @@ void reg_status_json(struct reg *r, struct buf *out)
     buf_printf(out,
                ",\"registry\":{\"cm_handles\":%llu,\"advised\":%llu,\"ready\":%llu,\"locked\":%llu,"
                "\"module_sets\":%llu,\"modules\":%llu,\"sync_waiting\":%llu,\"syncs_running\":%llu,"
-               "\"queued_ops\":%llu,\"write_errors\":%llu}",
+               "\"queued_ops\":%llu,\"write_errors\":%llu,\"write_fault\":",
                (unsigned long long)s.handles, (unsigned long long)s.by_state[RS_ADVISED],
                (unsigned long long)s.by_state[RS_READY], (unsigned long long)s.by_state[RS_LOCKED],
                (unsigned long long)s.module_sets, (unsigned long long)s.modules,
                (unsigned long long)s.sync_waiting, (unsigned long long)s.syncs_running,
                (unsigned long long)s.queued_ops, (unsigned long long)s.write_errors);
+    if (s.write_fault)
+        jw_str(out, strerror(-s.write_fault));
+    else
+        jw_raw(out, "null");
+    buf_putc(out, '}');
 }
 
 void reg_metrics_text(struct reg *r, struct buf *out)
@@ -241,6 +248,7 @@ void reg_metrics_text(struct reg *r, struct buf *out)
         {"opsd_registry_write_queue", "gauge", "Changes waiting for the registry writer.", s.queued_ops},
         {"opsd_registry_batches_committed_total", "counter", "Registry store transactions.", s.batches_committed},
         {"opsd_registry_write_errors_total", "counter", "Registry store transactions that failed.", s.write_errors},
+        {"opsd_registry_write_fault", "gauge", "1 while the registry store cannot be written (changes kept in memory, retried every second).", s.write_fault != 0},
     };
     for (size_t i = 0; i < ARRAY_LEN(m); i++)
         buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", m[i].name, m[i].help, m[i].name, m[i].type,

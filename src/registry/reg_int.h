@@ -144,6 +144,7 @@ struct reg_batch {
 
 /* store.c: SQLite on the writer thread (and at open, before it starts). */
 int regstore_open(sqlite3 **out, const char *path);
+/* One transaction for the batches: 0, or -ENOSPC (the disk is full) / -EIO, rolled back. */
 int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n);
 /* Loads everything into r (open time). */
 int regstore_load(struct reg *r, sqlite3 *db);

@@ -79,6 +79,9 @@ struct reg_stats {
     uint64_t tag_hits;                 /* handles made READY from a known tag, no fetch */
     uint64_t batches_committed;
     uint64_t write_errors;
+    int write_fault;                   /* 0, or why the last transaction failed (negative errno):
+                                        * its changes are retried every second, and this
+                                        * clears once one commits */
     uint64_t queued_ops;               /* changes waiting for the writer */
     uint64_t syncs_running;            /* batches being fetched now */
     uint64_t sync_waiting;             /* handles waiting for a sync */

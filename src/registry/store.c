@@ -14,6 +14,7 @@
  * the file never holds orphans; load still drops any it finds (a file from elsewhere).
  *
  * regstore_apply runs on the writer thread: every batch handed to it in one transaction. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,7 +93,8 @@ int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n)
         goto rollback;
     goto out;
 rollback:
-    log_error("registry", "writing the registry failed: %s", sqlite3_errmsg(db));
+    rc = (sqlite3_errcode(db) & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO;
+    log_debug("registry", "writing the registry failed: %s", sqlite3_errmsg(db)); /* the writer logs */
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 out:
     for (size_t i = 0; i < ARRAY_LEN(sql); i++)

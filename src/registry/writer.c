@@ -55,6 +55,7 @@ static void *writer_main(void *arg)
      * they keep their order), retried every REDO_RETRY_MS while nothing else comes. */
     struct reg_batch redo = {0};
     struct reg_batch *held = NULL, **held_tail = &held;   /* failed, answer waiting for the redo */
+    int64_t fault_since = 0;                               /* the first failure not yet redone */
     pthread_mutex_lock(&r->wlock);
     for (;;) {
         while (!r->wq_first && !r->wstop) {
@@ -88,9 +89,19 @@ static void *writer_main(void *arg)
         int rc = regstore_apply(r->db, arr, n);
         if (rc < 0) {
             keep_for_redo(&redo, arr + 1, n - 1);
-            log_error("registry", "%zu changes are not in registry.db yet (kept in memory, written "
-                      "again in %d ms or with the next change)", redo.nops, REDO_RETRY_MS);
+            if (!fault_since) {
+                fault_since = now_ms();
+                log_error("registry", "writing registry.db failed (%s): %zu changes are kept in memory and "
+                          "written again every %d ms until it works", strerror(-rc), redo.nops, REDO_RETRY_MS);
+            } else {
+                log_debug("registry", "writing registry.db failed again (%s): %zu changes kept", strerror(-rc),
+                          redo.nops);
+            }
         } else {
+            if (fault_since)
+                log_info("registry", "registry.db written again after %.1f s of failures",
+                         (double)(now_ms() - fault_since) / 1000);
+            fault_since = 0;
             for (size_t i = 0; i < redo.nops; i++) {
                 free(redo.ops[i].key);
                 free(redo.ops[i].doc);
@@ -128,7 +139,7 @@ static void *writer_main(void *arg)
                 struct reg_batch *b = held;
                 held = b->next;
                 b->next = NULL;
-                b->status = -EIO;
+                b->status = rc;
                 *dtail = b;
                 dtail = &b->next;
             }
@@ -140,6 +151,7 @@ static void *writer_main(void *arg)
         r->wq_ops -= ops;
         r->st.batches_committed += rc == 0;
         r->st.write_errors += rc != 0;
+        r->st.write_fault = rc; /* until a transaction commits again */
         if (done) {
             if (r->wdone_last)
                 r->wdone_last->next = done;

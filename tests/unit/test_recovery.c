@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -757,6 +758,92 @@ static void kill_while_old_segments_are_deleted(void **state)
 
 /* Varints at the edges: every difference comes back, and a varint longer than 10 bytes or
  * cut short makes the reader fail. */
+/* ---- a WAL that fails, then works again, without a restart ---- */
+
+/* Records n samples of point idx at t, t+1, ... and waits for the barrier; its status. */
+static int rf_record(uv_loop_t *loop, struct hist *h, uint32_t idx, int64_t t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct pt_value v = {.type = PT_DOUBLE, .u.d = i * 0.5};
+        assert_int_equal(hist_record(h, idx, t + i, &v, Q_GOOD), 0);
+    }
+    struct kr_barrier b = {false, 0};
+    hist_barrier(h, kr_barrier_done, &b);
+    while (!b.done)
+        uv_run(loop, UV_RUN_ONCE);
+    return b.status;
+}
+
+/* The WAL cannot be written (RLIMIT_FSIZE: every write past it fails with EFBIG, and so does a
+ * new segment): a batch waits, then fails at its deadline; the point it announces first
+ * (rf1) is still known to the writer. Once writes work again the WAL recovers by itself, the
+ * next batches are durable, and a restart finds exactly the acknowledged samples: those of the
+ * failed batch are not there, nor half of them. */
+static void wal_failure_recovers_without_restart(void **state)
+{
+    struct tdir *t = *state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct live *live = live_new();
+    struct pt_meta m = {.type = PT_DOUBLE};
+    uint32_t p0 = live_declare(live, "rf0", &m), p1 = live_declare(live, "rf1", &m);
+    struct hist_rule rule = {.match = "rf*", .mode = REC_ON_CHANGE};
+    struct hist_config cfg = {.present = true,
+                              .retention_ms = 30LL * 86400000,
+                              .partition_ms = 86400000,
+                              .commit_interval_ms = 60000,
+                              .buffer_max = 1 << 20,
+                              .rules = &rule,
+                              .nrules = 1};
+    struct hist *h = NULL;
+    assert_int_equal(hist_open(&h, &cfg, t->data, &loop, live), 0);
+    pthread_mutex_lock(&h->lock);
+    h->fault_tell_ms = 600;
+    pthread_mutex_unlock(&h->lock);
+    int64_t base = now_ms() - 60000;
+    assert_int_equal(rf_record(&loop, h, p0, base, 50), 0);
+
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = 1;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    uint64_t t0 = mono_ns();
+    int rc = rf_record(&loop, h, p1, base + 1000, 20); /* announces rf1 */
+    double took = (double)(mono_ns() - t0) / 1e9;
+    struct hist_stats st;
+    hist_stats(h, &st);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    assert_int_equal(rc, -EFBIG);
+    assert_true(took >= 0.5 && took < 3.0); /* held until its deadline, not longer */
+    assert_int_equal(st.wal_fault, -EFBIG);
+
+    /* Writes work again: rf1's samples now name it by idx only. */
+    assert_int_equal(rf_record(&loop, h, p1, base + 2000, 30), 0);
+    assert_int_equal(rf_record(&loop, h, p0, base + 3000, 5), 0);
+    hist_stats(h, &st);
+    assert_int_equal(st.wal_fault, 0);
+    assert_int_equal(st.wal_recoveries, 1);
+    assert_true(st.write_errors >= 1);
+    hist_stop(h);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    hist_free(h);
+    live_free(live);
+    assert_int_equal(uv_loop_close(&loop), 0);
+
+    int64_t want0[55], want1[30];
+    for (int i = 0; i < 50; i++)
+        want0[i] = base + i;
+    for (int i = 0; i < 5; i++)
+        want0[50 + i] = base + 3000 + i;
+    for (int i = 0; i < 30; i++)
+        want1[i] = base + 2000 + i;
+    assert_int_equal(count_samples(t->data, "rf0", want0, 55), 55);
+    assert_int_equal(count_samples(t->data, "rf1", want1, 30), 30);
+}
+
 static void zigzag_varints(void **state)
 {
     (void)state;
@@ -795,6 +882,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(kill_in_the_middle_of_a_round, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(kill_in_the_middle_of_a_round_slow_store, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(kill_while_old_segments_are_deleted, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(wal_failure_recovers_without_restart, dir_setup, dir_teardown),
         cmocka_unit_test(zigzag_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

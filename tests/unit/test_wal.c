@@ -861,6 +861,24 @@ static void expect_failed(struct wal *w, int code)
     assert_int_equal(seg, 0);
 }
 
+/* Appends records 10..19 (100 bytes each: 1080 buffered) and syncs them with RLIMIT_FSIZE at
+ * `limit`: the write runs short at the limit, then fails with EFBIG. Returns wal_sync's code. */
+static int sync_past_fsize(struct wal *w, long long limit)
+{
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = (rlim_t)limit;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    for (uint32_t i = 10; i < 20; i++)
+        append_rec(w, i, 100);
+    int rc = wal_sync(w);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    return rc;
+}
+
 static void failing_write_fsize(void **state)
 {
     /* RLIMIT_FSIZE: the write runs short at the limit, then fails with EFBIG. */
@@ -872,18 +890,7 @@ static void failing_write_fsize(void **state)
     assert_int_equal(wal_sync(w), 0);
     long long synced = seg_size(dir, 1);
 
-    struct rlimit old, lim;
-    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
-    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
-    lim = old;
-    lim.rlim_cur = (rlim_t)synced + 300;
-    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    for (uint32_t i = 10; i < 20; i++)
-        append_rec(w, i, 100); /* buffered: 1080 bytes, the file takes 300 */
-    int rc = wal_sync(w);
-    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
-    signal(SIGXFSZ, prev);
-    assert_int_equal(rc, -EFBIG);
+    assert_int_equal(sync_past_fsize(w, synced + 300), -EFBIG);
     expect_failed(w, -EFBIG);
     assert_int_equal(wal_drop_before(w, 1), 0); /* dropping still works on a failed handle */
     wal_close(w);
@@ -1006,6 +1013,90 @@ static void rotate_failure_keeps_segment(void **state)
     assert_int_equal(g.n, 3);
     for (uint32_t i = 0; i < 3; i++)
         expect_rec(&g, i, i, 100);
+    got_free(&g);
+}
+
+/* wal_recover after a torn write: the segment is cut back to its last sync (the torn and
+ * the unsynced records never come back), appends go on in a new segment, and a replay reads
+ * both with nothing to truncate. */
+static void recover_after_torn_write(void **state)
+{
+    const char *dir = tdir(state);
+    struct wal *w;
+    assert_int_equal(wal_open(dir, &w), 0);
+    for (uint32_t i = 0; i < 10; i++)
+        append_rec(w, i, 100);
+    assert_int_equal(wal_sync(w), 0);
+    long long synced = seg_size(dir, 1);
+
+    assert_int_equal(sync_past_fsize(w, synced + 300), -EFBIG);
+    assert_int_equal(wal_error(w), -EFBIG);
+
+    uint64_t seg = 0;
+    assert_int_equal(wal_recover(w, &seg), 0);
+    assert_int_equal(seg, 2);
+    assert_int_equal(wal_error(w), 0);
+    assert_int_equal(seg_size(dir, 1), synced); /* cut back: the 300 torn bytes are gone */
+    for (uint32_t i = 50; i < 55; i++)
+        append_rec(w, i, 100);
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+
+    struct got g;
+    struct wal_replay_stats st;
+    got_init(&g);
+    assert_int_equal(replay(dir, &g, &st), 0);
+    assert_int_equal(g.n, 15);
+    for (uint32_t i = 0; i < 10; i++)
+        expect_rec(&g, i, i, 100);
+    for (uint32_t i = 0; i < 5; i++)
+        expect_rec(&g, 10 + i, 50 + i, 100);
+    assert_int_equal(st.truncated, 0);
+    got_free(&g);
+}
+
+/* A failed recovery (no descriptor for the new segment) leaves the handle failed with its
+ * first code; the next attempt, once the cause is gone, succeeds. On a handle that has not
+ * failed, wal_recover is wal_rotate. */
+static void recover_retries(void **state)
+{
+    const char *dir = tdir(state);
+    struct wal *w;
+    assert_int_equal(wal_open(dir, &w), 0);
+    uint64_t seg = 0;
+    assert_int_equal(wal_recover(w, &seg), 0); /* healthy: a rotation */
+    assert_int_equal(seg, 2);
+    append_rec(w, 0, 100);
+    assert_int_equal(wal_sync(w), 0);
+    swap_fd(w, "/dev/full", O_WRONLY); /* every write: ENOSPC */
+    append_rec(w, 1, 100);
+    assert_int_equal(wal_sync(w), -ENOSPC);
+
+    int lowest = dup(0);
+    assert_true(lowest >= 0);
+    close(lowest);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)lowest;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+    int rc = wal_recover(w, &seg);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(rc, -EMFILE);
+    assert_int_equal(seg, 0);
+    expect_failed(w, -ENOSPC);
+
+    assert_int_equal(wal_recover(w, &seg), 0);
+    assert_int_equal(seg, 3);
+    append_rec(w, 2, 100);
+    assert_int_equal(wal_sync(w), 0);
+    wal_close(w);
+    struct got g;
+    got_init(&g);
+    assert_int_equal(replay(dir, &g, NULL), 0);
+    assert_int_equal(g.n, 2);
+    expect_rec(&g, 0, 0, 100);
+    expect_rec(&g, 1, 2, 100);
     got_free(&g);
 }
 
@@ -1158,6 +1249,8 @@ int main(void)
         T(failing_write_on_append),
         T(failing_fdatasync),
         T(rotate_failure_keeps_segment),
+        T(recover_after_torn_write),
+        T(recover_retries),
         T(dir_locked),
         T(kill9_keeps_acknowledged),
         cmocka_unit_test(crc32c_vectors),

@@ -491,6 +491,82 @@ static void test_write_retry(void **state)
     live_free(l);
 }
 
+/* Makes (or removes) a directory where this hour's and the next hour's partition files go:
+ * every write of the alarm store then fails, until they are removed. */
+static void block_partitions(const char *alarm_dir, bool block)
+{
+    char path[700];
+    int64_t now = now_ms(), start = now - now % HOUR;
+    for (int k = 0; k < 2; k++) { /* this hour's and the next (the test may cross it) */
+        snprintf(path, sizeof path, "%s/events-%013lld-%013lld.db", alarm_dir, (long long)(start + k * HOUR),
+                 (long long)(start + (k + 1) * HOUR));
+        assert_int_equal(block ? mkdir(path, 0750) : rmdir(path), 0);
+    }
+}
+
+/* Runs the loop until the barrier is answered or ms have passed; the seconds it took. */
+static double wait_barrier(uv_loop_t *loop, int64_t ms)
+{
+    uint64_t t0 = mono_ns();
+    for (int64_t until = now_ms() + ms; now_ms() < until && barrier_status == 1;)
+        uv_run(loop, UV_RUN_ONCE);
+    return (double)(mono_ns() - t0) / 1e9;
+}
+
+/* Every barrier has a deadline: while the store fails, one is answered with the writer's
+ * error once it has waited that long, also one that asked for no new event (queued behind
+ * the batch being retried); the events stay queued and are written once the store works,
+ * and the fault clears by itself. */
+static void test_barrier_deadline(void **state)
+{
+    char sub2[300], path[700];
+    snprintf(sub2, sizeof sub2, "%s/alarm", dir);
+    assert_int_equal(mkdir(sub2, 0750), 0);
+    block_partitions(sub2, true);
+    uv_loop_t *loop = uv_default_loop();
+    struct live *l = live_new();
+    uint32_t p;
+    struct alarms *a = open_service(loop, l, &p);
+    alarm__set_deadline(a, 300);
+    live_set_double(l, p, 6, now_ms());
+    live_flush(l);
+    barrier_status = 1;
+    alarm_barrier(a, on_barrier, loop);
+    double took = wait_barrier(loop, 5000);
+    assert_true(barrier_status < 0); /* the store's error */
+    assert_true(took >= 0.25 && took < 2.0);
+    struct alarm_stats st;
+    alarm_stats(a, &st);
+    assert_true(st.write_fault < 0);
+    assert_int_equal(st.written, 0);
+
+    barrier_status = 1; /* nothing new queued: still behind the failing batch */
+    alarm_barrier(a, on_barrier, loop);
+    took = wait_barrier(loop, 5000);
+    assert_true(barrier_status < 0);
+    assert_true(took >= 0.25 && took < 2.0);
+
+    block_partitions(sub2, false);
+    alarm__set_deadline(a, 10000);
+    barrier_status = 1;
+    alarm_barrier(a, on_barrier, loop);
+    wait_barrier(loop, 10000);
+    assert_int_equal(barrier_status, 0);
+    alarm_stats(a, &st);
+    assert_int_equal(st.write_fault, 0);
+    assert_int_equal(st.written, 1);
+    alarm_stop(a);
+    uv_run(loop, UV_RUN_DEFAULT);
+    struct buf out;
+    buf_init(&out, 1 << 16);
+    struct alarm_evq q = {.from = 0, .to = INT64_MAX, .kind = -1, .state = -1};
+    assert_int_equal(alarm_events_query(sub2, &q, &out, path, sizeof path), 0);
+    assert_int_equal(count_of(out.data), 1);
+    buf_release(&out);
+    alarm_free(a);
+    live_free(l);
+}
+
 /* A crash after the events were durable but before state.db was written (astore_close
  * without astore_flush_state): opening the service replays them, so the condition's state,
  * its acknowledgement and the deployment come back, and state.db is then written. */
@@ -558,6 +634,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_state_replay, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(test_partial_write, mkdir_tmp, rm_tmp),
         cmocka_unit_test_setup_teardown(test_write_retry, mkdir_tmp, rm_tmp),
+        cmocka_unit_test_setup_teardown(test_barrier_deadline, mkdir_tmp, rm_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
