@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             reg_register(r, text, len, &failed, &http, err, sizeof err, NULL, NULL);
             check(r);
         }
-        reg_search(r, text, len, true, false, &out, err, sizeof err);
+        reg_search(r, text, len, REG_SEARCH_IDS, &out, err, sizeof err);
         for (struct reg_batch *b = r->wq_first, *next; b; b = next) {
             next = b->next;
             regb_free(b);

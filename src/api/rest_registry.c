@@ -1,8 +1,11 @@
 /* rest_registry.c - the network device registry's routes, wire-compatible with ONAP CPS-NCMP:
  *   POST /ncmpInventory/v1/ch                          DMI plugin registration (durable answer)
- *   GET  /ncmpInventory/v1/ch/cmHandles?dmi-plugin-identifier=P
- *   GET  /ncmp/v1/ch/{id}, /ncmp/v1/ch/{id}/modules, /ncmp/v1/ch/{id}/state
+ *   GET  /ncmpInventory/v1/ch[/cmHandles]?dmi-plugin-identifier=P[&outputAlternateId=true]
+ *   POST /ncmpInventory/v1/ch/searches[?outputAlternateId=true]   (ids)
+ *   POST /ncmpInventory/v1/ch/searchCmHandles[?outputDmiProperties=true]
+ *   GET  /ncmp/v1/ch/{ref}[/modules, /modules/definitions, /state, /properties]
  *   POST /ncmp/v1/ch/searches, /ncmp/v1/ch/id-searches[?outputAlternateId=true]
+ * Errors on these paths are NCMP's {"status","message","details"} (rest_error).
  * A registration is answered once its changes are committed to registry.db (rest_defer; the
  * writer thread calls back on the loop). Searches and the listing by plugin are deferred too:
  * the registry writes their answers in slices between other loop work (registry/search.c).
@@ -10,9 +13,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/api_int.h"
 #include "core/buf.h"
+#include "core/jsonw.h"
 #include "core/mem.h"
 #include "registry/registry.h"
 
@@ -98,6 +103,13 @@ static struct reg_answer *answer_new(struct http_req *r)
     return a;
 }
 
+static bool arg_true(struct http_req *r, const char *name)
+{
+    char v[16];
+    const char *a = rest_arg(r, name, v, sizeof v);
+    return a && strcasecmp(a, "true") == 0;
+}
+
 static void get_plugin_handles(struct http_req *r)
 {
     char plugin[2048];
@@ -107,16 +119,15 @@ static void get_plugin_handles(struct http_req *r)
         return;
     }
     struct reg_answer *a = answer_new(r);
-    reg_plugin_handles_start(r->api->reg, p, &a->out, answered, a);
+    reg_plugin_handles_start(r->api->reg, p, arg_true(r, "outputAlternateId"), &a->out, answered, a);
 }
 
-static void post_search(struct http_req *r, bool ids)
+static void post_search(struct http_req *r, unsigned flags)
 {
-    char alt[16], err[512];
-    const char *a = rest_arg(r, "outputAlternateId", alt, sizeof alt);
+    char err[512];
     struct reg_answer *ans = answer_new(r);
-    if (reg_search_start(r->api->reg, r->body.data, r->body.len, ids, a && strcmp(a, "true") == 0,
-                         &ans->out, err, sizeof err, answered, ans) < 0) {
+    if (reg_search_start(r->api->reg, r->body.data, r->body.len, flags, &ans->out, err, sizeof err, answered,
+                         ans) < 0) {
         /* nothing started: take the deferral back and answer now */
         r->deferred = NULL;
         free(ans->d);
@@ -126,28 +137,75 @@ static void post_search(struct http_req *r, bool ids)
     }
 }
 
+/* Copies ref into id (REG_ID_MAX + 1 bytes) as the registry knows it. The HTTP layer decodes
+ * %2F and merges "//" into "/", so an alternate id starting with '/' (a 3GPP FDN such as ONAP
+ * K6's "/SubNetwork=Europe/...") arrives without it: when ref names no handle and "/" + ref
+ * does, that is the one. */
+static void ref_copy(struct reg *reg, char *id, const char *ref, size_t n)
+{
+    id[0] = '/';
+    memcpy(id + 1, ref, n);
+    id[n + 1] = '\0';
+    if (n < REG_ID_MAX && !reg_known(reg, id + 1) && reg_known(reg, id))
+        return;
+    memmove(id, id + 1, n + 1);
+}
+
+/* The read side of one handle: /ncmp/v1/ch/{ref}[/what]. The reference (id or alternate id)
+ * may hold '/' (an alternate id such as a 3GPP FDN sent as %2F, which the HTTP layer decodes):
+ * a known sub-path is taken from the end, and when the part before it names no handle while
+ * the whole does, the whole is the reference. */
 static void get_handle(struct http_req *r, const char *rest)
 {
-    char id[REG_ID_MAX + 1];
-    const char *slash = strchr(rest, '/');
-    size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+    static const char *const whats[] = {"/modules/definitions", "/modules", "/state", "/properties"};
+    struct reg *reg = r->api->reg;
+    size_t len = strlen(rest);
+    const char *what = "";
+    size_t n = len;
+    for (size_t i = 0; i < sizeof whats / sizeof *whats; i++) {
+        size_t wl = strlen(whats[i]);
+        if (len > wl && strcmp(rest + len - wl, whats[i]) == 0) {
+            what = whats[i] + 1;
+            n = len - wl;
+            break;
+        }
+    }
+    char id[REG_ID_MAX + 2];
+    if (*what && n <= REG_ID_MAX && len <= REG_ID_MAX) {
+        ref_copy(reg, id, rest, n);
+        char whole[REG_ID_MAX + 2];
+        ref_copy(reg, whole, rest, len);
+        if (!reg_known(reg, id) && reg_known(reg, whole)) {
+            what = ""; /* the whole path is the reference */
+            n = len;
+        }
+    }
     if (n == 0 || n > REG_ID_MAX) {
-        rest_error(r, 404, "not_found", "no cm handle with that id");
+        if (strcmp(what, "modules") == 0 || strcmp(what, "modules/definitions") == 0) {
+            jw_raw(&r->resp, "[]");
+            rest_json(r, 200);
+            return;
+        }
+        rest_error(r, 404, "not_found", "no cm handle with that reference");
         return;
     }
-    memcpy(id, rest, n);
-    id[n] = '\0';
-    const char *what = slash ? slash + 1 : "";
-    int rc;
-    if (!*what)
-        rc = reg_json_handle(r->api->reg, id, &r->resp);
-    else if (strcmp(what, "modules") == 0)
-        rc = reg_json_modules(r->api->reg, id, &r->resp);
-    else if (strcmp(what, "state") == 0)
-        rc = reg_json_state(r->api->reg, id, &r->resp);
-    else {
-        rest_error(r, 404, "not_found", "no such path: %.200s", r->path);
-        return;
+    ref_copy(reg, id, rest, n);
+    int rc = 0;
+    if (!*what) {
+        rc = reg_json_handle(reg, id, &r->resp);
+    } else if (strcmp(what, "modules") == 0) {
+        /* NCMP answers an unknown handle's modules with an empty list */
+        if (reg_json_modules(reg, id, &r->resp) < 0)
+            jw_raw(&r->resp, "[]");
+    } else if (strcmp(what, "modules/definitions") == 0) {
+        char name[1024], rev[256];
+        const char *m = rest_arg(r, "module-name", name, sizeof name);
+        const char *v = rest_arg(r, "revision", rev, sizeof rev);
+        reg_json_module_definitions(reg, id, m, v, &r->resp);
+    } else if (strcmp(what, "state") == 0) {
+        rc = reg_json_state(reg, id, &r->resp);
+    } else {
+        rc = reg_json_properties(reg, id, &r->resp);
     }
     if (rc < 0) {
         rest_error(r, 404, "not_found", "no cm handle '%s'", id);
@@ -172,12 +230,28 @@ bool rest_registry(struct http_req *r)
     if (strcmp(p, "/ncmpInventory/v1/ch") == 0) {
         if (post)
             post_inventory(r);
+        else if (get)
+            get_plugin_handles(r); /* the listing by plugin, with its query on the collection */
     } else if (strcmp(p, "/ncmpInventory/v1/ch/cmHandles") == 0) {
         if (get)
             get_plugin_handles(r);
-    } else if (strcmp(p, "/ncmp/v1/ch/searches") == 0 || strcmp(p, "/ncmp/v1/ch/id-searches") == 0) {
+    } else if (strcmp(p, "/ncmpInventory/v1/ch/searches") == 0) {
         if (post)
-            post_search(r, strcmp(p, "/ncmp/v1/ch/id-searches") == 0);
+            post_search(r, REG_SEARCH_INVENTORY | REG_SEARCH_IDS |
+                               (arg_true(r, "outputAlternateId") ? REG_SEARCH_ALT : 0));
+    } else if (strcmp(p, "/ncmpInventory/v1/ch/searchCmHandles") == 0) {
+        /* the parameter is outputDmiProperties in NCMP master, includeAdditionalPropertiesInQuery
+         * in earlier releases */
+        if (post)
+            post_search(r, REG_SEARCH_INVENTORY | (arg_true(r, "outputDmiProperties") ||
+                                                   arg_true(r, "includeAdditionalPropertiesInQuery")
+                                                       ? REG_SEARCH_PRIVATE : 0));
+    } else if (strcmp(p, "/ncmp/v1/ch/searches") == 0) {
+        if (post)
+            post_search(r, 0);
+    } else if (strcmp(p, "/ncmp/v1/ch/id-searches") == 0) {
+        if (post)
+            post_search(r, REG_SEARCH_IDS | (arg_true(r, "outputAlternateId") ? REG_SEARCH_ALT : 0));
     } else if (strncmp(p, ch, sizeof ch - 1) == 0) {
         if (get)
             get_handle(r, p + sizeof ch - 1);

@@ -47,13 +47,13 @@ const char *reg_lock_name(enum reg_lock l) { return l <= RL_MODULE_UPGRADE_FAILE
 const char *reg_err_text(enum reg_err e)
 {
     switch (e) {
-    case REG_E_NOT_FOUND: return "cm handle reference(s) not found";
+    /* NCMP's texts (NcmpResponseStatus, onap/cps master) */
+    case REG_E_NOT_FOUND: return "cm handle id(s) not found";
     case REG_E_NOT_READY: return "cm handle(s) not ready";
     case REG_E_EXISTS: return "cm-handle already exists";
-    case REG_E_INVALID_ID: return "cm handle reference has an invalid character(s) in id";
-    case REG_E_ALT_ID_IN_USE: return "alternate id already associated";
+    case REG_E_INVALID_ID: return "cm-handle has an invalid character(s) in id";
     case REG_E_UNKNOWN:
-    default: return "unknown error";
+    default: return "Unknown error";
     }
 }
 
@@ -756,26 +756,40 @@ void regm_log_handle(struct reg *r, struct reg_handle *h)
     regb_op(r, OP_PUT_HANDLE, h->id, doc, NULL, NULL);
 }
 
-static void ncmp_time(struct buf *out, int64_t ms)
+void regm_time_text(int64_t ms, char *out)
 {
     time_t t = (time_t)(ms / 1000);
     struct tm tm;
     gmtime_r(&t, &tm);
-    buf_printf(out, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03d+0000\"", tm.tm_year + 1900, tm.tm_mon + 1,
-               tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+    size_t n = strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03d+0000", (int)(ms % 1000 + 1000) % 1000);
 }
 
-/* NCMP's RestOutputCmHandle (or, state_only, its "state" member's value). */
-void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, bool state_only)
+static void ncmp_time(struct buf *out, int64_t ms)
+{
+    char t[32];
+    regm_time_text(ms, t);
+    jw_str(out, t);
+}
+
+/* NCMP's RestOutputCmHandle (or, REGJ_STATE, its "state" member's value; REGJ_PRIVATE adds the
+ * private cmHandleProperties, as the inventory's searchCmHandles?outputDmiProperties=true). */
+void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, unsigned flags)
 {
     (void)r;
+    bool state_only = flags & REGJ_STATE;
     if (!state_only) {
         jw_raw(out, "{\"cmHandle\":");
         jw_str(out, h->id);
         /* NCMP answers the public properties as a list holding one map */
         jw_raw(out, ",\"publicCmHandleProperties\":[");
         kv_json(out, h->pub, h->npub);
-        jw_raw(out, "],\"state\":");
+        buf_putc(out, ']');
+        if (flags & REGJ_PRIVATE) {
+            jw_raw(out, ",\"cmHandleProperties\":");
+            kv_json(out, h->props, h->nprops);
+        }
+        jw_raw(out, ",\"state\":");
     }
     jw_raw(out, "{\"cmHandleState\":");
     jw_str(out, reg_state_name(h->state));
@@ -788,13 +802,19 @@ void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, bool
     }
     jw_raw(out, ",\"lastUpdateTime\":");
     ncmp_time(out, h->updated_ms);
-    jw_raw(out, ",\"dataSyncEnabled\":false}");
+    jw_raw(out, ",\"dataSyncEnabled\":false");
+    /* NCMP gives a READY handle with data sync off an operational datastore NONE_REQUESTED */
+    if (h->state == RS_READY)
+        jw_raw(out, ",\"dataSyncState\":{\"operational\":{\"syncState\":\"NONE_REQUESTED\"}}");
+    buf_putc(out, '}');
     if (state_only)
         return;
     jw_raw(out, ",\"trustLevel\":");
-    jw_str(out, h->trust && *h->trust ? h->trust : "COMPLETE");
+    jw_str(out, regm_trust(h));
     opt_str(out, "moduleSetTag", h->tag);
     opt_str(out, "alternateId", h->alt_id);
     opt_str(out, "dataProducerIdentifier", h->producer);
     buf_putc(out, '}');
 }
+
+const char *regm_trust(const struct reg_handle *h) { return h->trust && *h->trust ? h->trust : "COMPLETE"; }

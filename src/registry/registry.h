@@ -46,7 +46,8 @@ const char *reg_state_name(enum reg_state s);
 int reg_state_parse(const char *s, enum reg_state *out);
 const char *reg_lock_name(enum reg_lock l);
 
-/* NCMP's error codes in failed* lists. */
+/* NCMP's error codes in failed* lists. An alternate id already taken (by another handle, twice
+ * in one batch, or a different one on update) is 109 as in NCMP master (3.8.1 had 111). */
 enum reg_err {
     REG_OK = 0,
     REG_E_NOT_FOUND = 100,
@@ -54,7 +55,6 @@ enum reg_err {
     REG_E_UNKNOWN = 108,
     REG_E_EXISTS = 109,
     REG_E_INVALID_ID = 110,
-    REG_E_ALT_ID_IN_USE = 111,
 };
 const char *reg_err_text(enum reg_err e);
 
@@ -131,6 +131,8 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
 
 /* ---- read side ---- */
 
+/* Whether ref names a handle (its id, or else an alternate id). */
+bool reg_known(struct reg *r, const char *ref);
 /* Appends NCMP's RestOutputCmHandle for id (a cm handle id, or else an alternate id), or
  * returns -1 when unknown. The same lookup for the two below. */
 int reg_json_handle(struct reg *r, const char *id, struct buf *out);
@@ -138,26 +140,38 @@ int reg_json_handle(struct reg *r, const char *id, struct buf *out);
 int reg_json_state(struct reg *r, const char *id, struct buf *out);
 /* Appends [{"moduleName","revision","namespace"}...] for id (empty until READY), or -1. */
 int reg_json_modules(struct reg *r, const char *id, struct buf *out);
+/* Appends {"publicCmHandleProperties":[{...}]} for id, or -1. */
+int reg_json_properties(struct reg *r, const char *id, struct buf *out);
+/* Appends [{"moduleName","revision","content"}...] of id's modules (NCMP's modules/definitions),
+ * only those named name (and of revision rev, when both are given and not empty); [] for an
+ * unknown handle. Sources are read from registry.db (a primary-key read on the loop; content
+ * is null for a module whose batch is not committed yet). */
+void reg_json_module_definitions(struct reg *r, const char *id, const char *name, const char *rev,
+                                 struct buf *out);
 /* Appends ["id",...] of the handles registered by a plugin (any of its roles), all at once. */
 void reg_json_plugin_handles(struct reg *r, const char *plugin, struct buf *out);
 
-/* Runs a search body ({"cmHandleQueryParameters":[...]}, an empty body: all handles) and
- * appends the whole answer at once. ids_only: ["id",...] (id-searches), else
- * [RestOutputCmHandle,...]; alt: output alternate ids where set (outputAlternateId). Returns 0,
- * or -1 with the reason in err (a 400). */
-int reg_search(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
-               struct buf *out, char *err, size_t errlen);
+/* Search flags. */
+#define REG_SEARCH_IDS       1u   /* ["id",...] (id-searches), else [RestOutputCmHandle,...] */
+#define REG_SEARCH_ALT       2u   /* ids: the alternate id where one is set (outputAlternateId) */
+#define REG_SEARCH_INVENTORY 4u   /* the inventory's searches: hasAllAdditionalProperties, and
+                                   * cps paths may match additional-properties */
+#define REG_SEARCH_PRIVATE   8u   /* objects carry cmHandleProperties (outputDmiProperties) */
 
-/* The same two without holding the loop: the matching handles are selected now, the answer
- * is appended to out in slices of a few milliseconds of loop time (see search.c for what a
- * handle removed meanwhile does). done(ud, status) runs on the loop when out holds the whole
- * answer (status 0), when out reached its cap (-E2BIG), or when the registry stops
- * (-ECANCELED); out must stay valid until then. reg_search_start returns -1 with err (a 400,
- * done is not called) for a bad body, else 0. */
-int reg_search_start(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
-                     struct buf *out, char *err, size_t errlen, void (*done)(void *ud, int status),
-                     void *ud);
-void reg_plugin_handles_start(struct reg *r, const char *plugin, struct buf *out,
+/* Runs a search body ({"cmHandleQueryParameters":[...]}, an empty body: all handles) and
+ * appends the whole answer at once. Returns 0, or -1 with the reason in err (a 400). */
+int reg_search(struct reg *r, const char *body, size_t len, unsigned flags, struct buf *out, char *err,
+               size_t errlen);
+
+/* The same, and the listing by plugin, without holding the loop: the matching handles are
+ * selected now, the answer is appended to out in slices of a few milliseconds of loop time
+ * (see search.c for what a handle removed meanwhile does). done(ud, status) runs on the loop
+ * when out holds the whole answer (status 0), when out reached its cap (-E2BIG), or when the
+ * registry stops (-ECANCELED); out must stay valid until then. reg_search_start returns -1
+ * with err (a 400, done is not called) for a bad body, else 0. */
+int reg_search_start(struct reg *r, const char *body, size_t len, unsigned flags, struct buf *out,
+                     char *err, size_t errlen, void (*done)(void *ud, int status), void *ud);
+void reg_plugin_handles_start(struct reg *r, const char *plugin, bool alt, struct buf *out,
                               void (*done)(void *ud, int status), void *ud);
 
 /* ---- DMI plugin payloads (any thread; also the fuzz targets' entry points) ---- */

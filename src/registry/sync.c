@@ -379,8 +379,14 @@ static void sync_failed(struct reg *r, struct reg_handle *h, const char *why)
     if (back > r->cfg.retry_max_ms)
         back = r->cfg.retry_max_ms;
     h->retry_at_ms = now_ms() + back;
-    char details[1024];
-    snprintf(details, sizeof details, "%s (attempt %u)", why, h->attempts);
+    /* NCMP's wording (ModuleOperationsUtils, onap/cps master): " Attempt #N failed: why",
+     * after "Upgrade to ModuleSetTag: T " while upgrading (its spaces included) */
+    char details[1024 + REG_ID_MAX];
+    if (h->upgrade_tag)
+        snprintf(details, sizeof details, "Upgrade to ModuleSetTag: %s  Attempt #%u failed: %s", h->upgrade_tag,
+                 h->attempts, why);
+    else
+        snprintf(details, sizeof details, " Attempt #%u failed: %s", h->attempts, why);
     regm_set_state(r, h, RS_LOCKED, h->upgrade_tag ? RL_MODULE_UPGRADE_FAILED : RL_MODULE_SYNC_FAILED,
                    details);
     r->st.syncs_failed++;
