@@ -181,7 +181,7 @@ static void get_handle(struct http_req *r, const char *rest)
         }
     }
     if (n == 0 || n > REG_ID_MAX) {
-        if (strcmp(what, "modules") == 0 || strcmp(what, "modules/definitions") == 0) {
+        if (strncmp(what, "modules", 7) == 0) {
             jw_raw(&r->resp, "[]");
             rest_json(r, 200);
             return;
@@ -201,7 +201,9 @@ static void get_handle(struct http_req *r, const char *rest)
         char name[1024], rev[256];
         const char *m = rest_arg(r, "module-name", name, sizeof name);
         const char *v = rest_arg(r, "revision", rev, sizeof rev);
-        reg_json_module_definitions(reg, id, m, v, &r->resp);
+        struct reg_answer *a = answer_new(r);
+        reg_module_definitions_start(reg, id, m, v, &a->out, answered, a);
+        return;
     } else if (strcmp(what, "state") == 0) {
         rc = reg_json_state(reg, id, &r->resp);
     } else {

@@ -463,49 +463,96 @@ int reg_json_properties(struct reg *r, const char *id, struct buf *out)
     return 0;
 }
 
-/* The loop's own read-only connection to registry.db (the writer's is the writer thread's);
- * opened on first use. NULL when it cannot be opened. */
-static sqlite3 *read_db(struct reg *r)
-{
-    if (r->rdb)
-        return r->rdb;
+/* modules/definitions: the module list is taken on the loop, the sources are read from
+ * registry.db on the libuv pool (a connection of the job's own: the writer's belongs to the
+ * writer thread), and the answer is written back on the loop. */
+struct defs_job {
+    uv_work_t w;
     char path[4200];
-    snprintf(path, sizeof path, "%s/registry.db", r->dir);
-    if (sqlite3_open_v2(path, &r->rdb, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-        sqlite3_close(r->rdb);
-        r->rdb = NULL;
+    char **hash, **name, **rev, **src;
+    size_t n;
+    struct buf *out;
+    void (*done)(void *ud, int status);
+    void *ud;
+};
+
+static void defs_read(uv_work_t *w)
+{
+    struct defs_job *j = w->data;
+    if (!j->n)
+        return;
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(j->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 2000);
+        for (size_t i = 0; i < j->n; i++)
+            j->src[i] = regstore_source(db, j->hash[i]);
     }
-    return r->rdb;
+    sqlite3_close(db);
 }
 
-void reg_json_module_definitions(struct reg *r, const char *id, const char *name, const char *rev,
-                                 struct buf *out)
+static void defs_answer(uv_work_t *w, int status)
+{
+    (void)status;
+    struct defs_job *j = w->data;
+    buf_putc(j->out, '[');
+    for (size_t i = 0; i < j->n; i++) {
+        if (i)
+            buf_putc(j->out, ',');
+        jw_raw(j->out, "{\"moduleName\":");
+        jw_str(j->out, j->name[i]);
+        jw_raw(j->out, ",\"revision\":");
+        jw_str(j->out, j->rev[i]);
+        jw_raw(j->out, ",\"content\":");
+        if (j->src[i])
+            jw_str(j->out, j->src[i]);
+        else
+            jw_raw(j->out, "null"); /* not committed yet (its sync's batch is being written) */
+        buf_putc(j->out, '}');
+        free(j->hash[i]);
+        free(j->name[i]);
+        free(j->rev[i]);
+        free(j->src[i]);
+    }
+    buf_putc(j->out, ']');
+    void (*done)(void *, int) = j->done;
+    void *ud = j->ud;
+    free(j->hash);
+    free(j->name);
+    free(j->rev);
+    free(j->src);
+    free(j);
+    done(ud, 0);
+}
+
+void reg_module_definitions_start(struct reg *r, const char *id, const char *name, const char *rev,
+                                  struct buf *out, void (*done)(void *ud, int status), void *ud)
 {
     struct reg_handle *h = find_ref(r, id);
-    buf_putc(out, '[');
-    bool first = true;
-    for (size_t i = 0; h && h->set && i < h->set->nmods; i++) {
+    struct defs_job *j = xzalloc(sizeof *j);
+    snprintf(j->path, sizeof j->path, "%s/registry.db", r->dir);
+    size_t cap = h && h->set ? h->set->nmods : 0;
+    j->hash = xnew(char *, cap + 1);
+    j->name = xnew(char *, cap + 1);
+    j->rev = xnew(char *, cap + 1);
+    j->src = xnew(char *, cap + 1);
+    for (size_t i = 0; i < cap; i++) {
         const struct reg_module *m = h->set->mods[i].m;
+        /* NCMP: the revision filters only together with a module name */
         if (name && *name && (strcmp(m->name, name) != 0 || (rev && *rev && strcmp(m->revision, rev) != 0)))
             continue;
-        sqlite3 *db = read_db(r);
-        char *src = db ? regstore_source(db, m->hash) : NULL;
-        if (!first)
-            buf_putc(out, ',');
-        first = false;
-        jw_raw(out, "{\"moduleName\":");
-        jw_str(out, m->name);
-        jw_raw(out, ",\"revision\":");
-        jw_str(out, m->revision);
-        jw_raw(out, ",\"content\":");
-        if (src)
-            jw_str(out, src);
-        else
-            jw_raw(out, "null"); /* not committed yet (its sync's batch is being written) */
-        buf_putc(out, '}');
-        free(src);
+        j->hash[j->n] = xstrdup(m->hash);
+        j->name[j->n] = xstrdup(m->name);
+        j->rev[j->n++] = xstrdup(m->revision);
     }
-    buf_putc(out, ']');
+    j->out = out;
+    j->done = done;
+    j->ud = ud;
+    j->w.data = j;
+    /* always through the pool when there is a loop, so done never runs inside this call */
+    if (!r->loop || uv_queue_work(r->loop, &j->w, defs_read, defs_answer) != 0) {
+        defs_read(&j->w);
+        defs_answer(&j->w, 0);
+    }
 }
 
 /* ---- DMI plugin answers ---- */

@@ -155,7 +155,6 @@ void reg_free(struct reg *r)
     if (!r)
         return;
     sqlite3_close(r->db);
-    sqlite3_close(r->rdb);
     regm_release(r);
     pthread_mutex_destroy(&r->wlock);
     pthread_cond_destroy(&r->wwake);

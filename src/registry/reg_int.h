@@ -221,7 +221,6 @@ struct reg {
     struct buf scratch;                        /* row documents are built here (loop) */
     /* writer */
     sqlite3 *db;
-    sqlite3 *rdb;                              /* the loop's read-only connection (module sources) */
     pthread_t writer;
     pthread_mutex_t wlock;
     pthread_cond_t wwake;

@@ -142,12 +142,13 @@ int reg_json_state(struct reg *r, const char *id, struct buf *out);
 int reg_json_modules(struct reg *r, const char *id, struct buf *out);
 /* Appends {"publicCmHandleProperties":[{...}]} for id, or -1. */
 int reg_json_properties(struct reg *r, const char *id, struct buf *out);
-/* Appends [{"moduleName","revision","content"}...] of id's modules (NCMP's modules/definitions),
- * only those named name (and of revision rev, when both are given and not empty); [] for an
- * unknown handle. Sources are read from registry.db (a primary-key read on the loop; content
- * is null for a module whose batch is not committed yet). */
-void reg_json_module_definitions(struct reg *r, const char *id, const char *name, const char *rev,
-                                 struct buf *out);
+/* Appends [{"moduleName","revision","content"}...] of id's modules (NCMP's modules/definitions)
+ * to out, only those named name (and of revision rev, when both are given and not empty); []
+ * for an unknown handle. The sources are read from registry.db on the libuv pool; done(ud, 0)
+ * runs on the loop once out holds the answer (content is null for a module whose batch is not
+ * committed yet), from a later loop iteration. out must stay valid until then. */
+void reg_module_definitions_start(struct reg *r, const char *id, const char *name, const char *rev,
+                                  struct buf *out, void (*done)(void *ud, int status), void *ud);
 /* Appends ["id",...] of the handles registered by a plugin (any of its roles), all at once. */
 void reg_json_plugin_handles(struct reg *r, const char *plugin, struct buf *out);
 

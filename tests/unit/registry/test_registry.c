@@ -742,6 +742,81 @@ static void test_write_failure_redo(void **state)
     rm_tmp();
 }
 
+/* cps paths: what parses, how and/or group, list entries, private properties, the index hints. */
+static void test_cps_paths(void **state)
+{
+    (void)state;
+    struct reg_kv pub[2] = {{.k = "color", .v = "red"}, {.k = "size", .v = "small"}};
+    struct reg_kv priv = {.k = "secret", .v = "s"};
+    struct reg_handle h = {.id = "ch-1", .alt_id = "/A=1/B=2", .tag = "t1", .plugin = "http://p", .pub = pub,
+                           .npub = 2, .props = &priv, .nprops = 1, .state = RS_READY};
+    const struct {
+        const char *path;
+        int match; /* 1, 0, or -1: refused */
+    } cases[] = {
+        {"//state[@cm-handle-state='READY']", 1},
+        {"//state[@cm-handle-state=\"LOCKED\"]", 0},
+        {"/dmi-registry/cm-handles[@alternate-id='/A=1/B=2']", 1},
+        {"/dmi-registry/cm-handles[@module-set-tag='t1']/ancestor::cm-handles", 1},
+        {"//cm-handles[@id='x' or @id='ch-1']", 1},
+        {"//cm-handles[@id='x' or @id='ch-1' and @module-set-tag='t2']", 0},
+        {"//cm-handles[@id!='x']", 1},
+        {"//cm-handles[contains(@dmi-service-name, '//p')]", 1},
+        {"//public-properties[@name='color' and @value='small']", 0},  /* one entry must hold */
+        {"//public-properties[@name='size' and @value='small']", 1},
+        {"//public-properties", 1},
+        {"//lock-reason", 0},
+        {"//lock-reason[@reason='MODULE_SYNC_FAILED']", 0},
+        {"//datastores/operational[@sync-state='NONE_REQUESTED']", 1},
+        {"//state[@data-sync-enabled=false]", 1},
+        {"//additional-properties[@name='secret']", 0},   /* northbound: private */
+        {"//cm-handles[@id='ch-1']//state", 1},
+        {"cm-handles", -1}, {"//nodes[@id='x']", -1}, {"//cm-handles[@color='x']", -1},
+        {"//cm-handles[@id<'x']", -1}, {"//cm-handles[@id='x'", -1}, {"//cm-handles[@id='x]", -1},
+        {"/cm-handles[@id='x']", -1}, {"//dmi-registry[@id='x']", -1}, {"//cm-handles[@id='x' xor @id='y']", -1},
+        {"//state/ancestor::cm-handles/state", -1}, {"", -1},
+    };
+    char err[256];
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        struct regp_cond c;
+        int rc = regp_parse(cases[i].path, &c, err, sizeof err);
+        if (cases[i].match < 0) {
+            if (rc != -1)
+                fail_msg("accepted: %s", cases[i].path);
+            assert_non_null(strstr(err, "cpsPath '"));
+        } else {
+            if (rc != 0)
+                fail_msg("refused: %s: %s", cases[i].path, err);
+            if (regp_match(&c, &h, false) != (cases[i].match == 1))
+                fail_msg("wrong match: %s", cases[i].path);
+        }
+        regp_release(&c);
+    }
+    /* private properties: the inventory's searches only */
+    struct regp_cond c;
+    assert_int_equal(regp_parse("//additional-properties[@name='secret' and @value='s']", &c, err, sizeof err), 0);
+    assert_true(regp_match(&c, &h, true));
+    regp_release(&c);
+    /* index hints */
+    int node, leaf;
+    const char *v, *v2;
+    assert_int_equal(regp_parse("//cm-handles[@alternate-id='/A=1/B=2']", &c, err, sizeof err), 0);
+    assert_true(regp_simple(&c, &node, &leaf, &v, &v2));
+    assert_int_equal(node, RP_HANDLE);
+    assert_int_equal(leaf, 1);
+    assert_string_equal(v, "/A=1/B=2");
+    regp_release(&c);
+    assert_int_equal(regp_parse("//public-properties[@value='red' and @name='color']", &c, err, sizeof err), 0);
+    assert_true(regp_simple(&c, &node, &leaf, &v, &v2));
+    assert_int_equal(leaf, -1);
+    assert_string_equal(v, "color");
+    assert_string_equal(v2, "red");
+    regp_release(&c);
+    assert_int_equal(regp_parse("//cm-handles[@id='a' or @id='b']", &c, err, sizeof err), 0);
+    assert_false(regp_simple(&c, &node, &leaf, &v, &v2));
+    regp_release(&c);
+}
+
 static void test_config(void **state)
 {
     (void)state;
@@ -773,6 +848,7 @@ int main(void)
         cmocka_unit_test(test_register_known_tag_one_row),
         cmocka_unit_test(test_search_index_and_slices),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_cps_paths),
         cmocka_unit_test(test_register_codes_and_reopen),
         cmocka_unit_test(test_write_failure_redo),
     };

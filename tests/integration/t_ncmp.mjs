@@ -1,0 +1,297 @@
+// NCMP conformance of the registry, checked with ONAP CPS-NCMP's own request bodies (its K6
+// registration payload and the cases of its integration tests, onap/cps master) against the
+// real daemon and the test DMI plugin (lib/registry_dmi.mjs): alternate id conflicts (109),
+// numbers as property values, references sent with %2F, the read side (modules, module
+// definitions, properties, state with dataSyncState), NCMP's error bodies and lock reason
+// wording, cps path conditions, trust levels, and the inventory's searches with the role each
+// route needs. docs/API.md "Network devices".
+import { join } from 'node:path';
+import { test, finish, assert, assertEq, sleep, failTest } from './lib/harness.mjs';
+import { workDir, startOpsd, http } from './lib/opsd.mjs';
+import { startDmi } from './lib/registry_dmi.mjs';
+
+const work = workDir('t_ncmp');
+const dataDir = join(work.dir, 'data');
+const config = (port) => `
+server:
+  listen: 127.0.0.1:${port}
+  data_dir: ${dataDir}
+  auth:
+    tokens:
+      - {name: viewer1, token: v-tok, role: viewer}
+      - {name: ops, token: o-tok, role: operator}
+registry:
+  sync_batch: 50
+  sync_concurrency: 2
+  retry_initial: 300ms
+  retry_max: 1s
+  plugin_timeout: 700ms
+`;
+
+const dmi = await startDmi({ delayMs: 2 });
+let d;
+try {
+  d = await startOpsd(work, { config });
+} catch (e) {
+  failTest('ncmp: opsd starts', e.message);
+  await dmi.close();
+  await finish();
+}
+
+const H = (tok) => ({ Authorization: `Bearer ${tok}` });
+const as = (method, path, body, tok = 'o-tok') => http(d, method, path, body, H(tok));
+const reg = (body) => as('POST', '/ncmpInventory/v1/ch', body);
+const ch = (ref, what = '') => as('GET', `/ncmp/v1/ch/${encodeURIComponent(ref)}${what}`, undefined, 'v-tok');
+const cond = (conditionName, conditionParameters) => ({ conditionName, conditionParameters });
+const idSearch = (conds, q = '') => as('POST', `/ncmp/v1/ch/id-searches${q}`, { cmHandleQueryParameters: conds }, 'v-tok');
+const cps = (cpsPath, q = '') => idSearch([cond('cmHandleWithCpsPath', [{ cpsPath }])], q);
+const sorted = (r) => JSON.stringify([...(r.json || [])].sort());
+const codes = (r, l) => ((r.json && r.json[l]) || []).map((x) => `${x.cmHandle}:${x.errorCode}`).sort().join(',');
+
+// ONAP K6 (k6-tests/ncmp/common/cmhandle-crud.js, utils.js getAlternateId, onap/cps master)
+const MODULE_SET_TAGS = ['tagA', 'tagB', 'tagC', 'tagD', 'tagE'];
+const getAlternateId = (n) => `/SubNetwork=Europe/SubNetwork=Ireland/MeContext=MyRadioNode${n}/ManagedElement=MyManagedElement${n}`;
+function createCmHandlePayload(cmHandleIds) {
+  return {
+    dmiPlugin: dmi.url,
+    createdCmHandles: cmHandleIds.map((cmHandleId, index) => {
+      const networkSegmentId = (index % 10) + 1;
+      const moduleTag = MODULE_SET_TAGS[index % MODULE_SET_TAGS.length];
+      return {
+        cmHandle: cmHandleId,
+        alternateId: getAlternateId(cmHandleId.replace('ch-', '')),
+        moduleSetTag: moduleTag,
+        dataProducerIdentifier: 'some-data-producer-id',
+        cmHandleProperties: {
+          segmentId: index + 1,
+          networkSegment: `Region=NorthAmerica,Segment=${networkSegmentId}`,
+          deviceIdentifier: `Element=RadioBaseStation_5G_${index + 1000}`,
+          hardwareVersion: `HW-${moduleTag}`,
+          softwareVersion: `Firmware_${moduleTag}`,
+          syncStatus: 'ACTIVE',
+          nodeCategory: 'VirtualNode',
+        },
+        publicCmHandleProperties: { systemId: index + 1, systemName: 'ncmp' },
+      };
+    }),
+  };
+}
+const K6 = Array.from({ length: 50 }, (_, i) => `ch-${i + 1}`);
+
+async function waitReady(ids, ms = 15000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    // K6's own query for READY handles (double quotes inside the cps path)
+    const r = await cps('//state[@cm-handle-state="READY"]');
+    const have = new Set(r.json);
+    const missing = ids.filter((id) => !have.has(id));
+    if (!missing.length) return;
+    if (Date.now() > deadline) throw new Error(`${missing.length} not READY, e.g. ${missing.slice(0, 3)}`);
+    await sleep(100);
+  }
+}
+
+await test('ncmp: ONAP K6 registration payload (numbers as property values) is accepted and syncs', async () => {
+  const r = await reg(createCmHandlePayload(K6));
+  assertEq(r.status, 200, `status (${r.text.slice(0, 300)})`);
+  await waitReady(K6);
+  const h = await ch('ch-3');
+  assertEq(JSON.stringify(h.json.publicCmHandleProperties), '[{"systemId":"3","systemName":"ncmp"}]', 'numbers as text');
+  assertEq(h.json.dataProducerIdentifier, 'some-data-producer-id', 'producer');
+  assertEq(h.json.state.dataSyncEnabled, false, 'dataSyncEnabled');
+  assertEq(JSON.stringify(h.json.state.dataSyncState), '{"operational":{"syncState":"NONE_REQUESTED"}}', 'dataSyncState');
+  assert(!h.text.includes('RadioBaseStation'), 'private properties stay private');
+});
+
+await test('ncmp: an alternate id with "/" sent percent-encoded (%2F) names its handle', async () => {
+  const alt = getAlternateId(7);
+  const r = await ch(alt);
+  assertEq(r.status, 200, `status (${r.text.slice(0, 200)})`);
+  assertEq(r.json.cmHandle, 'ch-7', 'handle');
+  assertEq(r.json.alternateId, alt, 'alternate id');
+  const p = await ch(alt, '/properties');
+  assertEq(p.text, '{"publicCmHandleProperties":[{"systemId":"7","systemName":"ncmp"}]}', '/properties');
+  const s = await ch(alt, '/state');
+  assertEq(s.json.state.cmHandleState, 'READY', '/state');
+  const m = await ch(alt, '/modules');
+  assertEq(m.json.length, 5, `/modules ${m.text.slice(0, 200)}`);
+  const ids = await cps(`//cm-handles[@alternate-id='${alt}']`);
+  assertEq(sorted(ids), '["ch-7"]', 'cps path on the alternate id');
+  const alts = await cps(`//cm-handles[@alternate-id='${alt}']`, '?outputAlternateId=true');
+  assertEq(sorted(alts), JSON.stringify([alt]), 'outputAlternateId');
+});
+
+await test('ncmp: alternate id conflicts answer 109 (CmHandleCreateSpec, CmHandleUpdateSpec)', async () => {
+  let r = await reg({ dmiPlugin: dmi.url, createdCmHandles: [{ cmHandle: 'alt-1', alternateId: 'existing-alt-id' }, { cmHandle: 'alt-2' }] });
+  assertEq(r.status, 200, 'setup');
+  r = await reg({
+    dmiPlugin: dmi.url,
+    createdCmHandles: [
+      { cmHandle: 'alt-3' },
+      { cmHandle: 'alt-4', alternateId: 'unique-alt-id' },
+      { cmHandle: 'alt-5', alternateId: 'existing-alt-id' },
+      { cmHandle: 'alt-6', alternateId: 'duplicate-alt-id' },
+      { cmHandle: 'alt-7', alternateId: 'duplicate-alt-id' },
+    ],
+  });
+  assertEq(r.status, 500, 'partial failure');
+  assertEq(codes(r, 'failedCreatedCmHandles'), 'alt-5:109,alt-7:109', 'created');
+  assertEq(r.json.failedCreatedCmHandles[0].errorText, 'cm-handle already exists', 'error text');
+  // update: blank or the same keeps it, a different one is refused and the old one stays
+  for (const a of ['', '  ', 'existing-alt-id']) {
+    r = await reg({ dmiPlugin: dmi.url, updatedCmHandles: [{ cmHandle: 'alt-1', alternateId: a }] });
+    assertEq(r.status, 200, `update with '${a}'`);
+  }
+  r = await reg({ dmiPlugin: dmi.url, updatedCmHandles: [{ cmHandle: 'alt-1', alternateId: 'new' }] });
+  assertEq(codes(r, 'failedUpdatedCmHandles'), 'alt-1:109', 'changed alternate id');
+  assertEq((await ch('alt-1')).json.alternateId, 'existing-alt-id', 'kept');
+  r = await reg({ dmiPlugin: dmi.url, updatedCmHandles: [{ cmHandle: 'alt-2', alternateId: 'new' }] });
+  assertEq(r.status, 200, 'a first alternate id on update');
+  assertEq((await ch('new')).json.cmHandle, 'alt-2', 'found by it');
+});
+
+await test('ncmp: modules and module definitions (plain, by module, by module and revision)', async () => {
+  let r = await ch('no-such-handle', '/modules');
+  assertEq(`${r.status} ${r.text}`, '200 []', 'modules of an unknown handle');
+  r = await ch('no-such-handle', '/modules/definitions');
+  assertEq(`${r.status} ${r.text}`, '200 []', 'definitions of an unknown handle');
+  r = await ch('ch-1', '/modules/definitions');
+  assertEq(r.status, 200, 'status');
+  assertEq(r.json.length, 5, `definitions ${r.text.slice(0, 200)}`);
+  const t = r.json.find((x) => x.moduleName === 'tagA-module-1');
+  assert(t && t.revision === '2024-01-01' && /^module tagA-module-1 \{/.test(t.content), `shape ${JSON.stringify(t)}`);
+  r = await ch('ch-1', '/modules/definitions?module-name=ietf-yang-types');
+  assertEq(r.json.map((x) => x.moduleName).join(), 'ietf-yang-types', 'by module name');
+  r = await ch('ch-1', '/modules/definitions?module-name=ietf-yang-types&revision=2013-07-15');
+  assertEq(r.json.length, 1, 'by module and revision');
+  r = await ch('ch-1', '/modules/definitions?module-name=ietf-yang-types&revision=1999-01-01');
+  assertEq(r.text, '[]', 'other revision');
+  r = await ch('ch-1', '/modules/definitions?revision=1999-01-01');
+  assertEq(r.json.length, 5, 'a revision alone is ignored');
+});
+
+await test('ncmp: error bodies are {status, message, details}', async () => {
+  let r = await ch('nope');
+  assertEq(r.status, 404, 'status');
+  assertEq(r.json.status, '404 NOT_FOUND', 'status text');
+  assert(typeof r.json.message === 'string' && typeof r.json.details === 'string', r.text);
+  r = await as('POST', '/ncmp/v1/ch/id-searches', '{"cmHandleQueryParameters":', 'v-tok');
+  assertEq(`${r.status} ${r.json && r.json.status}`, '400 400 BAD_REQUEST', 'malformed search');
+  r = await as('POST', '/ncmpInventory/v1/ch', { dmiPlugin: dmi.url }, 'v-tok');
+  assertEq(`${r.status} ${r.json && r.json.status}`, '403 403 FORBIDDEN', 'registration as a viewer');
+  r = await as('GET', '/api/v1/points/nope', undefined, 'v-tok');
+  assert(r.json && r.json.error && r.json.error.code, 'opsd paths keep their own error shape');
+});
+
+await test('ncmp: lock reason details in NCMP wording (sync and upgrade failures)', async () => {
+  dmi.fault({ status: 500, idPattern: /^lk-/ });
+  let r = await reg({ dmiPlugin: dmi.url, createdCmHandles: [{ cmHandle: 'lk-1', moduleSetTag: 'tagLK' }] });
+  assertEq(r.status, 200, 'registered');
+  let s;
+  for (let i = 0; i < 50; i++) {
+    s = await ch('lk-1', '/state');
+    if (s.json.state.cmHandleState === 'LOCKED') break;
+    await sleep(100);
+  }
+  assertEq(s.json.state.lockReason.reason, 'MODULE_SYNC_FAILED', 'reason');
+  assert(/^ Attempt #\d+ failed: .*HTTP 500/.test(s.json.state.lockReason.details), `details '${s.json.state.lockReason.details}'`);
+  r = await cps("//lock-reason[@reason='MODULE_SYNC_FAILED']");
+  assert(r.json.includes('lk-1') && !r.json.includes('ch-1'), `lock-reason path ${r.text}`);
+  dmi.fault({});
+  await waitReady(['lk-1']);
+  // upgrade: LOCKED MODULE_UPGRADE "Upgrade to ModuleSetTag: T", then on failure MODULE_UPGRADE_FAILED
+  dmi.fault({ status: 500, idPattern: /^lk-/ });
+  r = await reg({ dmiPlugin: dmi.url, upgradedCmHandles: { cmHandles: ['lk-1'], moduleSetTag: 'tagUP' } });
+  assertEq(r.status, 200, 'upgrade');
+  for (let i = 0; i < 50; i++) {
+    s = await ch('lk-1', '/state');
+    if (s.json.state.lockReason && s.json.state.lockReason.reason === 'MODULE_UPGRADE_FAILED') break;
+    await sleep(100);
+  }
+  assertEq(s.json.state.lockReason.reason, 'MODULE_UPGRADE_FAILED', 'upgrade failed');
+  assert(/^Upgrade to ModuleSetTag: tagUP {2}Attempt #\d+ failed: /.test(s.json.state.lockReason.details),
+    `details '${s.json.state.lockReason.details}'`);
+  dmi.fault({});
+  await waitReady(['lk-1']);
+  assertEq((await ch('lk-1')).json.moduleSetTag, 'tagUP', 'upgraded');
+});
+
+await test('ncmp: cps path conditions over the dmi-registry model', async () => {
+  const tagB = K6.filter((_, i) => i % 5 === 1);
+  let r = await cps("/dmi-registry/cm-handles[@module-set-tag='tagB']");
+  assertEq(sorted(r), JSON.stringify([...tagB].sort()), 'module-set-tag (absolute path)');
+  r = await cps("/dmi-registry/cm-handles[@module-set-tag='tagB']/ancestor::cm-handles");
+  assertEq(r.json.length, tagB.length, 'with the ancestor axis NCMP appends');
+  r = await cps("//cm-handles[@id='ch-2' or @id='ch-4']");
+  assertEq(sorted(r), '["ch-2","ch-4"]', 'or');
+  r = await cps("//cm-handles[@module-set-tag='tagB' and @data-producer-identifier='some-data-producer-id']");
+  assertEq(r.json.length, tagB.length, 'and');
+  r = await cps("//public-properties[@name='systemId' and @value='12']");
+  assertEq(sorted(r), '["ch-12"]', 'a public property (name and value of one entry)');
+  r = await cps("//public-properties[@name='systemId' and @value='12' or @name='systemId' and @value='13']");
+  assertEq(sorted(r), '["ch-12","ch-13"]', 'and binds tighter than or');
+  r = await cps("//cm-handles[contains(@alternate-id,'MyRadioNode4')]");
+  assertEq(sorted(r), '["ch-4","ch-40","ch-41","ch-42","ch-43","ch-44","ch-45","ch-46","ch-47","ch-48","ch-49"]', 'contains');
+  r = await cps(`//cm-handles[@dmi-service-name='${dmi.url}']/state[@cm-handle-state='READY']`);
+  assert(r.json.length >= K6.length, `two steps: ${r.json.length}`);
+  r = await cps("//state[@data-sync-enabled='true']");
+  assertEq(r.text, '[]', 'data sync is off everywhere');
+  r = await cps("//datastores/operational[@sync-state='NONE_REQUESTED']");
+  assert(r.json.includes('ch-1'), 'operational datastore of a READY handle');
+  // private properties cannot be searched from the northbound API (NCMP: an empty answer)
+  r = await cps("//additional-properties[@name='syncStatus' and @value='ACTIVE']");
+  assertEq(r.text, '[]', 'additional-properties northbound');
+  r = await as('POST', '/ncmpInventory/v1/ch/searches', { cmHandleQueryParameters: [cond('cmHandleWithCpsPath',
+    [{ cpsPath: "//additional-properties[@name='segmentId' and @value='5']" }])] }, 'v-tok');
+  assertEq(sorted(r), '["ch-5"]', 'additional-properties in the inventory search');
+  for (const bad of ['//foo[@x=1]', "//cm-handles[@colour='x']", "//cm-handles[@id>'x']", 'cm-handles', "//cm-handles[@id='x'"]) {
+    r = await cps(bad);
+    assertEq(`${r.status} ${r.json && r.json.status}`, '400 400 BAD_REQUEST', `refused: ${bad}`);
+  }
+});
+
+await test('ncmp: cmHandleWithTrustLevel and the trust level in reads', async () => {
+  let r = await reg({ dmiPlugin: dmi.url, createdCmHandles: [{ cmHandle: 'tl-1', trustLevel: 'NONE', moduleSetTag: 'tagA' }, { cmHandle: 'tl-2', trustLevel: 'COMPLETE', moduleSetTag: 'tagA' }] });
+  assertEq(r.status, 200, 'registered');
+  r = await idSearch([cond('cmHandleWithTrustLevel', [{ trustLevel: 'NONE' }])]);
+  assertEq(sorted(r), '["tl-1"]', 'NONE');
+  r = await idSearch([cond('cmHandleWithTrustLevel', [{ whatever: 'COMPLETE' }]), cond('hasAllProperties', [{ systemName: 'ncmp' }])]);
+  assertEq(r.json.length, K6.length, 'COMPLETE (parameter name not checked, as NCMP), AND-ed');
+  assertEq((await ch('tl-1')).json.trustLevel, 'NONE', 'read');
+});
+
+await test('ncmp: inventory searches, listing by plugin, and the role each route needs', async () => {
+  let r = await as('POST', '/ncmpInventory/v1/ch/searches', { cmHandleQueryParameters: [
+    cond('hasAllAdditionalProperties', [{ softwareVersion: 'Firmware_tagC' }]),
+    cond('cmHandleWithDmiPlugin', [{ dmiPluginName: dmi.url }])] }, 'v-tok');
+  assertEq(r.status, 200, `status ${r.text.slice(0, 200)}`);
+  assertEq(sorted(r), JSON.stringify(K6.filter((_, i) => i % 5 === 2).sort()), 'additional properties and plugin');
+  r = await as('POST', '/ncmpInventory/v1/ch/searches?outputAlternateId=true', { cmHandleQueryParameters: [
+    cond('hasAllAdditionalProperties', [{ deviceIdentifier: 'Element=RadioBaseStation_5G_1000' }])] }, 'v-tok');
+  assertEq(r.text, JSON.stringify([getAlternateId(1)]), 'alternate ids');
+  r = await as('POST', '/ncmpInventory/v1/ch/searchCmHandles?outputDmiProperties=true', { cmHandleQueryParameters: [
+    cond('cmHandleWithCpsPath', [{ cpsPath: "//cm-handles[@id='ch-1']" }])] }, 'v-tok');
+  assertEq(r.status, 200, 'searchCmHandles');
+  assertEq(r.json[0].cmHandle, 'ch-1', 'object');
+  assertEq(r.json[0].cmHandleProperties.segmentId, '1', 'private properties when asked');
+  r = await as('POST', '/ncmpInventory/v1/ch/searchCmHandles', { cmHandleQueryParameters: [] }, 'v-tok');
+  assert(r.json.length >= K6.length && !r.text.includes('cmHandleProperties'), 'all, without private properties');
+  r = await idSearch([cond('hasAllAdditionalProperties', [{ syncStatus: 'ACTIVE' }])]);
+  assertEq(r.status, 400, 'hasAllAdditionalProperties is the inventory\'s');
+  r = await as('GET', `/ncmpInventory/v1/ch/cmHandles?dmi-plugin-identifier=${encodeURIComponent(dmi.url)}&outputAlternateId=true`, undefined, 'v-tok');
+  assert(r.json.includes(getAlternateId(3)) && r.json.includes('tl-1'), 'listing: alternate ids where set');
+  r = await as('GET', `/ncmpInventory/v1/ch?dmi-plugin-identifier=${encodeURIComponent(dmi.url)}`, undefined, 'v-tok');
+  assert(r.status === 200 && r.json.includes('ch-3'), `GET /ncmpInventory/v1/ch (${r.status})`);
+  r = await http(d, 'POST', '/ncmpInventory/v1/ch/searches', { cmHandleQueryParameters: [] });
+  assertEq(r.status, 401, 'no token');
+});
+
+await test('ncmp: SIGTERM exits 0 and no sanitizer report', async () => {
+  const r = await d.stop('SIGTERM', 10000);
+  assertEq(JSON.stringify([r.code, r.signal, r.killed]), JSON.stringify([0, null, false]), 'exit');
+  const rep = work.sanitizerReport();
+  assert(!rep, `sanitizer: ${rep}`);
+});
+
+await dmi.close();
+await finish();
