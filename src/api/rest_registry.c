@@ -216,6 +216,112 @@ static void get_handle(struct http_req *r, const char *rest)
     rest_json(r, 200);
 }
 
+/* ---- data operations ---- */
+
+struct data_ans {
+    struct rest_deferred *d;
+    enum reg_data_op op;
+};
+
+/* NCMP's answer to a plugin's failure (its DmiClientRequestException): 502 with
+ * {"message","dmi-response":{"http-code","body"}}. */
+static void dmi_error(struct http_req *r, const struct reg_data_result *res)
+{
+    buf_reset(&r->resp);
+    jw_raw(&r->resp, "{\"message\":");
+    jw_str(&r->resp, res->invalid       ? "the DMI plugin's answer is not JSON"
+                     : res->http == 503 ? "the DMI plugin did not answer"
+                     : res->http == 504 ? "the DMI plugin did not answer in time (registry.data_timeout)"
+                                        : "the DMI plugin answered an error");
+    buf_printf(&r->resp, ",\"dmi-response\":{\"http-code\":%ld,\"body\":", res->http);
+    char *body = xstrndup(res->body, res->len);
+    jw_str(&r->resp, body);
+    free(body);
+    jw_raw(&r->resp, "}}");
+    rest_json(r, 502);
+}
+
+static void data_done(void *ud, const struct reg_data_result *res)
+{
+    struct data_ans *a = ud;
+    struct http_req *r = a->d->req;
+    if (r && res->status < 0) {
+        rest_error(r, 503, "busy", "the registry is stopping");
+    } else if (r && res->dmi_failed) {
+        dmi_error(r, res);
+    } else if (r) {
+        /* NCMP: read and update answer the plugin's data, create 201, delete 204 */
+        if (a->op == REG_DATA_CREATE || a->op == REG_DATA_DELETE) {
+            r->status = a->op == REG_DATA_CREATE ? 201 : 204;
+        } else {
+            buf_append(&r->resp, res->body, res->len);
+            rest_json(r, 200);
+        }
+    }
+    rest_complete(a->d);
+    free(a);
+}
+
+/* /ncmp/v1/ch/{ref}/data/ds/{datastore}?resourceIdentifier=..&options=.. (the reference may
+ * hold '/': the last "/data/ds/" splits it). */
+static void data_op(struct http_req *r, const char *rest, const char *at)
+{
+    int m = r->method;
+    enum reg_data_op op = m == LWSHUMETH_POST    ? REG_DATA_CREATE
+                          : m == LWSHUMETH_PUT   ? REG_DATA_UPDATE
+                          : m == LWSHUMETH_PATCH ? REG_DATA_PATCH
+                          : m == LWSHUMETH_DELETE ? REG_DATA_DELETE
+                                                  : REG_DATA_READ;
+    if (op == REG_DATA_DELETE && r->role < ROLE_OPERATOR) {
+        rest_error(r, 403, "forbidden", "deleting data needs the operator role");
+        return;
+    }
+    size_t n = (size_t)(at - rest);
+    const char *ds = at + 9;
+    char id[REG_ID_MAX + 2];
+    if (n == 0 || n > REG_ID_MAX || !*ds || strchr(ds, '/')) {
+        rest_error(r, 404, "not_found", "no such path: %.200s", r->path);
+        return;
+    }
+    ref_copy(r->api->reg, id, rest, n);
+    char *resid = xmalloc(8192), *opts = xmalloc(4096);
+    struct reg_data_req q = {.ref = id, .datastore = ds, .op = op, .body = r->body.data, .len = r->body.len};
+    q.resid = rest_arg(r, "resourceIdentifier", resid, 8192);
+    q.options = rest_arg(r, "options", opts, 4096);
+    struct data_ans *a = xzalloc(sizeof *a);
+    a->op = op;
+    struct reg_data_result refused;
+    if (reg_data_start(r->api->reg, &q, &refused, data_done, a) == 0) {
+        a->d = rest_defer(r);
+    } else {
+        free(a);
+        if (refused.not_ready) {
+            /* NCMP's CpsException: message and details as it writes them */
+            buf_reset(&r->resp);
+            jw_raw(&r->resp, "{\"status\":\"500 INTERNAL_SERVER_ERROR\",\"message\":\"State mismatch exception.\","
+                             "\"details\":");
+            jw_str(&r->resp, refused.msg);
+            buf_putc(&r->resp, '}');
+            rest_json(r, 500);
+        } else {
+            rest_error(r, (int)refused.http, refused.http == 404 ? "not_found" : refused.http == 503 ? "busy"
+                       : "bad_request", "%s", refused.msg);
+            if (refused.http == 503)
+                r->retry_after = "1";
+        }
+    }
+    free(resid);
+    free(opts);
+}
+
+static const char *last_data_ds(const char *rest)
+{
+    const char *at = NULL;
+    for (const char *p = strstr(rest, "/data/ds/"); p; p = strstr(p + 1, "/data/ds/"))
+        at = p;
+    return at;
+}
+
 bool rest_registry(struct http_req *r)
 {
     static const char inv[] = "/ncmpInventory/", ncmp[] = "/ncmp/";
@@ -254,6 +360,9 @@ bool rest_registry(struct http_req *r)
     } else if (strcmp(p, "/ncmp/v1/ch/id-searches") == 0) {
         if (post)
             post_search(r, REG_SEARCH_IDS | (arg_true(r, "outputAlternateId") ? REG_SEARCH_ALT : 0));
+    } else if (strncmp(p, ch, sizeof ch - 1) == 0 && last_data_ds(p + sizeof ch - 1)) {
+        if (get || post || m == LWSHUMETH_PUT || m == LWSHUMETH_PATCH || m == LWSHUMETH_DELETE)
+            data_op(r, p + sizeof ch - 1, last_data_ds(p + sizeof ch - 1));
     } else if (strncmp(p, ch, sizeof ch - 1) == 0) {
         if (get)
             get_handle(r, p + sizeof ch - 1);

@@ -243,6 +243,16 @@ struct reg {
     uv_timer_t sync_timer;
     uv_idle_t sync_idle;                       /* the next pass, next loop iteration */
     bool handles_open;
+    /* data operations (data.c) */
+    pthread_t *dthreads;
+    uint32_t nddata;
+    pthread_mutex_t dlock;
+    pthread_cond_t dwake;
+    struct reg_dop *dq_first, *dq_last;        /* to forward */
+    struct reg_dop *dd_first;                  /* answered, to complete on the loop */
+    uint64_t dqueued;
+    bool dstop;                                /* atomic: aborts transfers in progress */
+    uv_async_t ddone_async;
     /* searches answering in slices (search.c) */
     struct reg_search *searches;
     uint32_t nsearches;
@@ -335,6 +345,11 @@ bool regp_match(const struct regp_cond *c, const struct reg_handle *h, bool priv
 /* When c is one step with one "=" term: its node, leaf and value (v2 NULL); or a
  * public-properties step with name= and value=: leaf -1, v the name, v2 the value. */
 bool regp_simple(const struct regp_cond *c, int *node, int *leaf, const char **v, const char **v2);
+
+/* data.c */
+struct reg_dop;
+int regd_start(struct reg *r);
+void regd_stop(struct reg *r);   /* joins the data threads, answers what is left */
 
 /* search.c */
 void regq_start(struct reg *r);        /* the slice timer (after the loop exists) */

@@ -33,6 +33,8 @@ struct reg_config {
     int64_t retry_max_ms;       /* back-off cap */
     int64_t plugin_timeout_ms;  /* one request to a DMI plugin */
     uint32_t max_batch;         /* handles per registration request (413 beyond) */
+    int64_t data_timeout_ms;    /* one data operation forwarded to a DMI plugin */
+    uint32_t data_concurrency;  /* data operations forwarded at once (threads) */
 };
 
 /* Parses the registry: section (n may be NULL: defaults, not present). Returns 0 or -1 with
@@ -82,6 +84,9 @@ struct reg_stats {
     uint64_t queued_ops;               /* changes waiting for the writer */
     uint64_t syncs_running;            /* batches being fetched now */
     uint64_t sync_waiting;             /* handles waiting for a sync */
+    uint64_t data_requests;            /* data operations forwarded to plugins */
+    uint64_t data_ok, data_failed;     /* ... answered 2xx by the plugin / not (error, down, timeout) */
+    uint64_t data_refused;             /* ... refused before forwarding (bad request, not READY, busy) */
 };
 
 /* Opens DATA_DIR/registry/registry.db (created when missing), loads every handle, set and
@@ -174,6 +179,35 @@ int reg_search_start(struct reg *r, const char *body, size_t len, unsigned flags
                      char *err, size_t errlen, void (*done)(void *ud, int status), void *ud);
 void reg_plugin_handles_start(struct reg *r, const char *plugin, bool alt, struct buf *out,
                               void (*done)(void *ud, int status), void *ud);
+
+/* ---- data operations (NCMP's /ncmp/v1/ch/{ref}/data/ds/{datastore}) ---- */
+
+enum reg_data_op { REG_DATA_READ, REG_DATA_CREATE, REG_DATA_UPDATE, REG_DATA_PATCH, REG_DATA_DELETE };
+struct reg_data_req {
+    const char *ref;           /* cm handle id or alternate id */
+    const char *datastore;     /* ncmp-datastore:passthrough-operational / -running */
+    enum reg_data_op op;
+    const char *resid, *options;
+    const char *body;          /* create, update, patch: JSON */
+    size_t len;
+};
+struct reg_data_result {
+    int status;                /* 0, or -ECANCELED (the registry stops) */
+    long http;                 /* the plugin's status; refused: the status to answer */
+    bool dmi_failed;           /* the plugin answered an error, or did not answer (503, 504) */
+    bool timed_out;
+    bool invalid;              /* the plugin answered 2xx with a body that is not JSON */
+    bool not_ready;            /* refused: the handle is not READY */
+    const char *body;          /* the plugin's answer (or the failure's text); valid during done */
+    size_t len;
+    char msg[512];             /* refused: why */
+};
+/* Checks q and forwards it to the handle's DMI plugin (its data plugin when it has one) on
+ * the data threads. Returns 0 and later calls done(ud, res) on the loop; or -1 with *refused
+ * filled (http 400 bad request, 404 unknown handle, 500 not READY, 503 queue full) when
+ * nothing was forwarded. The strings of q are copied. */
+int reg_data_start(struct reg *r, const struct reg_data_req *q, struct reg_data_result *refused,
+                   void (*done)(void *ud, const struct reg_data_result *res), void *ud);
 
 /* ---- DMI plugin payloads (any thread; also the fuzz targets' entry points) ---- */
 

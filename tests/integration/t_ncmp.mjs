@@ -26,6 +26,8 @@ registry:
   retry_initial: 300ms
   retry_max: 1s
   plugin_timeout: 700ms
+  data_timeout: 800ms
+  data_concurrency: 8
 `;
 
 const dmi = await startDmi({ delayMs: 2 });
@@ -284,6 +286,103 @@ await test('ncmp: inventory searches, listing by plugin, and the role each route
   assert(r.status === 200 && r.json.includes('ch-3'), `GET /ncmpInventory/v1/ch (${r.status})`);
   r = await http(d, 'POST', '/ncmpInventory/v1/ch/searches', { cmHandleQueryParameters: [] });
   assertEq(r.status, 401, 'no token');
+});
+
+// Data operations: ONAP K6's passthrough read and write (k6-tests/ncmp/common/passthrough-crud.js)
+const RESID = 'ManagedElement=NRNode1/GNBDUFunction=1/NRCellDU=cell1';
+const dataUrl = (ref, ds, q = `resourceIdentifier=${encodeURIComponent(RESID)}`) =>
+  `/ncmp/v1/ch/${encodeURIComponent(ref)}/data/ds/${ds}?${q}`;
+const PO = 'ncmp-datastore:passthrough-operational', PR = 'ncmp-datastore:passthrough-running';
+
+await test('ncmp: passthrough read and writes are forwarded in the DMI API shape', async () => {
+  dmi.reset();
+  // K6 reads by alternate id with include-descendants
+  let r = await as('GET', dataUrl(getAlternateId(4), PO, `resourceIdentifier=${encodeURIComponent(RESID)}&include-descendants=true&options=${encodeURIComponent('(fields=NRCellDU/attributes/cellLocalId)')}`), undefined, 'v-tok');
+  assertEq(r.status, 200, `read (${r.text.slice(0, 300)})`);
+  const st = r.json['ietf-netconf-monitoring:netconf-state'];
+  assertEq(st.cmHandle, 'ch-4', 'the plugin is asked with the cm handle id');
+  assertEq(st.resourceIdentifier, RESID, 'resource identifier');
+  assertEq(st.options, '(fields=NRCellDU/attributes/cellLocalId)', 'options');
+  assertEq(st.moduleSetTag, 'tagD', 'module set tag');
+  assertEq(st.cmHandleProperties.segmentId, '4', 'private properties go to the plugin');
+  const got = dmi.stats.data[0];
+  assertEq(got.datastore, PO, 'datastore');
+  assertEq(got.body.operation, 'read', 'operation');
+  // K6's write: POST on passthrough-running -> create
+  const payload = { id: '123', attributes: { userLabel: 'test' } };
+  r = await as('POST', dataUrl('ch-4', PR), payload);
+  assertEq(r.status, 201, `create (${r.text.slice(0, 200)})`);
+  const w = dmi.stats.data[1];
+  assertEq(w.body.operation, 'create', 'create');
+  assertEq(JSON.parse(w.body.data).attributes.userLabel, 'test', 'data as a JSON string');
+  assertEq(w.body.dataType, 'application/json', 'dataType');
+  for (const [method, op, status] of [['PUT', 'update', 200], ['PATCH', 'patch', 200], ['DELETE', 'delete', 204]]) {
+    r = await as(method, dataUrl('ch-4', PR), method === 'DELETE' ? undefined : payload);
+    assertEq(r.status, status, `${method} (${r.text.slice(0, 200)})`);
+    assertEq(dmi.stats.data[dmi.stats.data.length - 1].body.operation, op, `${method} is ${op}`);
+  }
+  assertEq(dmi.stats.dataOps, 5, 'five forwarded');
+});
+
+await test('ncmp: bad data requests get NCMP\'s error and nothing is forwarded', async () => {
+  dmi.reset();
+  const cases = [
+    ['GET', dataUrl('ch-1', 'ncmp-datastore:bogus'), undefined, 400],
+    ['GET', dataUrl('ch-1', 'ncmp-datastore:operational'), undefined, 400],
+    ['POST', dataUrl('ch-1', PO), { a: 1 }, 400],
+    ['GET', dataUrl('ch-1', PO, ''), undefined, 400],
+    ['GET', dataUrl('ch-1', PO, `resourceIdentifier=${'x'.repeat(5000)}`), undefined, 400],
+    ['POST', dataUrl('ch-1', PR), '{"not json', 400],
+    ['GET', dataUrl('no-such', PO), undefined, 404],
+  ];
+  for (const [method, url, body, status] of cases) {
+    const r = await as(method, url, body);
+    assertEq(r.status, status, `${method} ${url.slice(0, 90)}: ${r.text.slice(0, 200)}`);
+    assert(r.json && typeof r.json.status === 'string' && r.json.message, `NCMP error body: ${r.text.slice(0, 200)}`);
+  }
+  // a handle that is not READY: NCMP's CpsException
+  await reg({ dmiPlugin: 'http://127.0.0.1:9', createdCmHandles: [{ cmHandle: 'nr-1' }] });
+  const r = await as('GET', dataUrl('nr-1', PO));
+  assertEq(r.status, 500, 'not READY');
+  assertEq(r.json.message, 'State mismatch exception.', 'message');
+  assert(/^Cm-Handle not in READY state\. cm handle state is (ADVISED|LOCKED)$/.test(r.json.details), r.json.details);
+  // a viewer may read but not write
+  assertEq((await as('POST', dataUrl('ch-1', PR), { a: 1 }, 'v-tok')).status, 403, 'viewer write');
+  assertEq((await as('DELETE', dataUrl('ch-1', PR), undefined, 'v-tok')).status, 403, 'viewer delete');
+  assertEq(dmi.stats.dataOps, 0, 'nothing forwarded');
+});
+
+await test('ncmp: plugin failures: 4xx, 5xx, invalid JSON, down, slow (timeout) answer 502', async () => {
+  for (const [f, code] of [[{ status: 404 }, 404], [{ status: 500 }, 500], [{ invalidJson: true }, 200], [{ hang: true }, 504]]) {
+    dmi.fault({ ...f, idPattern: /^ch-9$/ });
+    const t0 = Date.now();
+    const r = await as('GET', dataUrl('ch-9', PO));
+    assertEq(r.status, 502, `${JSON.stringify(f)}: ${r.text.slice(0, 200)}`);
+    assertEq(r.json['dmi-response']['http-code'], code, `http-code for ${JSON.stringify(f)}`);
+    assert(typeof r.json.message === 'string', 'message');
+    if (f.hang) assert(Date.now() - t0 < 3000, 'data_timeout bounds the wait');
+  }
+  dmi.fault({});
+  const ok = await as('GET', dataUrl('ch-9', PO));
+  assertEq(ok.status, 200, 'recovers');
+  // a plugin that is down: a handle whose data plugin refuses connections
+  await reg({ dmiDataPlugin: 'http://127.0.0.1:9', dmiModelPlugin: dmi.url, createdCmHandles: [{ cmHandle: 'down-1', moduleSetTag: 'tagA' }] });
+  await waitReady(['down-1']);
+  const r = await as('GET', dataUrl('down-1', PO));
+  assertEq(`${r.status} ${r.json && r.json['dmi-response'] && r.json['dmi-response']['http-code']}`, '502 503', `down: ${r.text.slice(0, 200)}`);
+  const mt = await as('GET', '/metrics', undefined, 'v-tok');
+  const num = (name) => Number((mt.text.match(new RegExp(`^${name} (\\d+)`, 'm')) || [])[1]);
+  assert(num('opsd_registry_data_requests_total') >= 10, 'requests counted');
+  assert(num('opsd_registry_data_failures_total') >= 5, 'failures counted');
+  assert(num('opsd_registry_data_refused_total') >= 8, 'refusals counted');
+});
+
+await test('ncmp: 200 concurrent reads through the plugin all answer', async () => {
+  dmi.reset();
+  const rs = await Promise.all(Array.from({ length: 200 }, (_, i) => as('GET', dataUrl(K6[i % K6.length], PO), undefined, 'v-tok')));
+  assertEq(rs.filter((r) => r.status === 200).length, 200, 'all 200');
+  assert(rs.every((r, i) => r.json['ietf-netconf-monitoring:netconf-state'].cmHandle === K6[i % K6.length]), 'each its own');
+  assertEq(dmi.stats.dataOps, 200, 'forwarded once each');
 });
 
 await test('ncmp: SIGTERM exits 0 and no sanitizer report', async () => {
