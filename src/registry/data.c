@@ -96,6 +96,7 @@ static void perform(CURL *c, struct reg_dop *op)
 static void *data_thread(void *arg)
 {
     struct reg *r = arg;
+    pthread_setname_np(pthread_self(), "reg-data"); /* top -H, perf: which thread is which */
     CURL *c = curl_easy_init();
     pthread_mutex_lock(&r->dlock);
     for (;;) {
