@@ -598,14 +598,22 @@ static void schedule(struct reg *r)
     while (r->q_first && r->running < r->cfg.sync_concurrency && scanned < SYNC_SCAN_MAX) {
         struct reg_job *j = xzalloc(sizeof *j);
         j->tasks = xnew(struct reg_task, r->cfg.sync_batch);
+        bool tagged = false; /* the batch fetches a new tag's module set */
         while (r->q_first && j->n < r->cfg.sync_batch && scanned < SYNC_SCAN_MAX) {
             struct reg_handle *h = r->q_first;
-            regm_unqueue(r, h);
-            scanned++;
-            if (regs_known_tag(r, h))
+            if (regs_known_tag(r, h)) { /* it leaves the queue, READY */
+                scanned++;
                 continue;
+            }
             const char *tag = target_tag(h);
             struct reg_flight *f = *tag ? rmap_get(&r->flights, tag) : NULL;
+            /* One new tag per batch: a batch runs on one fetch thread, task after task, so
+             * new tags in one batch would be fetched one after another; in batches of their
+             * own they are fetched sync_concurrency at a time. */
+            if (!f && *tag && tagged)
+                break;
+            regm_unqueue(r, h);
+            scanned++;
             if (f) {
                 if (f->n % 64 == 0) {
                     f->waiters = xgrow(f->waiters, f->n + 64);
@@ -630,6 +638,7 @@ static void schedule(struct reg *r)
             t->upgrade = h->upgrade_tag != NULL;
             h->syncing = true;
             if (*tag) {
+                tagged = true;
                 f = xzalloc(sizeof *f);
                 f->tag = xstrdup(tag);
                 rmap_put(&r->flights, f->tag, f);

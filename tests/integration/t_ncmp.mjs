@@ -385,6 +385,28 @@ await test('ncmp: 200 concurrent reads through the plugin all answer', async () 
   assertEq(dmi.stats.dataOps, 200, 'forwarded once each');
 });
 
+await test('ncmp: module sets of different new tags are fetched at once (bounded, once per tag)', async () => {
+  // a plugin answering every request in 300 ms; 8 new tags, 20 handles each, interleaved;
+  // sync_concurrency 2: in series 8 x 2 requests x 300 ms = 4.8 s, two at a time half that
+  const slow = await startDmi({ delayMs: 300 });
+  try {
+    const tags = Array.from({ length: 8 }, (_, i) => `slowtag${i}`);
+    const ids = Array.from({ length: 160 }, (_, i) => `par-${i}`);
+    const t0 = Date.now();
+    const r = await reg({ dmiPlugin: slow.url, createdCmHandles: ids.map((id, i) => ({ cmHandle: id, moduleSetTag: tags[i % 8] })) });
+    assertEq(r.status, 200, 'registered');
+    await waitReady(ids, 20000);
+    const ms = Date.now() - t0;
+    for (const t of tags) assertEq(slow.stats.byTag[t], 1, `${t} fetched once (${JSON.stringify(slow.stats.byTag)})`);
+    // two fetches overlapped: some module list request started before an earlier one ended
+    const starts = slow.stats.requests.filter((q) => q.kind === 'modules').map((q) => q.t).sort((a, b) => a - b);
+    assert(starts.some((t, i) => i > 0 && t - starts[i - 1] < 150), `fetches overlap: ${starts.map((t) => t - starts[0])}`);
+    assert(ms < 4000, `all READY in ${ms} ms (in series it takes 4.8 s)`);
+  } finally {
+    await slow.close();
+  }
+});
+
 await test('ncmp: SIGTERM exits 0 and no sanitizer report', async () => {
   const r = await d.stop('SIGTERM', 10000);
   assertEq(JSON.stringify([r.code, r.signal, r.killed]), JSON.stringify([0, null, false]), 'exit');
