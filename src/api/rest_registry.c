@@ -12,13 +12,17 @@
  * The read side of one handle is answered at once from the in-memory model. */
 #include <errno.h>
 #include <stdio.h>
+#include <jansson.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "api/api_int.h"
 #include "core/buf.h"
 #include "core/jsonw.h"
 #include "core/mem.h"
+#include "core/util.h"
 #include "registry/registry.h"
 
 struct reg_ack {
@@ -218,10 +222,133 @@ static void get_handle(struct http_req *r, const char *rest)
 
 /* ---- data operations ---- */
 
+struct data_batch;
+
 struct data_ans {
-    struct rest_deferred *d;
+    struct rest_deferred *d;          /* NULL for an asynchronous request (answered at once) */
     enum reg_data_op op;
+    struct api *api;
+    char *topic, request_id[37];      /* asynchronous: the CloudEvent goes to the topic */
+    char *ref, *resid, *options, *operation_id;
+    struct data_batch *batch;         /* a target of POST /ncmp/v1/data */
 };
+
+/* POST /ncmp/v1/data: the targets of one operation answer in one CloudEvent once all are in. */
+struct data_batch {
+    struct api *api;
+    char *topic, request_id[37], *operation_id, *resid, *options;
+    struct buf responses;             /* the "responses" entries so far */
+    size_t pending, n;
+};
+
+static void uuid4(char out[37])
+{
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+        uint64_t t = mono_ns() ^ (uint64_t)now_ms() << 20;
+        for (int i = 0; i < 16; i++)
+            b[i] = (unsigned char)(t >> (i % 8 * 8)) ^ (unsigned char)(i * 37);
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+             b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* One entry of a DataOperationEvent's "responses" (NCMP's codes: 0 ok, 100 not found, 101
+ * not ready, 102 the plugin is not responding, 103 the plugin cannot read the data). */
+static void response_entry(struct buf *b, const char *operation_id, const char *id, const char *resid,
+                           const char *options, int code, const char *result, size_t rlen)
+{
+    static const char *const texts[] = {"Successfully applied changes", "cm handle id(s) is(are) not found",
+                                        "cm handle id(s) is(are) in non ready state",
+                                        "dmi plugin service is not responding",
+                                        "dmi plugin service is not able to read resource data"};
+    jw_raw(b, "{\"operationId\":");
+    if (operation_id)
+        jw_str(b, operation_id);
+    else
+        jw_raw(b, "null");
+    jw_raw(b, ",\"ids\":[");
+    jw_str(b, id);
+    jw_raw(b, "],\"resourceIdentifier\":");
+    jw_str(b, resid ? resid : "");
+    jw_raw(b, ",\"options\":");
+    jw_str(b, options ? options : "");
+    buf_printf(b, ",\"statusCode\":%d,\"statusMessage\":", code);
+    jw_str(b, texts[code ? code - 99 : 0]);
+    if (result) {
+        jw_raw(b, ",\"result\":");
+        buf_append(b, result, rlen);
+    }
+    buf_putc(b, '}');
+}
+
+/* NCMP's DataOperationEvent (docs/data-operation-events.rst) to the topic's subscribers. */
+static void publish(struct api *api, const char *topic, const char *request_id, const struct buf *responses)
+{
+    struct buf e;
+    buf_init(&e, SIZE_MAX);
+    char id[37], t[32];
+    uuid4(id);
+    int64_t ms = now_ms();
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    size_t n = strftime(t, 24, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(t + n, sizeof t - n, ".%03d+0000", (int)(ms % 1000));
+    jw_raw(&e, "{\"specversion\":\"1.0\",\"id\":");
+    jw_str(&e, id);
+    jw_raw(&e, ",\"type\":\"org.onap.cps.ncmp.events.async1_0_0.DataOperationEvent\",\"source\":\"NCMP\","
+               "\"dataschema\":\"urn:cps:org.onap.cps.ncmp.events.async1_0_0.DataOperationEvent:1.0.0\",\"time\":");
+    jw_str(&e, t);
+    jw_raw(&e, ",\"datacontenttype\":\"application/json\",\"correlationid\":");
+    jw_str(&e, request_id);
+    jw_raw(&e, ",\"destination\":");
+    jw_str(&e, topic);
+    jw_raw(&e, ",\"data\":{\"responses\":[");
+    buf_append(&e, responses->data ? responses->data : "", responses->len);
+    jw_raw(&e, "]}}");
+    ws_registry_publish(api, topic, e.data);
+    buf_release(&e);
+}
+
+static int result_code(const struct reg_data_result *res)
+{
+    if (res->status < 0 || (res->dmi_failed && (res->http == 503 || res->http == 504)))
+        return 102;
+    return res->dmi_failed ? 103 : 0;
+}
+
+static void ans_free(struct data_ans *a)
+{
+    free(a->topic);
+    free(a->ref);
+    free(a->resid);
+    free(a->options);
+    free(a->operation_id);
+    free(a);
+}
+
+static void batch_done_one(struct data_batch *b)
+{
+    if (--b->pending)
+        return;
+    publish(b->api, b->topic, b->request_id, &b->responses);
+    buf_release(&b->responses);
+    free(b->topic);
+    free(b->operation_id);
+    free(b->resid);
+    free(b->options);
+    free(b);
+}
+
+static void batch_add(struct data_batch *b, const char *id, int code, const char *result, size_t rlen)
+{
+    if (b->n++)
+        buf_putc(&b->responses, ',');
+    response_entry(&b->responses, b->operation_id, id, b->resid, b->options, code, result, rlen);
+}
 
 /* NCMP's answer to a plugin's failure (its DmiClientRequestException): 502 with
  * {"message","dmi-response":{"http-code","body"}}. */
@@ -244,6 +371,23 @@ static void dmi_error(struct http_req *r, const struct reg_data_result *res)
 static void data_done(void *ud, const struct reg_data_result *res)
 {
     struct data_ans *a = ud;
+    if (a->batch) {
+        int code = result_code(res);
+        batch_add(a->batch, a->ref, code, code || !res->len ? NULL : res->body, res->len);
+        batch_done_one(a->batch);
+        ans_free(a);
+        return;
+    }
+    if (a->topic) {
+        struct buf b;
+        buf_init(&b, SIZE_MAX);
+        int code = result_code(res);
+        response_entry(&b, NULL, a->ref, a->resid, a->options, code, code || !res->len ? NULL : res->body, res->len);
+        publish(a->api, a->topic, a->request_id, &b);
+        buf_release(&b);
+        ans_free(a);
+        return;
+    }
     struct http_req *r = a->d->req;
     if (r && res->status < 0) {
         rest_error(r, 503, "busy", "the registry is stopping");
@@ -259,7 +403,7 @@ static void data_done(void *ud, const struct reg_data_result *res)
         }
     }
     rest_complete(a->d);
-    free(a);
+    ans_free(a);
 }
 
 /* /ncmp/v1/ch/{ref}/data/ds/{datastore}?resourceIdentifier=..&options=.. (the reference may
@@ -288,13 +432,38 @@ static void data_op(struct http_req *r, const char *rest, const char *at)
     struct reg_data_req q = {.ref = id, .datastore = ds, .op = op, .body = r->body.data, .len = r->body.len};
     q.resid = rest_arg(r, "resourceIdentifier", resid, 8192);
     q.options = rest_arg(r, "options", opts, 4096);
+    char topic[256];
+    const char *tp = rest_arg(r, "topic", topic, sizeof topic);
     struct data_ans *a = xzalloc(sizeof *a);
     a->op = op;
+    a->api = r->api;
+    a->ref = xstrdup(id);
+    a->resid = xstrdup(q.resid ? q.resid : "");
+    a->options = xstrdup(q.options ? q.options : "");
+    if (tp) {
+        if (!*tp || op != REG_DATA_READ) {
+            ans_free(a);
+            free(resid);
+            free(opts);
+            rest_error(r, 400, "bad_request", "topic= names the stream topic of an asynchronous read (not empty)");
+            return;
+        }
+        a->topic = xstrdup(tp);
+        uuid4(a->request_id);
+    }
     struct reg_data_result refused;
     if (reg_data_start(r->api->reg, &q, &refused, data_done, a) == 0) {
-        a->d = rest_defer(r);
+        if (a->topic) {
+            /* NCMP answers the request id at once; the result comes as a CloudEvent */
+            jw_raw(&r->resp, "{\"requestId\":");
+            jw_str(&r->resp, a->request_id);
+            buf_putc(&r->resp, '}');
+            rest_json(r, 200);
+        } else {
+            a->d = rest_defer(r);
+        }
     } else {
-        free(a);
+        ans_free(a);
         if (refused.not_ready) {
             /* NCMP's CpsException: message and details as it writes them */
             buf_reset(&r->resp);
@@ -312,6 +481,93 @@ static void data_op(struct http_req *r, const char *rest, const char *at)
     }
     free(resid);
     free(opts);
+}
+
+/* POST /ncmp/v1/data?topic=T: NCMP's batch read, answered {"requestId"} at once; each target
+ * is read through its plugin (the data threads bound how many at once) and each operation's
+ * results go to the topic as one CloudEvent once all its targets are in. */
+#define BATCH_TARGETS_MAX 200   /* per operation, as NCMP */
+
+static void post_data_batch(struct http_req *r)
+{
+    char topic[256];
+    const char *tp = rest_arg(r, "topic", topic, sizeof topic);
+    if (!tp || !*tp) {
+        rest_error(r, 400, "bad_request", "give topic=NAME: the results come as CloudEvents to stream subscribers of it");
+        return;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, &je);
+    json_t *ops = json_object_get(j, "operations");
+    if (!json_is_array(ops)) {
+        json_decref(j);
+        rest_error(r, 400, "bad_request", "the body is {\"operations\":[{\"operation\":\"read\",\"operationId\":..,"
+                   "\"datastore\":..,\"resourceIdentifier\":..,\"targetIds\":[..]}]}");
+        return;
+    }
+    size_t i;
+    json_t *o;
+    json_array_foreach(ops, i, o) {
+        const char *op = json_string_value(json_object_get(o, "operation"));
+        const char *ds = json_string_value(json_object_get(o, "datastore"));
+        json_t *t = json_object_get(o, "targetIds");
+        if (!op || strcmp(op, "read") != 0 || !json_is_string(json_object_get(o, "operationId")) || !ds ||
+            (strcmp(ds, "ncmp-datastore:passthrough-operational") != 0 &&
+             strcmp(ds, "ncmp-datastore:passthrough-running") != 0) || !json_is_array(t)) {
+            json_decref(j);
+            rest_error(r, 400, "bad_request", "operations[%zu]: operation is read, with an operationId, a passthrough "
+                       "datastore and targetIds", i);
+            return;
+        }
+        if (json_array_size(t) > BATCH_TARGETS_MAX) {
+            json_decref(j);
+            rest_error(r, 413, "too_large", "operations[%zu]: at most %d targetIds", i, BATCH_TARGETS_MAX);
+            return;
+        }
+    }
+    char request_id[37];
+    uuid4(request_id);
+    json_array_foreach(ops, i, o) {
+        json_t *t = json_object_get(o, "targetIds");
+        struct data_batch *b = xzalloc(sizeof *b);
+        b->api = r->api;
+        b->topic = xstrdup(tp);
+        memcpy(b->request_id, request_id, sizeof request_id);
+        b->operation_id = xstrdup(json_string_value(json_object_get(o, "operationId")));
+        const char *rs = json_string_value(json_object_get(o, "resourceIdentifier"));
+        const char *os = json_string_value(json_object_get(o, "options"));
+        b->resid = xstrdup(rs ? rs : "");
+        b->options = xstrdup(os ? os : "");
+        buf_init(&b->responses, SIZE_MAX);
+        b->pending = 1; /* held until every target is started */
+        size_t k;
+        json_t *tid;
+        json_array_foreach(t, k, tid) {
+            const char *ref = json_string_value(tid);
+            if (!ref)
+                continue;
+            struct reg_data_req q = {.ref = ref, .datastore = json_string_value(json_object_get(o, "datastore")),
+                                     .op = REG_DATA_READ, .resid = *b->resid ? b->resid : "/", .options = b->options};
+            struct data_ans *a = xzalloc(sizeof *a);
+            a->api = r->api;
+            a->ref = xstrdup(ref);
+            a->batch = b;
+            struct reg_data_result refused;
+            b->pending++;
+            if (reg_data_start(r->api->reg, &q, &refused, data_done, a) < 0) {
+                batch_add(b, ref, refused.http == 404 ? 100 : refused.not_ready ? 101 : refused.http == 503 ? 102 : 103,
+                          NULL, 0);
+                b->pending--;
+                ans_free(a);
+            }
+        }
+        batch_done_one(b);
+    }
+    json_decref(j);
+    jw_raw(&r->resp, "{\"requestId\":");
+    jw_str(&r->resp, request_id);
+    buf_putc(&r->resp, '}');
+    rest_json(r, 200);
 }
 
 static const char *last_data_ds(const char *rest)
@@ -354,6 +610,9 @@ bool rest_registry(struct http_req *r)
             post_search(r, REG_SEARCH_INVENTORY | (arg_true(r, "outputDmiProperties") ||
                                                    arg_true(r, "includeAdditionalPropertiesInQuery")
                                                        ? REG_SEARCH_PRIVATE : 0));
+    } else if (strcmp(p, "/ncmp/v1/data") == 0) {
+        if (post)
+            post_data_batch(r);
     } else if (strcmp(p, "/ncmp/v1/ch/searches") == 0) {
         if (post)
             post_search(r, 0);

@@ -6,6 +6,11 @@
  *        "lockReason":"","details":"","moduleSetTag":"t1","ts":1764460800000}],"lost":0}
  * Every filter member is optional (none: every event); states match the new state.
  *
+ *   -> {"op":"subscribe","id":"t1","topic":"my-topic"}
+ *   <- {"op":"event","id":"t1","events":[{CloudEvent},...],"lost":0}
+ * A topic subscription gets the CloudEvents of NCMP's asynchronous data operations sent to
+ * that topic (ws_registry_publish; NCMP would send them to the client's Kafka topic).
+ *
  * One registry listener per api (registered with the first subscription, its user data the
  * api; api->device_clients lists the clients) hands each event to the clients whose filters
  * match. Each subscription queues at most WSD_QUEUE_MAX events; past
@@ -22,9 +27,10 @@
 
 #define WSD_QUEUE_MAX 10000
 #define WSD_SUBS_MAX  16
+#define WSD_TOPIC_BYTES_MAX (64u << 20)   /* queued CloudEvents per topic subscription */
 
 struct wsd_event {
-    char *id, *details, *tag;
+    char *id, *details, *tag;   /* a topic subscription's event: its JSON in details */
     enum reg_state state, previous;
     enum reg_lock lock;
     int64_t ts;
@@ -34,6 +40,8 @@ struct wsd_sub {
     char *id;
     unsigned states;        /* bit per reg_state; 0: all */
     char *prefix, *tag;     /* NULL: any */
+    char *topic;            /* a topic subscription (no device events) */
+    size_t bytes;           /* topic: bytes queued */
     struct wsd_event *q;    /* ring of WSD_QUEUE_MAX */
     size_t head, n;
     uint64_t lost;
@@ -63,11 +71,14 @@ static void sub_release(struct wsd_sub *s)
     free(s->id);
     free(s->prefix);
     free(s->tag);
+    free(s->topic);
     memset(s, 0, sizeof *s);
 }
 
 static bool sub_matches(const struct wsd_sub *s, const struct reg_event *ev)
 {
+    if (s->topic)
+        return false;
     if (s->states && !(s->states & (1u << ev->state)))
         return false;
     if (s->prefix && strncmp(ev->id, s->prefix, strlen(s->prefix)) != 0)
@@ -117,7 +128,17 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
         return -1;
     }
     json_t *f = json_object_get(msg, "devices");
+    const char *topic = json_string_value(json_object_get(msg, "topic"));
+    if (json_object_get(msg, "topic") && (!topic || !*topic || strlen(topic) > 249)) {
+        snprintf(err, errlen, "'topic' is a name of 1 to 249 characters");
+        return -1;
+    }
+    if (topic)
+        f = json_object(); /* no device filter: only the topic's events */
+    else
+        json_incref(f);
     if (!json_is_object(f)) {
+        json_decref(f);
         snprintf(err, errlen, "'devices' is a filter object: {\"states\":[..],\"prefix\":\"..\",\"tag\":\"..\"}");
         return -1;
     }
@@ -128,6 +149,7 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
         if (strcmp(k, "states") == 0) {
             if (!json_is_array(v)) {
                 snprintf(err, errlen, "'devices.states' is a list of ADVISED, READY, LOCKED, DELETING, DELETED");
+                json_decref(f);
                 return -1;
             }
             size_t i;
@@ -136,6 +158,7 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
                 enum reg_state st;
                 if (!json_is_string(s) || reg_state_parse(json_string_value(s), &st) < 0) {
                     snprintf(err, errlen, "'devices.states[%zu]' is one of ADVISED, READY, LOCKED, DELETING, DELETED", i);
+                    json_decref(f);
                     return -1;
                 }
                 states |= 1u << st;
@@ -143,10 +166,12 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
         } else if (strcmp(k, "prefix") == 0 || strcmp(k, "tag") == 0) {
             if (!json_is_string(v)) {
                 snprintf(err, errlen, "'devices.%s' is a string", k);
+                json_decref(f);
                 return -1;
             }
         } else {
             snprintf(err, errlen, "unknown 'devices.%.64s' (states, prefix, tag)", k);
+            json_decref(f);
             return -1;
         }
     }
@@ -167,7 +192,8 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
     if (slot == c->nsubs) {
         if (c->nsubs == WSD_SUBS_MAX) {
             *code = "too_many_subscriptions";
-            snprintf(err, errlen, "at most %d device subscriptions per connection", WSD_SUBS_MAX);
+            snprintf(err, errlen, "at most %d device and topic subscriptions per connection", WSD_SUBS_MAX);
+            json_decref(f);
             return -1;
         }
         c->nsubs++;
@@ -181,12 +207,47 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
     const char *t = json_string_value(json_object_get(f, "tag"));
     s->prefix = p ? xstrdup(p) : NULL;
     s->tag = t ? xstrdup(t) : NULL;
+    s->topic = topic ? xstrdup(topic) : NULL;
     s->q = xnew(struct wsd_event, WSD_QUEUE_MAX);
+    json_decref(f);
     if (api->device_listening != api->reg) {
         reg_listen(api->reg, on_event, api);
         api->device_listening = api->reg;
     }
     return 0; /* the caller answers {"op":"subscribed"} */
+}
+
+static void drop_oldest(struct wsd_sub *s)
+{
+    struct wsd_event *e = &s->q[s->head];
+    if (s->topic)
+        s->bytes -= strlen(e->details);
+    ev_free(e);
+    s->head = (s->head + 1) % WSD_QUEUE_MAX;
+    s->n--;
+    s->lost++;
+}
+
+void ws_registry_publish(struct api *api, const char *topic, const char *json)
+{
+    size_t len = strlen(json);
+    for (struct ws_devices *c = api->device_clients; c; c = c->next) {
+        bool any = false;
+        for (size_t i = 0; i < c->nsubs; i++) {
+            struct wsd_sub *s = &c->subs[i];
+            if (!s->topic || strcmp(s->topic, topic) != 0)
+                continue;
+            while (s->n && (s->n == WSD_QUEUE_MAX || s->bytes + len > WSD_TOPIC_BYTES_MAX))
+                drop_oldest(s);
+            struct wsd_event *e = &s->q[(s->head + s->n++) % WSD_QUEUE_MAX];
+            memset(e, 0, sizeof *e);
+            e->details = xstrdup(json);
+            s->bytes += len;
+            any = true;
+        }
+        if (any)
+            lws_callback_on_writable(c->wsi);
+    }
 }
 
 int ws_registry_unsubscribe(struct ws_devices *c, const char *id)
@@ -218,6 +279,25 @@ int ws_registry_encode(struct ws_devices *c, struct buf *tx)
         struct wsd_sub *s = &c->subs[i];
         if (!s->n && !s->lost)
             continue;
+        if (s->topic) {
+            jw_raw(tx, "{\"op\":\"event\",\"id\":");
+            jw_str(tx, s->id);
+            jw_raw(tx, ",\"events\":[");
+            size_t sent = 0;
+            while (s->n && tx->len < WS_FRAME_BUDGET) {
+                struct wsd_event *e = &s->q[s->head];
+                if (sent++)
+                    buf_putc(tx, ',');
+                jw_raw(tx, e->details);
+                s->bytes -= strlen(e->details);
+                ev_free(e);
+                s->head = (s->head + 1) % WSD_QUEUE_MAX;
+                s->n--;
+            }
+            buf_printf(tx, "],\"lost\":%llu}", (unsigned long long)s->lost);
+            s->lost = 0;
+            return 1;
+        }
         jw_raw(tx, "{\"op\":\"devices\",\"id\":");
         jw_str(tx, s->id);
         jw_raw(tx, ",\"events\":[");

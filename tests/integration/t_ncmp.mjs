@@ -7,7 +7,7 @@
 // route needs. docs/API.md "Network devices".
 import { join } from 'node:path';
 import { test, finish, assert, assertEq, sleep, failTest } from './lib/harness.mjs';
-import { workDir, startOpsd, http } from './lib/opsd.mjs';
+import { workDir, startOpsd, http, Client } from './lib/opsd.mjs';
 import { startDmi } from './lib/registry_dmi.mjs';
 
 const work = workDir('t_ncmp');
@@ -383,6 +383,82 @@ await test('ncmp: 200 concurrent reads through the plugin all answer', async () 
   assertEq(rs.filter((r) => r.status === 200).length, 200, 'all 200');
   assert(rs.every((r, i) => r.json['ietf-netconf-monitoring:netconf-state'].cmHandle === K6[i % K6.length]), 'each its own');
   assertEq(dmi.stats.dataOps, 200, 'forwarded once each');
+});
+
+await test('ncmp: an asynchronous read (topic=) answers a request id and delivers a CloudEvent', async () => {
+  const c = await Client.connect(`${d.wsUrl}?token=v-tok`);
+  try {
+    c.send({ op: 'subscribe', id: 't1', topic: 'my-topic' });
+    await c.next((m) => m.op === 'subscribed' && m.id === 't1', 3000, 'subscribed');
+    const r = await as('GET', dataUrl('ch-5', PO, `resourceIdentifier=${encodeURIComponent(RESID)}&topic=my-topic`), undefined, 'v-tok');
+    assertEq(r.status, 200, `status ${r.text}`);
+    assert(/^[0-9a-f-]{36}$/.test(r.json.requestId), `request id ${r.text}`);
+    const m = await c.next((x) => x.op === 'event' && x.id === 't1', 5000, 'event');
+    const e = m.events[0];
+    assertEq(e.specversion, '1.0', 'CloudEvent');
+    assertEq(e.type, 'org.onap.cps.ncmp.events.async1_0_0.DataOperationEvent', 'type');
+    assertEq(e.correlationid, r.json.requestId, 'correlation id is the request id');
+    assertEq(e.destination, 'my-topic', 'destination');
+    const resp = e.data.responses[0];
+    assertEq(JSON.stringify([resp.ids, resp.statusCode, resp.statusMessage]), '[["ch-5"],0,"Successfully applied changes"]', 'response');
+    assertEq(resp.result['ietf-netconf-monitoring:netconf-state'].cmHandle, 'ch-5', 'result');
+    // a failing plugin: the event carries NCMP's code
+    dmi.fault({ status: 500, idPattern: /^ch-6$/ });
+    await as('GET', dataUrl('ch-6', PO, `resourceIdentifier=x&topic=my-topic`), undefined, 'v-tok');
+    const m2 = await c.next((x) => x.op === 'event' && x.id === 't1', 5000, 'failure event');
+    assertEq(m2.events[0].data.responses[0].statusCode, 103, 'plugin failure: 103');
+    dmi.fault({});
+  } finally {
+    c.ws.close();
+  }
+});
+
+await test('ncmp: batch read of 1,000 handles over 10 plugins (POST /ncmp/v1/data?topic=)', async () => {
+  const plugins = await Promise.all(Array.from({ length: 10 }, () => startDmi({ delayMs: 5 })));
+  const c = await Client.connect(`${d.wsUrl}?token=v-tok`);
+  try {
+    const ids = [];
+    for (let p = 0; p < 10; p++) {
+      const mine = Array.from({ length: 100 }, (_, i) => `b${p}-${i}`);
+      ids.push(...mine);
+      const r = await reg({ dmiPlugin: plugins[p].url, createdCmHandles: mine.map((id) => ({ cmHandle: id, moduleSetTag: 'tagA' })) });
+      assertEq(r.status, 200, 'registered');
+    }
+    await waitReady(ids);
+    c.send({ op: 'subscribe', id: 'b', topic: 'batch-topic' });
+    await c.next((m) => m.op === 'subscribed', 3000, 'subscribed');
+    // NCMP's legacy batch body (k6 passthrough-crud.js legacyBatchRead), 200 targets per operation
+    const operations = Array.from({ length: 5 }, (_, k) => ({
+      resourceIdentifier: 'ManagedElement=NRNode1/GNBDUFunction=1', targetIds: ids.slice(k * 200, k * 200 + 200),
+      datastore: PO, options: '(fields=NRCellDU/attributes/cellLocalId)', operationId: `op-${k}`, operation: 'read' }));
+    operations[0].targetIds[0] = 'no-such-handle';
+    const t0 = Date.now();
+    const r = await as('POST', '/ncmp/v1/data?topic=batch-topic', { operations });
+    assertEq(r.status, 200, `status ${r.text.slice(0, 200)}`);
+    assert(/^[0-9a-f-]{36}$/.test(r.json.requestId), 'request id');
+    const got = new Map();
+    while (got.size < 5) {
+      const m = await c.next((x) => x.op === 'event' && x.id === 'b', 20000, 'batch events');
+      for (const e of m.events) {
+        assertEq(e.correlationid, r.json.requestId, 'correlation id');
+        got.set(e.data.responses[0].operationId, e.data.responses);
+      }
+    }
+    const all = [...got.values()].flat();
+    assertEq(all.length, 1000, 'one response per target');
+    assertEq(all.filter((x) => x.statusCode === 0).length, 999, 'read');
+    assertEq(all.find((x) => x.ids[0] === 'no-such-handle').statusCode, 100, 'unknown handle: 100');
+    for (const p of plugins) assertEq(p.stats.dataOps, p === plugins[0] ? 99 : 100, 'each plugin gets its own handles');
+    const ms = Date.now() - t0;
+    assert(ms < 15000, `batch took ${ms} ms`);
+    // bad batches: no topic, a write, too many targets
+    assertEq((await as('POST', '/ncmp/v1/data', { operations })).status, 400, 'no topic');
+    assertEq((await as('POST', '/ncmp/v1/data?topic=x', { operations: [{ ...operations[1], operation: 'create' }] })).status, 400, 'only read');
+    assertEq((await as('POST', '/ncmp/v1/data?topic=x', { operations: [{ ...operations[1], targetIds: ids.slice(0, 201) }] })).status, 413, 'over 200 targets');
+  } finally {
+    c.ws.close();
+    await Promise.all(plugins.map((p) => p.close()));
+  }
 });
 
 await test('ncmp: module sets of different new tags are fetched at once (bounded, once per tag)', async () => {
