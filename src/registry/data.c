@@ -35,6 +35,7 @@ struct reg_dop {
     /* result (data thread) */
     int rc;                 /* 0 answered (any status), -1 no answer (refused), -2 timed out */
     bool invalid;           /* a 2xx answer that is not JSON */
+    struct reg_plugin *health;   /* a health check of this plugin (GET, not counted) */
     long http;
     struct buf resp;
     char err[256];
@@ -64,7 +65,10 @@ static void perform(CURL *c, struct reg_dop *op)
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, op->url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, op->body);
+    if (op->body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, op->body);
+    else
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &op->resp);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, op->timeout_ms);
@@ -133,8 +137,34 @@ static void op_free(struct reg_dop *op)
 }
 
 /* An answer for NCMP's client from what the plugin did. */
+static void health_done(struct reg *r, struct reg_dop *op, int cancelled)
+{
+    struct reg_plugin *pl = op->health;
+    pl->checking = false;
+    if (!cancelled) {
+        /* NCMP's watchdog: UP when the plugin answers {"status":"UP"} */
+        bool up = false;
+        if (op->rc == 0 && op->http == 200 && op->resp.len) {
+            json_t *j = json_loadb(op->resp.data, op->resp.len, 0, NULL);
+            const char *st = json_string_value(json_object_get(j, "status"));
+            up = st && strcmp(st, "UP") == 0;
+            json_decref(j);
+        }
+        if (pl->down == up)
+            log_info("registry", "DMI plugin %s is %s: the trust level of its cm handles is %s", pl->url,
+                     up ? "up" : "down", up ? "COMPLETE" : "NONE");
+        pl->down = !up;
+        r->st.health_checks++;
+    }
+    op_free(op);
+}
+
 static void finish(struct reg *r, struct reg_dop *op, int cancelled)
 {
+    if (op->health) {
+        health_done(r, op, cancelled);
+        return;
+    }
     struct reg_data_result *res = &op->res;
     if (cancelled) {
         res->status = -ECANCELED;
@@ -176,6 +206,51 @@ static void on_done(uv_async_t *a)
     }
 }
 
+static void enqueue(struct reg *r, struct reg_dop *op)
+{
+    pthread_mutex_lock(&r->dlock);
+    if (r->dq_last)
+        r->dq_last->next = op;
+    else
+        r->dq_first = op;
+    r->dq_last = op;
+    r->dqueued++;
+    pthread_cond_signal(&r->dwake);
+    pthread_mutex_unlock(&r->dlock);
+}
+
+/* The DMI plugin health watchdog: GET {plugin}/actuator/health of every plugin the handles
+ * name, each health_interval, on the data threads (a check waits its turn behind data
+ * operations; one per plugin at a time). */
+static void on_health(uv_timer_t *t)
+{
+    struct reg *r = t->data;
+    if (!r->plugins_scanned) {
+        /* the plugins of the handles loaded at start; registrations note theirs */
+        for (size_t i = 0; i < r->nall; i++) {
+            const struct reg_handle *h = r->all[i];
+            regm_plugin_note(r, h->data_plugin && *h->data_plugin ? h->data_plugin : h->plugin);
+        }
+        r->plugins_scanned = true;
+    }
+    for (size_t i = 0; i < r->plugins.cap; i++) {
+        struct reg_plugin *pl = r->plugins.keys[i] ? r->plugins.vals[i] : NULL;
+        if (!pl || pl->checking)
+            continue;
+        struct reg_dop *op = xzalloc(sizeof *op);
+        size_t n = strlen(pl->url);
+        op->url = xmalloc(n + 18);
+        memcpy(op->url, pl->url, n);
+        memcpy(op->url + n, "/actuator/health", 17);
+        op->timeout_ms = r->cfg.plugin_timeout_ms;
+        op->r = r;
+        op->health = pl;
+        buf_init(&op->resp, 1u << 16);
+        pl->checking = true;
+        enqueue(r, op);
+    }
+}
+
 int regd_start(struct reg *r)
 {
     pthread_mutex_init(&r->dlock, NULL);
@@ -183,6 +258,11 @@ int regd_start(struct reg *r)
     if (uv_async_init(r->loop, &r->ddone_async, on_done) != 0)
         return -1;
     r->ddone_async.data = r;
+    uv_timer_init(r->loop, &r->health_timer);
+    r->health_timer.data = r;
+    r->health_open = true;
+    if (r->cfg.health_interval_ms > 0)
+        uv_timer_start(&r->health_timer, on_health, 1000, (uint64_t)r->cfg.health_interval_ms);
     r->nddata = r->cfg.data_concurrency;
     r->dthreads = xnew(pthread_t, r->nddata);
     for (uint32_t i = 0; i < r->nddata; i++) {
@@ -218,6 +298,11 @@ void regd_stop(struct reg *r)
     }
     r->dq_first = r->dq_last = NULL;
     uv_close((uv_handle_t *)&r->ddone_async, NULL);
+    if (r->health_open) {
+        uv_timer_stop(&r->health_timer);
+        uv_close((uv_handle_t *)&r->health_timer, NULL);
+        r->health_open = false;
+    }
     pthread_mutex_destroy(&r->dlock);
     pthread_cond_destroy(&r->dwake);
 }
@@ -338,15 +423,7 @@ int reg_data_start(struct reg *r, const struct reg_data_req *q, struct reg_data_
     op->done = done;
     op->ud = ud;
     r->st.data_requests++;
-    pthread_mutex_lock(&r->dlock);
-    if (r->dq_last)
-        r->dq_last->next = op;
-    else
-        r->dq_first = op;
-    r->dq_last = op;
-    r->dqueued++;
-    pthread_cond_signal(&r->dwake);
-    pthread_mutex_unlock(&r->dlock);
+    enqueue(r, op);
     return 0;
 refuse:
     r->st.data_refused++;

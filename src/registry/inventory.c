@@ -303,6 +303,7 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
         set_str(&h->plugin, plugin);
         set_str(&h->data_plugin, dplugin);
         set_str(&h->model_plugin, mplugin);
+        regm_plugin_note(r, *dplugin ? dplugin : plugin);
         set_str(&h->tag, sval(e, "moduleSetTag"));
         set_str(&h->producer, sval(e, "dataProducerIdentifier"));
         set_str(&h->trust, sval(e, "trustLevel"));
@@ -340,6 +341,7 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
             set_str(&h->plugin, plugin);
             set_str(&h->data_plugin, dplugin);
             set_str(&h->model_plugin, mplugin);
+            regm_plugin_note(r, *dplugin ? dplugin : plugin);
         }
         if (rj_str(rj_get(e, "dataProducerIdentifier")))
             set_str(&h->producer, sval(e, "dataProducerIdentifier"));

@@ -241,6 +241,14 @@ void regm_release(struct reg *r)
             free(f);
         }
     }
+    for (size_t i = 0; i < r->plugins.cap; i++) {
+        if (r->plugins.keys[i]) {
+            struct reg_plugin *pl = r->plugins.vals[i];
+            free(pl->url);
+            free(pl);
+        }
+    }
+    rmap_release(&r->plugins);
     rmap_release(&r->by_id);
     rmap_release(&r->by_alt);
     rmap_release(&r->sets);
@@ -810,11 +818,28 @@ void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, unsi
     if (state_only)
         return;
     jw_raw(out, ",\"trustLevel\":");
-    jw_str(out, regm_trust(h));
+    jw_str(out, regm_trust(r, h));
     opt_str(out, "moduleSetTag", h->tag);
     opt_str(out, "alternateId", h->alt_id);
     opt_str(out, "dataProducerIdentifier", h->producer);
     buf_putc(out, '}');
 }
 
-const char *regm_trust(const struct reg_handle *h) { return h->trust && *h->trust ? h->trust : "COMPLETE"; }
+const char *regm_trust(struct reg *r, const struct reg_handle *h)
+{
+    if (h->trust && strcmp(h->trust, "NONE") == 0)
+        return "NONE";
+    /* NCMP: the lower of the device's and its DMI plugin's trust (the health watchdog) */
+    const char *p = h->data_plugin && *h->data_plugin ? h->data_plugin : h->plugin;
+    struct reg_plugin *pl = p ? rmap_get(&r->plugins, p) : NULL;
+    return pl && pl->down ? "NONE" : "COMPLETE";
+}
+
+void regm_plugin_note(struct reg *r, const char *url)
+{
+    if (!url || !*url || rmap_get(&r->plugins, url))
+        return;
+    struct reg_plugin *pl = xzalloc(sizeof *pl);
+    pl->url = xstrdup(url);
+    rmap_put(&r->plugins, pl->url, pl);
+}

@@ -22,6 +22,7 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
     out->max_batch = 10000;
     out->data_timeout_ms = 30000;
     out->data_concurrency = 16;
+    out->health_interval_ms = 30000;
     if (!n)
         return 0;
     int before = y->nerrors;
@@ -34,7 +35,7 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
         return -1;
     }
     static const char *const keys[] = {"sync_batch", "sync_concurrency", "retry_initial", "retry_max",
-                                       "plugin_timeout", "max_batch", "data_timeout", "data_concurrency", NULL};
+                                       "plugin_timeout", "max_batch", "data_timeout", "data_concurrency", "health_interval", NULL};
     yn_check_keys(y, n, "registry", keys);
     int64_t v;
     if (yn_get_int(y, n, "sync_batch", "registry.sync_batch", false, &v) == 0) {
@@ -75,6 +76,18 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
                 yconf_error(y, yn_get(y, n, durs[i].key), path, "must be at least 10ms");
             else
                 *durs[i].dst = ms;
+        }
+    }
+    if (yn_get(y, n, "health_interval")) {
+        int64_t ms;
+        const char *hv = yn_scalar(yn_get(y, n, "health_interval"));
+        if (hv && strcmp(hv, "0") == 0)
+            out->health_interval_ms = 0;
+        else if (yn_get_duration(y, n, "health_interval", "registry.health_interval", false, &ms) == 0) {
+            if (ms < 100)
+                yconf_error(y, yn_get(y, n, "health_interval"), "registry.health_interval", "must be 0 (off) or at least 100ms");
+            else
+                out->health_interval_ms = ms;
         }
     }
     if (out->retry_max_ms < out->retry_initial_ms)
@@ -251,6 +264,7 @@ void reg_metrics_text(struct reg *r, struct buf *out)
         {"opsd_registry_syncs_running", "gauge", "Sync batches being fetched now.", s.syncs_running},
         {"opsd_registry_write_queue", "gauge", "Changes waiting for the registry writer.", s.queued_ops},
         {"opsd_registry_batches_committed_total", "counter", "Registry store transactions.", s.batches_committed},
+        {"opsd_registry_plugin_health_checks_total", "counter", "DMI plugin health checks (/actuator/health) done.", s.health_checks},
         {"opsd_registry_data_requests_total", "counter", "Data operations forwarded to DMI plugins.", s.data_requests},
         {"opsd_registry_data_ok_total", "counter", "Data operations a DMI plugin answered with 2xx.", s.data_ok},
         {"opsd_registry_data_failures_total", "counter", "Data operations a DMI plugin failed (error status, down, timeout).", s.data_failed},

@@ -151,6 +151,13 @@ int regstore_load(struct reg *r, sqlite3 *db);
 /* Reads one module's source (any thread with its own connection). */
 char *regstore_source(sqlite3 *db, const char *hash);
 
+/* A DMI plugin the health watchdog checks (data.c): GET {url}/actuator/health. */
+struct reg_plugin {
+    char *url;
+    bool down;                /* its last check failed: its handles' trust level is NONE */
+    bool checking;
+};
+
 struct reg_flight {
     char *tag;
     char **waiters;           /* ids of handles waiting for the tag */
@@ -201,6 +208,9 @@ struct reg {
     char dir[4096];
     /* model (loop thread) */
     struct reg_map by_id, by_alt, sets, modules, by_namerev, bags;
+    struct reg_map plugins;                    /* url -> struct reg_plugin (health watchdog) */
+    uv_timer_t health_timer;
+    bool health_open, plugins_scanned;
     struct reg_map mod_sets;                   /* module name -> struct reg_modsets */
     struct reg_handle **all;
     size_t nall, capall;
@@ -299,8 +309,11 @@ void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old);
 void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, unsigned flags);
 /* NCMP's time text: 2026-12-04T16:00:00.000+0000 (out: at least 32 bytes). */
 void regm_time_text(int64_t ms, char *out);
-/* The handle's effective trust level (COMPLETE unless registered NONE). */
-const char *regm_trust(const struct reg_handle *h);
+/* The handle's effective trust level: NONE when registered NONE or when its DMI plugin
+ * failed its last health check, else COMPLETE. */
+const char *regm_trust(struct reg *r, const struct reg_handle *h);
+/* Adds a DMI plugin to the ones the health watchdog checks (kept until stop). */
+void regm_plugin_note(struct reg *r, const char *url);
 void regm_content_hash(const char *a, size_t alen, const char *b, size_t blen, const char *c,
                        size_t clen, char out[33]);
 

@@ -35,6 +35,7 @@ struct reg_config {
     uint32_t max_batch;         /* handles per registration request (413 beyond) */
     int64_t data_timeout_ms;    /* one data operation forwarded to a DMI plugin */
     uint32_t data_concurrency;  /* data operations forwarded at once (threads) */
+    int64_t health_interval_ms; /* DMI plugin health checks (trust level); 0: none */
 };
 
 /* Parses the registry: section (n may be NULL: defaults, not present). Returns 0 or -1 with
@@ -87,6 +88,7 @@ struct reg_stats {
     uint64_t data_requests;            /* data operations forwarded to plugins */
     uint64_t data_ok, data_failed;     /* ... answered 2xx by the plugin / not (error, down, timeout) */
     uint64_t data_refused;             /* ... refused before forwarding (bad request, not READY, busy) */
+    uint64_t health_checks;            /* DMI plugin health checks done */
 };
 
 /* Opens DATA_DIR/registry/registry.db (created when missing), loads every handle, set and

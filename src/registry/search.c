@@ -53,6 +53,7 @@ struct query {
     struct regp_cond cps[CPS_MAX];
     size_t ncps;
     bool private_ok;          /* the inventory's searches: private properties may be matched */
+    struct reg *r;            /* effective trust levels */
     const char *one_alt, *one_id;   /* gather: a cps path naming one alternate id / id */
     uint64_t mark;            /* gather: the sets meeting every module condition get this mark */
     struct reg_set **sets;    /* those sets (gather only: a set may go while the search runs) */
@@ -120,7 +121,7 @@ static bool matches(const struct reg_handle *h, const struct query *q)
     for (size_t i = 0; i < q->nadd; i++)
         if (!kv_has(h->props, h->nprops, q->ak[i], q->av[i]))
             return false;
-    if (q->trust && strcmp(regm_trust(h), q->trust) != 0)
+    if (q->trust && strcmp(regm_trust(q->r, h), q->trust) != 0)
         return false;
     for (size_t i = 0; i < q->ncps; i++)
         if (!regp_match(&q->cps[i], h, q->private_ok))
@@ -512,6 +513,7 @@ static int start(struct reg *r, const char *body, size_t len, const char *plugin
         }
     }
     struct reg_search *s = xzalloc(sizeof *s);
+    q.r = r;
     s->q = q;
     s->body = j;
     if (plugin)

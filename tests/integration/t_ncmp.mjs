@@ -28,6 +28,7 @@ registry:
   plugin_timeout: 700ms
   data_timeout: 800ms
   data_concurrency: 8
+  health_interval: 300ms
 `;
 
 const dmi = await startDmi({ delayMs: 2 });
@@ -260,6 +261,33 @@ await test('ncmp: cmHandleWithTrustLevel and the trust level in reads', async ()
   r = await idSearch([cond('cmHandleWithTrustLevel', [{ whatever: 'COMPLETE' }]), cond('hasAllProperties', [{ systemName: 'ncmp' }])]);
   assertEq(r.json.length, K6.length, 'COMPLETE (parameter name not checked, as NCMP), AND-ed');
   assertEq((await ch('tl-1')).json.trustLevel, 'NONE', 'read');
+});
+
+await test('ncmp: the DMI plugin health watchdog sets the trust level of its handles', async () => {
+  const p = await startDmi({});
+  try {
+    let r = await reg({ dmiPlugin: p.url, createdCmHandles: [{ cmHandle: 'hw-1', moduleSetTag: 'tagA' }, { cmHandle: 'hw-2', moduleSetTag: 'tagA', trustLevel: 'NONE' }] });
+    assertEq(r.status, 200, 'registered');
+    await waitReady(['hw-1', 'hw-2']);
+    const trustOf = async (id) => (await ch(id)).json.trustLevel;
+    const waitTrust = async (id, want) => {
+      for (let i = 0; i < 50 && (await trustOf(id)) !== want; i++) await sleep(100);
+      return trustOf(id);
+    };
+    for (let i = 0; i < 50 && !p.stats.health; i++) await sleep(100);
+    assert(p.stats.health > 0, 'health checked');
+    assertEq(await trustOf('hw-1'), 'COMPLETE', 'plugin up');
+    p.setHealth('DOWN');
+    assertEq(await waitTrust('hw-1', 'NONE'), 'NONE', 'plugin down: NONE');
+    r = await idSearch([cond('cmHandleWithTrustLevel', [{ trustLevel: 'NONE' }]), cond('hasAllModules', [{ moduleName: 'tagA-module-1' }])]);
+    assert(r.json.includes('hw-1') && r.json.includes('hw-2'), `search by effective trust ${r.text}`);
+    p.setHealth('UP');
+    assertEq(await waitTrust('hw-1', 'COMPLETE'), 'COMPLETE', 'back up');
+    assertEq(await trustOf('hw-2'), 'NONE', 'a device registered NONE stays NONE');
+    await reg({ dmiPlugin: p.url, removedCmHandles: ['hw-1', 'hw-2'] });
+  } finally {
+    await p.close();
+  }
 });
 
 await test('ncmp: inventory searches, listing by plugin, and the role each route needs', async () => {

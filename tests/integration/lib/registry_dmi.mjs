@@ -8,6 +8,7 @@
 //        {"operation","dataType","data","cmHandleProperties","moduleSetTag"}
 //        -> read: {"ietf-netconf-monitoring:netconf-state":{...}} echoing what was asked;
 //           create/update/patch/delete: {} (the request is kept in stats.data)
+//   GET  /actuator/health -> {"status":"UP"} (dmi.setHealth('DOWN'): {"status":"DOWN"}, 503)
 // A device's modules follow its moduleSetTag: two shared modules plus `perTag` modules named
 // after the tag (untagged devices: the shared ones plus one named after the handle id's last
 // digit, so untagged devices share sets too). Fault injection: a delay per request, a status
@@ -43,7 +44,15 @@ export function startDmi({ port = 0, delayMs = 0, delayFirst = 0, failRate = 0, 
   let fault = { status: 0, count: 0, idPattern: null, hang: false, invalidJson: false, delayMs };
   let handled = 0;
   const hanging = new Set();
+  let health = 'UP';
   const server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/actuator/health') {
+      stats.health = (stats.health || 0) + 1;
+      res.writeHead(health === 'UP' ? 200 : 503, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ status: health }));
+      req.resume();
+      return;
+    }
     let body = '';
     req.on('data', (c) => { body += c; });
     req.on('end', async () => {
@@ -142,6 +151,7 @@ export function startDmi({ port = 0, delayMs = 0, delayFirst = 0, failRate = 0, 
         url,
         stats,
         // fault({status, count, idPattern, hang, delayMs}); fault({}) clears it
+        setHealth(h) { health = h; },
         fault(f) { fault = { status: 0, count: 0, idPattern: null, hang: false, invalidJson: false, delayMs, ...f }; },
         reset() {
           stats.modules = 0; stats.moduleResources = 0; stats.served = {}; stats.byTag = {}; stats.requests = [];
