@@ -15,8 +15,6 @@
 #include <jansson.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "api/api_int.h"
 #include "core/buf.h"
@@ -241,20 +239,6 @@ struct data_batch {
     size_t pending, n;
 };
 
-static void uuid4(char out[37])
-{
-    unsigned char b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        uint64_t t = mono_ns() ^ (uint64_t)now_ms() << 20;
-        for (int i = 0; i < 16; i++)
-            b[i] = (unsigned char)(t >> (i % 8 * 8)) ^ (unsigned char)(i * 37);
-    }
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
-             b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-}
-
 /* One entry of a DataOperationEvent's "responses" (NCMP's codes: 0 ok, 100 not found, 101
  * not ready, 102 the plugin is not responding, 103 the plugin cannot read the data). */
 static void response_entry(struct buf *b, const char *operation_id, const char *id, const char *resid,
@@ -290,13 +274,8 @@ static void publish(struct api *api, const char *topic, const char *request_id, 
     struct buf e;
     buf_init(&e, SIZE_MAX);
     char id[37], t[32];
-    uuid4(id);
-    int64_t ms = now_ms();
-    time_t secs = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(t, 24, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(t + n, sizeof t - n, ".%03d+0000", (int)(ms % 1000));
+    uuid4_text(id);
+    time_text_ncmp(now_ms(), t);
     jw_raw(&e, "{\"specversion\":\"1.0\",\"id\":");
     jw_str(&e, id);
     jw_raw(&e, ",\"type\":\"org.onap.cps.ncmp.events.async1_0_0.DataOperationEvent\",\"source\":\"NCMP\","
@@ -449,7 +428,7 @@ static void data_op(struct http_req *r, const char *rest, const char *at)
             return;
         }
         a->topic = xstrdup(tp);
-        uuid4(a->request_id);
+        uuid4_text(a->request_id);
     }
     struct reg_data_result refused;
     if (reg_data_start(r->api->reg, &q, &refused, data_done, a) == 0) {
@@ -526,7 +505,7 @@ static void post_data_batch(struct http_req *r)
         }
     }
     char request_id[37];
-    uuid4(request_id);
+    uuid4_text(request_id);
     json_array_foreach(ops, i, o) {
         json_t *t = json_object_get(o, "targetIds");
         struct data_batch *b = xzalloc(sizeof *b);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/util.h"
 #include "registry/reg_int.h"
 
 static const char *const node_names[RP__N] = {
@@ -258,7 +259,7 @@ void regp_release(struct regp_cond *c)
 }
 
 /* The text of leaf of node for h (list nodes: entry i); NULL when the leaf is not set. */
-static const char *leaf_text(const struct reg_handle *h, int node, int leaf, size_t i, char tmp[40])
+static const char *leaf_text(const struct reg_handle *h, int node, int leaf, size_t i, char tmp[32])
 {
     switch (node) {
     case RP_HANDLE: {
@@ -270,7 +271,7 @@ static const char *leaf_text(const struct reg_handle *h, int node, int leaf, siz
             return reg_state_name(h->state);
         if (leaf == 1)
             return "false";
-        regm_time_text(h->updated_ms, tmp);
+        time_text_ncmp(h->updated_ms, tmp);
         return tmp;
     case RP_LOCK:
         return leaf == 0 ? reg_lock_name(h->lock) : h->details ? h->details : "";
@@ -287,7 +288,7 @@ static const char *leaf_text(const struct reg_handle *h, int node, int leaf, siz
 
 static bool term_true(const struct reg_handle *h, int node, const struct regp_term *t, size_t i)
 {
-    char tmp[40];
+    char tmp[32];
     const char *v = leaf_text(h, node, t->leaf, i, tmp);
     if (!v)
         return false;

@@ -269,7 +269,8 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
             continue;
         }
         struct reg_event ev = {.id = h->id, .old_state = h->state, .state = RS_DELETING,
-                               .details = "", .tag = h->tag ? h->tag : "", .ts = now_ms()};
+                               .details = "", .tag = h->tag ? h->tag : "", .ts = now_ms(),
+                               .alt_id = h->alt_id ? h->alt_id : "", .producer = h->producer ? h->producer : ""};
         for (int k = 0; k < REG_LISTENERS; k++)
             if (r->listeners[k].fn)
                 r->listeners[k].fn(r->listeners[k].ud, &ev);

@@ -579,13 +579,24 @@ void regm_handle_free(struct reg_handle *h) { handle_free(h); }
 
 void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old)
 {
+    const char *small[32], **pub = small;
+    if (h->npub > 16)
+        pub = xnew(const char *, 2 * h->npub);
+    for (size_t i = 0; i < h->npub; i++) {
+        pub[2 * i] = h->pub[i].k;
+        pub[2 * i + 1] = h->pub[i].v;
+    }
     struct reg_event ev = {
         .id = h->id, .old_state = old, .state = h->state, .lock = h->lock,
         .details = h->details ? h->details : "", .tag = h->tag ? h->tag : "", .ts = h->updated_ms,
+        .alt_id = h->alt_id ? h->alt_id : "", .producer = h->producer ? h->producer : "",
+        .pub = pub, .npub = h->npub,
     };
     for (int i = 0; i < REG_LISTENERS; i++)
         if (r->listeners[i].fn)
             r->listeners[i].fn(r->listeners[i].ud, &ev);
+    if (pub != small)
+        free(pub);
 }
 
 void regm_set_state(struct reg *r, struct reg_handle *h, enum reg_state s, enum reg_lock l,
@@ -764,19 +775,10 @@ void regm_log_handle(struct reg *r, struct reg_handle *h)
     regb_op(r, OP_PUT_HANDLE, h->id, doc, NULL, NULL);
 }
 
-void regm_time_text(int64_t ms, char *out)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    size_t n = strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 32 - n, ".%03d+0000", (int)(ms % 1000 + 1000) % 1000);
-}
-
 static void ncmp_time(struct buf *out, int64_t ms)
 {
     char t[32];
-    regm_time_text(ms, t);
+    time_text_ncmp(ms, t);
     jw_str(out, t);
 }
 

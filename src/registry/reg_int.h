@@ -307,8 +307,6 @@ void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old);
 #define REGJ_STATE   1u   /* only the "state" member's value */
 #define REGJ_PRIVATE 2u   /* with the private cmHandleProperties */
 void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, unsigned flags);
-/* NCMP's time text: 2026-12-04T16:00:00.000+0000 (out: at least 32 bytes). */
-void regm_time_text(int64_t ms, char *out);
 /* The handle's effective trust level: NONE when registered NONE or when its DMI plugin
  * failed its last health check, else COMPLETE. */
 const char *regm_trust(struct reg *r, const struct reg_handle *h);

@@ -117,6 +117,9 @@ struct reg_event {
     const char *details;          /* lock details or "" */
     const char *tag;              /* module set tag or "" */
     int64_t ts;
+    const char *alt_id, *producer;        /* "" when none (and for DELETED) */
+    const char *const *pub;               /* public properties: key, value, key, value... */
+    size_t npub;                          /* ... pairs (0 for DELETED) */
 };
 typedef void (*reg_listener)(void *ud, const struct reg_event *ev);
 /* At most a few listeners; returns 0 or -1 when full. */

@@ -492,6 +492,39 @@ await test('ncmp: batch read of 1,000 handles over 10 plugins (POST /ncmp/v1/dat
   }
 });
 
+await test('ncmp: lifecycle events in NCMP\'s LCM event format on the stream', async () => {
+  const c = await Client.connect(`${d.wsUrl}?token=v-tok`);
+  try {
+    c.send({ op: 'subscribe', id: 'l', devices: { prefix: 'lcm-', format: 'ncmp' } });
+    await c.next((m) => m.op === 'subscribed' && m.id === 'l', 3000, 'subscribed');
+    await reg({ dmiPlugin: dmi.url, createdCmHandles: [{ cmHandle: 'lcm-1', alternateId: 'fdn-lcm-1', moduleSetTag: 'tagA',
+      dataProducerIdentifier: 'prod1', publicCmHandleProperties: { color: 'green' } }] });
+    await waitReady(['lcm-1']);
+    await reg({ dmiPlugin: dmi.url, removedCmHandles: ['lcm-1'] });
+    const evs = [];
+    while (evs.length < 4) {
+      const m = await c.next((x) => x.op === 'devices' && x.id === 'l', 5000, 'lcm events');
+      evs.push(...m.events);
+    }
+    assertEq(evs.map((e) => e.eventType.split('.').pop()).join(), 'create,update,update,delete', 'event types');
+    // the checks of NCMP's CmHandleCreateSpec
+    for (const e of evs) {
+      assert(/^[0-9a-f-]{36}$/.test(e.eventId), 'eventId');
+      assertEq(JSON.stringify([e.eventCorrelationId, e.eventSource, e.eventSchema, e.eventSchemaVersion]),
+        '["lcm-1","org.onap.ncmp","org.onap.ncmp:cmhandle-lcm-event","1.0"]', 'header fields');
+    }
+    assertEq(JSON.stringify([evs[0].event.alternateId, evs[0].event.moduleSetTag, evs[0].event.dataProducerIdentifier]),
+      '["fdn-lcm-1","tagA","prod1"]', 'common attributes');
+    assertEq(evs[0].event.oldValues, null, 'create: no old values');
+    assertEq(JSON.stringify(evs[0].event.newValues), '{"cmHandleState":"ADVISED","cmHandleProperties":[{"color":"green"}]}', 'create');
+    assertEq(JSON.stringify([evs[1].event.oldValues, evs[1].event.newValues]),
+      '[{"cmHandleState":"ADVISED"},{"cmHandleState":"READY","dataSyncEnabled":false}]', 'ADVISED -> READY');
+    assertEq(evs[2].event.newValues.cmHandleState, 'DELETING', 'deleting');
+  } finally {
+    c.ws.close();
+  }
+});
+
 await test('ncmp: module sets of different new tags are fetched at once (bounded, once per tag)', async () => {
   // a plugin answering every request in 300 ms; 8 new tags, 20 handles each, interleaved;
   // sync_concurrency 2: in series 8 x 2 requests x 300 ms = 4.8 s, two at a time half that
