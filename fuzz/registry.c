@@ -1,6 +1,6 @@
 /* registry.c - libFuzzer target: what the registry parses from peers (registry/registry.h):
  * the DMI plugin's module list and module resources, NCMP registration bodies (applied to an
- * in-memory registry, writer not running) and search bodies.
+ * in-memory registry, writer not running), search bodies, and the cps paths of searches.
  *
  * The first byte picks the parser. Checks beyond the sanitizers: a registration leaves the
  * model consistent (every indexed handle found by id, state counts adding up), the
@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     char err[512];
     size_t n;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0: {
         struct reg_modref *m;
         if (reg_dmi_parse_modules(text, len, &m, &n, err, sizeof err) == 0)
@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             reg_register(r, text, len, &failed, &http, err, sizeof err, NULL, NULL);
             check(r);
         }
-        reg_search(r, text, len, true, false, &out, err, sizeof err);
+        reg_search(r, text, len, REG_SEARCH_IDS, &out, err, sizeof err);
         for (struct reg_batch *b = r->wq_first, *next; b; b = next) {
             next = b->next;
             regb_free(b);
@@ -99,6 +99,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pthread_mutex_destroy(&r->wlock);
         pthread_cond_destroy(&r->wwake);
         free(r);
+        break;
+    }
+    case 3: {
+        /* a cps path, checked against a handle with every field set */
+        char *path = xstrndup(text, len);
+        struct regp_cond c;
+        if (regp_parse(path, &c, err, sizeof err) == 0) {
+            struct reg_kv kv = {.k = "k", .v = "v"};
+            struct reg_handle h = {.id = "ch-1", .alt_id = "/a=1/b=2", .tag = "t", .plugin = "p",
+                                   .producer = "x", .props = &kv, .nprops = 1, .pub = &kv, .npub = 1,
+                                   .state = RS_LOCKED, .lock = RL_MODULE_SYNC_FAILED, .details = "d"};
+            regp_match(&c, &h, true);
+            h.state = RS_READY;
+            h.lock = RL_NONE;
+            regp_match(&c, &h, false);
+            int node, leaf;
+            const char *v, *v2;
+            regp_simple(&c, &node, &leaf, &v, &v2);
+        }
+        regp_release(&c);
+        free(path);
         break;
     }
     }

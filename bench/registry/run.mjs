@@ -6,7 +6,8 @@
 // Scenarios: r1 (500 handles, 2 tags, 2 sync threads), r1-20k (20,000 handles, 2 tags, plugin
 // delay 200 ms on the first 10 requests), k6 (50,000 handles, 5 tags), scale-N (N handles,
 // 5 tags; e.g. scale-1000000), untagged-N (N handles without tags: one plugin round trip each,
-// plugin delay 0). Default: r1 r1-20k k6.
+// plugin delay 0), r1-20k-40tags (20,000 handles over 40 new tags, plugin delay 200 ms on the
+// first 10 requests: the R1 target). Default: r1 r1-20k k6.
 // Per scenario: handles registered in requests of 100 (4 clients posting at once), the time
 // until the last is READY; searches (id-search by module, full search by property, id-search by
 // state); de-registration in requests of 100 (4 clients); opsd CPU (utime+stime) per phase and
@@ -79,6 +80,7 @@ async function scenario(name) {
   let n, tags, syncThreads = 4, delay = 0, delayFirst = 0, untagged = false;
   if (name === 'r1') { n = 500; tags = 2; syncThreads = 2; }
   else if (name === 'r1-20k') { n = 20000; tags = 2; delay = 200; delayFirst = 10; }
+  else if (name === 'r1-20k-40tags') { n = 20000; tags = 40; delay = 200; delayFirst = 10; }
   else if (name === 'k6') { n = 50000; tags = 5; }
   else if (name.startsWith('scale-')) { n = Number(name.slice(6)); tags = 5; }
   else if (name.startsWith('untagged-')) { n = Number(name.slice(9)); tags = 0; untagged = true; }

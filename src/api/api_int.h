@@ -138,6 +138,8 @@ int ws_registry_unsubscribe(struct ws_devices *c, const char *id);   /* 0, or -1
 bool ws_registry_ready(const struct ws_devices *c);                  /* a frame is waiting */
 int ws_registry_encode(struct ws_devices *c, struct buf *tx);        /* 1: one frame in tx */
 void ws_registry_free(struct ws_devices *c);
+/* Queues json (a CloudEvent) for every stream subscription to topic. */
+void ws_registry_publish(struct api *api, const char *topic, const char *json);
 
 /* ws.c */
 int ws_filter(struct api *api, struct lws *wsi);

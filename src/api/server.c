@@ -122,6 +122,30 @@ void rest_json(struct http_req *r, int status)
     r->ctype = "application/json";
 }
 
+/* Spring's HttpStatus names, for NCMP's error bodies. */
+static const char *http_status_name(int status)
+{
+    switch (status) {
+    case 400: return "BAD_REQUEST";
+    case 401: return "UNAUTHORIZED";
+    case 403: return "FORBIDDEN";
+    case 404: return "NOT_FOUND";
+    case 405: return "METHOD_NOT_ALLOWED";
+    case 408: return "REQUEST_TIMEOUT";
+    case 409: return "CONFLICT";
+    case 411: return "LENGTH_REQUIRED";
+    case 413: return "PAYLOAD_TOO_LARGE";
+    case 414: return "URI_TOO_LONG";
+    case 415: return "UNSUPPORTED_MEDIA_TYPE";
+    case 429: return "TOO_MANY_REQUESTS";
+    case 500: return "INTERNAL_SERVER_ERROR";
+    case 502: return "BAD_GATEWAY";
+    case 503: return "SERVICE_UNAVAILABLE";
+    case 504: return "GATEWAY_TIMEOUT";
+    default: return "ERROR";
+    }
+}
+
 void rest_error(struct http_req *r, int status, const char *code, const char *fmt, ...)
 {
     char msg[1024];
@@ -130,9 +154,17 @@ void rest_error(struct http_req *r, int status, const char *code, const char *fm
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     buf_reset(&r->resp);
-    buf_printf(&r->resp, "{\"error\":{\"code\":\"%s\",\"message\":", code);
-    jw_str(&r->resp, msg);
-    buf_printf(&r->resp, "}}\n");
+    if (strncmp(r->path, "/ncmp/", 6) == 0 || strncmp(r->path, "/ncmpInventory/", 15) == 0) {
+        /* NCMP's ErrorMessage (NetworkCmProxyRestExceptionHandler: status is Spring's
+         * HttpStatus text); details carries opsd's error code */
+        buf_printf(&r->resp, "{\"status\":\"%d %s\",\"message\":", status, http_status_name(status));
+        jw_str(&r->resp, msg);
+        buf_printf(&r->resp, ",\"details\":\"%s\"}\n", code);
+    } else {
+        buf_printf(&r->resp, "{\"error\":{\"code\":\"%s\",\"message\":", code);
+        jw_str(&r->resp, msg);
+        buf_printf(&r->resp, "}}\n");
+    }
     rest_json(r, status);
 }
 
@@ -285,6 +317,10 @@ static int admit_body(struct http_req *r, bool *none)
         *none = true;
         n = 0;
     }
+    /* HTTP/1.1 "Content-Length: 0": no body callback ever comes, so dispatch at once too (a
+     * PUT with an empty body waited for the 30 s idle timeout) */
+    if (n == 0 && !is_h2_stream(wsi))
+        *none = true;
     enum api_role need = rest_body_role(r->path);
     if (r->role < need) {
         rest_error(r, 403, "forbidden", "this needs the %s role; the token has %s", api_role_name(need),

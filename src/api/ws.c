@@ -341,7 +341,7 @@ static void handle_message(struct ws_client *c, const char *text, size_t len)
     } else if (!id || !*id || strlen(id) > STREAM_ID_MAX) {
         reply_error(c, NULL, "bad_request", "'%.32s' needs an 'id' of 1 to %d characters", op,
                     STREAM_ID_MAX);
-    } else if (strcmp(op, "subscribe") == 0 && json_object_get(msg, "devices")) {
+    } else if (strcmp(op, "subscribe") == 0 && (json_object_get(msg, "devices") || json_object_get(msg, "topic"))) {
         const char *code;
         char err[256];
         if (ws_registry_subscribe(c->api, &c->devices, c->wsi, msg, id, &code, err, sizeof err) < 0)

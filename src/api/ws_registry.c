@@ -4,7 +4,14 @@
  *   <- {"op":"subscribed","id":"d1"}
  *   <- {"op":"devices","id":"d1","events":[{"cmHandle":"ch-1","state":"READY","previous":"ADVISED",
  *        "lockReason":"","details":"","moduleSetTag":"t1","ts":1764460800000}],"lost":0}
- * Every filter member is optional (none: every event); states match the new state.
+ * Every filter member is optional (none: every event); states match the new state. With
+ * "format":"ncmp" the events are NCMP's LCM events (its LcmEvent: eventId, eventType
+ * create/update/delete, event.oldValues/newValues), in {"op":"devices",..,"events":[..]}.
+ *
+ *   -> {"op":"subscribe","id":"t1","topic":"my-topic"}
+ *   <- {"op":"event","id":"t1","events":[{CloudEvent},...],"lost":0}
+ * A topic subscription gets the CloudEvents of NCMP's asynchronous data operations sent to
+ * that topic (ws_registry_publish; NCMP would send them to the client's Kafka topic).
  *
  * One registry listener per api (registered with the first subscription, its user data the
  * api; api->device_clients lists the clients) hands each event to the clients whose filters
@@ -18,13 +25,16 @@
 #include "api/api_int.h"
 #include "core/jsonw.h"
 #include "core/mem.h"
+#include "core/util.h"
 #include "registry/registry.h"
 
 #define WSD_QUEUE_MAX 10000
 #define WSD_SUBS_MAX  16
+#define WSD_TOPIC_BYTES_MAX (64u << 20)   /* queued CloudEvents per topic subscription */
 
 struct wsd_event {
-    char *id, *details, *tag;
+    char *id, *details, *tag;   /* a topic subscription's event: its JSON in details */
+    char *alt, *producer, *pub; /* "format":"ncmp": alternate id, producer, public properties JSON */
     enum reg_state state, previous;
     enum reg_lock lock;
     int64_t ts;
@@ -34,6 +44,9 @@ struct wsd_sub {
     char *id;
     unsigned states;        /* bit per reg_state; 0: all */
     char *prefix, *tag;     /* NULL: any */
+    char *topic;            /* a topic subscription (no device events) */
+    bool ncmp;              /* NCMP's LCM event format */
+    size_t bytes;           /* topic: bytes queued */
     struct wsd_event *q;    /* ring of WSD_QUEUE_MAX */
     size_t head, n;
     uint64_t lost;
@@ -53,6 +66,9 @@ static void ev_free(struct wsd_event *e)
     free(e->id);
     free(e->details);
     free(e->tag);
+    free(e->alt);
+    free(e->producer);
+    free(e->pub);
 }
 
 static void sub_release(struct wsd_sub *s)
@@ -63,11 +79,14 @@ static void sub_release(struct wsd_sub *s)
     free(s->id);
     free(s->prefix);
     free(s->tag);
+    free(s->topic);
     memset(s, 0, sizeof *s);
 }
 
 static bool sub_matches(const struct wsd_sub *s, const struct reg_event *ev)
 {
+    if (s->topic)
+        return false;
     if (s->states && !(s->states & (1u << ev->state)))
         return false;
     if (s->prefix && strncmp(ev->id, s->prefix, strlen(s->prefix)) != 0)
@@ -93,9 +112,27 @@ static void on_event(void *ud, const struct reg_event *ev)
                 s->lost++;
             }
             struct wsd_event *e = &s->q[(s->head + s->n++) % WSD_QUEUE_MAX];
+            memset(e, 0, sizeof *e);
             e->id = xstrdup(ev->id);
             e->details = xstrdup(ev->details ? ev->details : "");
             e->tag = xstrdup(ev->tag ? ev->tag : "");
+            if (s->ncmp) {
+                e->alt = xstrdup(ev->alt_id ? ev->alt_id : "");
+                e->producer = xstrdup(ev->producer ? ev->producer : "");
+                struct buf b;
+                buf_init(&b, SIZE_MAX);
+                buf_putc(&b, '{');
+                for (size_t k = 0; k < ev->npub; k++) {
+                    if (k)
+                        buf_putc(&b, ',');
+                    jw_str(&b, ev->pub[2 * k]);
+                    buf_putc(&b, ':');
+                    jw_str(&b, ev->pub[2 * k + 1]);
+                }
+                buf_putc(&b, '}');
+                e->pub = xstrndup(b.data, b.len);
+                buf_release(&b);
+            }
             e->state = ev->state;
             e->previous = ev->old_state;
             e->lock = ev->lock;
@@ -117,7 +154,17 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
         return -1;
     }
     json_t *f = json_object_get(msg, "devices");
+    const char *topic = json_string_value(json_object_get(msg, "topic"));
+    if (json_object_get(msg, "topic") && (!topic || !*topic || strlen(topic) > 249)) {
+        snprintf(err, errlen, "'topic' is a name of 1 to 249 characters");
+        return -1;
+    }
+    if (topic)
+        f = json_object(); /* no device filter: only the topic's events */
+    else
+        json_incref(f);
     if (!json_is_object(f)) {
+        json_decref(f);
         snprintf(err, errlen, "'devices' is a filter object: {\"states\":[..],\"prefix\":\"..\",\"tag\":\"..\"}");
         return -1;
     }
@@ -128,6 +175,7 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
         if (strcmp(k, "states") == 0) {
             if (!json_is_array(v)) {
                 snprintf(err, errlen, "'devices.states' is a list of ADVISED, READY, LOCKED, DELETING, DELETED");
+                json_decref(f);
                 return -1;
             }
             size_t i;
@@ -136,17 +184,27 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
                 enum reg_state st;
                 if (!json_is_string(s) || reg_state_parse(json_string_value(s), &st) < 0) {
                     snprintf(err, errlen, "'devices.states[%zu]' is one of ADVISED, READY, LOCKED, DELETING, DELETED", i);
+                    json_decref(f);
                     return -1;
                 }
                 states |= 1u << st;
             }
+        } else if (strcmp(k, "format") == 0) {
+            if (!json_is_string(v) || (strcmp(json_string_value(v), "ncmp") != 0 &&
+                                       strcmp(json_string_value(v), "opsd") != 0)) {
+                snprintf(err, errlen, "'devices.format' is \"opsd\" (the default) or \"ncmp\" (NCMP's LCM events)");
+                json_decref(f);
+                return -1;
+            }
         } else if (strcmp(k, "prefix") == 0 || strcmp(k, "tag") == 0) {
             if (!json_is_string(v)) {
                 snprintf(err, errlen, "'devices.%s' is a string", k);
+                json_decref(f);
                 return -1;
             }
         } else {
-            snprintf(err, errlen, "unknown 'devices.%.64s' (states, prefix, tag)", k);
+            snprintf(err, errlen, "unknown 'devices.%.64s' (states, prefix, tag, format)", k);
+            json_decref(f);
             return -1;
         }
     }
@@ -167,7 +225,8 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
     if (slot == c->nsubs) {
         if (c->nsubs == WSD_SUBS_MAX) {
             *code = "too_many_subscriptions";
-            snprintf(err, errlen, "at most %d device subscriptions per connection", WSD_SUBS_MAX);
+            snprintf(err, errlen, "at most %d device and topic subscriptions per connection", WSD_SUBS_MAX);
+            json_decref(f);
             return -1;
         }
         c->nsubs++;
@@ -181,12 +240,49 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
     const char *t = json_string_value(json_object_get(f, "tag"));
     s->prefix = p ? xstrdup(p) : NULL;
     s->tag = t ? xstrdup(t) : NULL;
+    s->topic = topic ? xstrdup(topic) : NULL;
+    const char *fmt = json_string_value(json_object_get(f, "format"));
+    s->ncmp = fmt && strcmp(fmt, "ncmp") == 0;
     s->q = xnew(struct wsd_event, WSD_QUEUE_MAX);
+    json_decref(f);
     if (api->device_listening != api->reg) {
         reg_listen(api->reg, on_event, api);
         api->device_listening = api->reg;
     }
     return 0; /* the caller answers {"op":"subscribed"} */
+}
+
+static void drop_oldest(struct wsd_sub *s)
+{
+    struct wsd_event *e = &s->q[s->head];
+    if (s->topic)
+        s->bytes -= strlen(e->details);
+    ev_free(e);
+    s->head = (s->head + 1) % WSD_QUEUE_MAX;
+    s->n--;
+    s->lost++;
+}
+
+void ws_registry_publish(struct api *api, const char *topic, const char *json)
+{
+    size_t len = strlen(json);
+    for (struct ws_devices *c = api->device_clients; c; c = c->next) {
+        bool any = false;
+        for (size_t i = 0; i < c->nsubs; i++) {
+            struct wsd_sub *s = &c->subs[i];
+            if (!s->topic || strcmp(s->topic, topic) != 0)
+                continue;
+            while (s->n && (s->n == WSD_QUEUE_MAX || s->bytes + len > WSD_TOPIC_BYTES_MAX))
+                drop_oldest(s);
+            struct wsd_event *e = &s->q[(s->head + s->n++) % WSD_QUEUE_MAX];
+            memset(e, 0, sizeof *e);
+            e->details = xstrdup(json);
+            s->bytes += len;
+            any = true;
+        }
+        if (any)
+            lws_callback_on_writable(c->wsi);
+    }
 }
 
 int ws_registry_unsubscribe(struct ws_devices *c, const char *id)
@@ -212,12 +308,96 @@ bool ws_registry_ready(const struct ws_devices *c)
     return false;
 }
 
+/* NCMP's LcmEvent (onap/cps: LcmEventsCreator; CmHandleCreateSpec checks its fields): a
+ * handle's first event is "create" with no oldValues, DELETED is "delete" with neither, every
+ * other change "update" with the state before and after (and dataSyncEnabled false as it
+ * becomes READY). */
+static void lcm_event(struct buf *tx, const struct wsd_event *e)
+{
+    bool create = e->state == RS_ADVISED && e->previous == RS_ADVISED, del = e->state == RS_DELETED;
+    char id[37], t[32];
+    uuid4_text(id);
+    time_text_ncmp(e->ts, t);
+    jw_raw(tx, "{\"eventId\":");
+    jw_str(tx, id);
+    jw_raw(tx, ",\"eventCorrelationId\":");
+    jw_str(tx, e->id);
+    jw_raw(tx, ",\"eventTime\":");
+    jw_str(tx, t);
+    jw_raw(tx, ",\"eventSource\":\"org.onap.ncmp\",\"eventType\":");
+    jw_str(tx, create ? "org.onap.ncmp.cmhandle-lcm-event.create" : del ? "org.onap.ncmp.cmhandle-lcm-event.delete"
+                                                                     : "org.onap.ncmp.cmhandle-lcm-event.update");
+    jw_raw(tx, ",\"eventSchema\":\"org.onap.ncmp:cmhandle-lcm-event\",\"eventSchemaVersion\":\"1.0\",\"event\":{"
+               "\"cmHandleId\":");
+    jw_str(tx, e->id);
+    jw_raw(tx, ",\"alternateId\":");
+    jw_str(tx, e->alt ? e->alt : "");
+    jw_raw(tx, ",\"moduleSetTag\":");
+    jw_str(tx, e->tag);
+    jw_raw(tx, ",\"dataProducerIdentifier\":");
+    jw_str(tx, e->producer ? e->producer : "");
+    if (create) {
+        jw_raw(tx, ",\"oldValues\":null,\"newValues\":{\"cmHandleState\":\"ADVISED\",\"cmHandleProperties\":[");
+        jw_raw(tx, e->pub ? e->pub : "{}");
+        jw_raw(tx, "]}}}");
+        return;
+    }
+    if (del) {
+        jw_raw(tx, ",\"oldValues\":null,\"newValues\":null}}");
+        return;
+    }
+    jw_raw(tx, ",\"oldValues\":{\"cmHandleState\":");
+    jw_str(tx, reg_state_name(e->previous));
+    jw_raw(tx, "},\"newValues\":{\"cmHandleState\":");
+    jw_str(tx, reg_state_name(e->state));
+    if (e->state == RS_READY && e->previous != RS_READY)
+        jw_raw(tx, ",\"dataSyncEnabled\":false");
+    jw_raw(tx, "}}}");
+}
+
 int ws_registry_encode(struct ws_devices *c, struct buf *tx)
 {
     for (size_t i = 0; i < c->nsubs; i++) {
         struct wsd_sub *s = &c->subs[i];
         if (!s->n && !s->lost)
             continue;
+        if (s->topic) {
+            jw_raw(tx, "{\"op\":\"event\",\"id\":");
+            jw_str(tx, s->id);
+            jw_raw(tx, ",\"events\":[");
+            size_t sent = 0;
+            while (s->n && tx->len < WS_FRAME_BUDGET) {
+                struct wsd_event *e = &s->q[s->head];
+                if (sent++)
+                    buf_putc(tx, ',');
+                jw_raw(tx, e->details);
+                s->bytes -= strlen(e->details);
+                ev_free(e);
+                s->head = (s->head + 1) % WSD_QUEUE_MAX;
+                s->n--;
+            }
+            buf_printf(tx, "],\"lost\":%llu}", (unsigned long long)s->lost);
+            s->lost = 0;
+            return 1;
+        }
+        if (s->ncmp) {
+            jw_raw(tx, "{\"op\":\"devices\",\"id\":");
+            jw_str(tx, s->id);
+            jw_raw(tx, ",\"events\":[");
+            size_t sent = 0;
+            while (s->n && tx->len < WS_FRAME_BUDGET) {
+                struct wsd_event *e = &s->q[s->head];
+                if (sent++)
+                    buf_putc(tx, ',');
+                lcm_event(tx, e);
+                ev_free(e);
+                s->head = (s->head + 1) % WSD_QUEUE_MAX;
+                s->n--;
+            }
+            buf_printf(tx, "],\"lost\":%llu}", (unsigned long long)s->lost);
+            s->lost = 0;
+            return 1;
+        }
         jw_raw(tx, "{\"op\":\"devices\",\"id\":");
         jw_str(tx, s->id);
         jw_raw(tx, ",\"events\":[");

@@ -226,7 +226,7 @@ static int post_registration(struct ctl *c, const struct opts *o, json_t *body, 
     buf_release(&b);
     if (rc)
         return rc;
-    if (status == 500 && json_is_object(j) && !json_object_get(j, "error")) {
+    if (status == 500 && json_is_object(j) && !json_object_get(j, "status")) {
         if (o->seen & OPT(O_JSON))
             cli_print_json(j);
         static const char *const lists[] = {"failedRemovedCmHandles", "failedCreatedCmHandles",

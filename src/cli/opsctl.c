@@ -453,12 +453,15 @@ static void token_hint(const struct ctl *c)
           stderr);
 }
 
-/* Reports an answer with an error status: the server's {"error":{code,message}} when there
- * is one, else the HTTP status (a proxy, or not opsd at all). */
+/* Reports an answer with an error status: the server's {"error":{code,message}} (or, on the
+ * NCMP paths, {"status","message","details":code}) when there is one, else the HTTP status (a
+ * proxy, or not opsd at all). */
 int cli_server_error(struct ctl *c, long status, const json_t *answer)
 {
     const json_t *e = json_object_get(answer, "error");
-    const char *code = json_string_value(json_object_get(e, "code"));
+    if (!e && json_is_string(json_object_get(answer, "status")))
+        e = answer; /* NCMP's ErrorMessage: the code is in details */
+    const char *code = json_string_value(json_object_get(e, e == answer ? "details" : "code"));
     const json_t *msg = json_object_get(e, "message");
     int rc;
     if (code && json_is_string(msg)) {

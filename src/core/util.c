@@ -5,8 +5,10 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 int64_t now_ms(void)
@@ -303,4 +305,29 @@ int hex4_value(const char *p)
         v = v * 16 + d;
     }
     return v;
+}
+
+void uuid4_text(char out[37])
+{
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+        /* no entropy yet (early boot): time and a counter still make it unique here */
+        static uint64_t seq;
+        uint64_t t = mono_ns() ^ ((uint64_t)now_ms() << 20) ^ ++seq;
+        for (int i = 0; i < 16; i++)
+            b[i] = (unsigned char)((t >> (i % 8 * 8)) ^ (unsigned)(i * 37));
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+             b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+void time_text_ncmp(int64_t ms, char out[32])
+{
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    size_t n = strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03d+0000", (int)((ms % 1000 + 1000) % 1000));
 }

@@ -52,6 +52,11 @@ uint64_t hash_bytes(const void *p, size_t n);
 
 /* True when the address text is a loopback address (127.0.0.0/8, ::1, localhost). */
 bool addr_is_loopback(const char *host);
+/* A random (version 4) UUID, 36 characters and a NUL. */
+void uuid4_text(char out[37]);
+/* A time as Java's "yyyy-MM-dd'T'HH:mm:ss.SSSZ" in UTC (2026-12-04T16:00:00.000+0000; NCMP's
+ * events), 28 characters and a NUL. */
+void time_text_ncmp(int64_t ms, char out[32]);
 /* Splits "host:port" or "[v6]:port". Returns 0 or -1. host gets at most hostlen-1 bytes. */
 int split_host_port(const char *s, char *host, size_t hostlen, int *port);
 

@@ -26,7 +26,9 @@ static int fail_shape(char *err, size_t errlen, const char *what)
     return -1;
 }
 
-/* An object whose members are all strings (or null when nulls are allowed). */
+/* A property map: every value a string, a number or a boolean (NCMP's JSON reader takes
+ * the text of a number or boolean as the string, ONAP's K6 payload sends numbers), or null
+ * when nulls are allowed (an update deleting the property). */
 static bool str_map(const struct rj *o, bool nulls)
 {
     if (!o)
@@ -35,16 +37,43 @@ static bool str_map(const struct rj *o, bool nulls)
         return false;
     for (uint32_t i = 0; i < o->n; i++) {
         const struct rj *v = &o->items[2 * i + 1];
-        if (!rj_is(v, RJ_STR) && !(nulls && rj_is(v, RJ_NULL)))
+        if (!rj_is(v, RJ_STR) && !rj_is(v, RJ_NUM) && !rj_is(v, RJ_TRUE) && !rj_is(v, RJ_FALSE) &&
+            !(nulls && rj_is(v, RJ_NULL)))
             return false;
     }
     return true;
+}
+
+/* A property value as text into small (numbers and booleans as written), NULL for null. */
+static const char *prop_text(const struct rj *v, char *small, size_t smalllen, char **big)
+{
+    *big = NULL;
+    if (rj_is(v, RJ_TRUE))
+        return "true";
+    if (rj_is(v, RJ_FALSE))
+        return "false";
+    if (!rj_is(v, RJ_NUM))
+        return rj_str(v);
+    if (v->n < smalllen) {
+        memcpy(small, v->s, v->n);
+        small[v->n] = '\0';
+        return small;
+    }
+    return *big = xstrndup(v->s, v->n);
 }
 
 static bool opt_string(const struct rj *o, const char *k)
 {
     const struct rj *v = rj_get(o, k);
     return !v || rj_is(v, RJ_STR) || rj_is(v, RJ_NULL);
+}
+
+/* Empty or only white space: NCMP's StringUtils.isBlank (no alternate id). */
+static bool blank(const char *s)
+{
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    return !*s;
 }
 
 static const char *sval(const struct rj *o, const char *k)
@@ -88,7 +117,7 @@ static long check_shape(const struct rj *j, char *err, size_t errlen)
             if (!str_map(rj_get(e, "cmHandleProperties"), true) ||
                 !str_map(rj_get(e, "publicCmHandleProperties"), true)) {
                 snprintf(err, errlen, "%s[%zu]: cmHandleProperties and publicCmHandleProperties map "
-                         "names to strings", l ? "updatedCmHandles" : "createdCmHandles", i);
+                         "names to strings (or numbers, booleans)", l ? "updatedCmHandles" : "createdCmHandles", i);
                 return -1;
             }
             if (!opt_string(e, "moduleSetTag") || !opt_string(e, "alternateId") ||
@@ -157,9 +186,10 @@ static void fail_add(struct failures *f, const char *id, enum reg_err e)
 static void apply_props(struct reg *r, struct reg_handle *h, const struct rj *props,
                         const struct rj *pub)
 {
+    char small[64], *big;
     for (uint32_t m = 0; rj_is(props, RJ_OBJ) && m < props->n; m++) {
         const char *k = props->items[2 * m].s;
-        const char *v = rj_str(&props->items[2 * m + 1]);
+        const char *v = prop_text(&props->items[2 * m + 1], small, sizeof small, &big);
         size_t i;
         for (i = 0; i < h->nprops && strcmp(h->props[i].k, k) != 0; i++)
             ;
@@ -176,9 +206,12 @@ static void apply_props(struct reg *r, struct reg_handle *h, const struct rj *pr
             h->props[h->nprops].k = xstrdup(k);
             h->props[h->nprops++].v = xstrdup(v);
         }
+        free(big);
     }
-    for (uint32_t m = 0; rj_is(pub, RJ_OBJ) && m < pub->n; m++)
-        regm_set_pub(r, h, pub->items[2 * m].s, rj_str(&pub->items[2 * m + 1]));
+    for (uint32_t m = 0; rj_is(pub, RJ_OBJ) && m < pub->n; m++) {
+        regm_set_pub(r, h, pub->items[2 * m].s, prop_text(&pub->items[2 * m + 1], small, sizeof small, &big));
+        free(big);
+    }
 }
 
 static void set_str(char **field, const char *v)
@@ -236,7 +269,8 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
             continue;
         }
         struct reg_event ev = {.id = h->id, .old_state = h->state, .state = RS_DELETING,
-                               .details = "", .tag = h->tag ? h->tag : "", .ts = now_ms()};
+                               .details = "", .tag = h->tag ? h->tag : "", .ts = now_ms(),
+                               .alt_id = h->alt_id ? h->alt_id : "", .producer = h->producer ? h->producer : ""};
         for (int k = 0; k < REG_LISTENERS; k++)
             if (r->listeners[k].fn)
                 r->listeners[k].fn(r->listeners[k].ud, &ev);
@@ -252,7 +286,7 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
     for (i = 0; i < ne; i++) {
         const struct rj *e = &arr[i];
         const char *id = sval(e, "cmHandle");
-        const char *alt = sval(e, "alternateId");
+        const char *alt = blank(sval(e, "alternateId")) ? "" : sval(e, "alternateId");
         if (reg_id_check(id, strlen(id))) {
             fail_add(&f, id, REG_E_INVALID_ID);
             continue;
@@ -262,13 +296,15 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
             continue;
         }
         if (*alt && rmap_get(&r->by_alt, alt)) {
-            fail_add(&f, id, REG_E_ALT_ID_IN_USE);
+            /* taken, or given twice in this batch: NCMP (master) answers 109 too */
+            fail_add(&f, id, REG_E_EXISTS);
             continue;
         }
         struct reg_handle *h = regm_handle_new(r, id);
         set_str(&h->plugin, plugin);
         set_str(&h->data_plugin, dplugin);
         set_str(&h->model_plugin, mplugin);
+        regm_plugin_note(r, *dplugin ? dplugin : plugin);
         set_str(&h->tag, sval(e, "moduleSetTag"));
         set_str(&h->producer, sval(e, "dataProducerIdentifier"));
         set_str(&h->trust, sval(e, "trustLevel"));
@@ -287,16 +323,17 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
     for (i = 0; i < ne; i++) {
         const struct rj *e = &arr[i];
         const char *id = sval(e, "cmHandle");
-        const char *alt = sval(e, "alternateId");
+        const char *alt = blank(sval(e, "alternateId")) ? "" : sval(e, "alternateId");
         struct reg_handle *h = regm_find(r, id);
         if (!h) {
             fail_add(&f, id, REG_E_NOT_FOUND);
             continue;
         }
         if (*alt) {
+            /* a blank one keeps the current alternate id; a different one is refused */
             struct reg_handle *o = rmap_get(&r->by_alt, alt);
             if ((o && o != h) || (h->alt_id && strcmp(h->alt_id, alt) != 0)) {
-                fail_add(&f, id, REG_E_ALT_ID_IN_USE);
+                fail_add(&f, id, REG_E_EXISTS);
                 continue;
             }
             regm_set_alt(r, h, alt);
@@ -305,6 +342,7 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
             set_str(&h->plugin, plugin);
             set_str(&h->data_plugin, dplugin);
             set_str(&h->model_plugin, mplugin);
+            regm_plugin_note(r, *dplugin ? dplugin : plugin);
         }
         if (rj_str(rj_get(e, "dataProducerIdentifier")))
             set_str(&h->producer, sval(e, "dataProducerIdentifier"));
@@ -368,12 +406,14 @@ static struct reg_handle *find_ref(struct reg *r, const char *ref)
     return h ? h : rmap_get(&r->by_alt, ref);
 }
 
+bool reg_known(struct reg *r, const char *ref) { return find_ref(r, ref) != NULL; }
+
 int reg_json_handle(struct reg *r, const char *id, struct buf *out)
 {
     struct reg_handle *h = find_ref(r, id);
     if (!h)
         return -1;
-    regm_json_handle(r, h, out, false);
+    regm_json_handle(r, h, out, 0);
     return 0;
 }
 
@@ -383,7 +423,7 @@ int reg_json_state(struct reg *r, const char *id, struct buf *out)
     if (!h)
         return -1;
     jw_raw(out, "{\"state\":");
-    regm_json_handle(r, h, out, true);
+    regm_json_handle(r, h, out, REGJ_STATE);
     buf_putc(out, '}');
     return 0;
 }
@@ -407,6 +447,115 @@ int reg_json_modules(struct reg *r, const char *id, struct buf *out)
     }
     buf_putc(out, ']');
     return 0;
+}
+
+int reg_json_properties(struct reg *r, const char *id, struct buf *out)
+{
+    struct reg_handle *h = find_ref(r, id);
+    if (!h)
+        return -1;
+    jw_raw(out, "{\"publicCmHandleProperties\":[{");
+    for (size_t i = 0; i < h->npub; i++) {
+        if (i)
+            buf_putc(out, ',');
+        jw_str(out, h->pub[i].k);
+        buf_putc(out, ':');
+        jw_str(out, h->pub[i].v);
+    }
+    jw_raw(out, "}]}");
+    return 0;
+}
+
+/* modules/definitions: the module list is taken on the loop, the sources are read from
+ * registry.db on the libuv pool (a connection of the job's own: the writer's belongs to the
+ * writer thread), and the answer is written back on the loop. */
+struct defs_job {
+    uv_work_t w;
+    char path[4200];
+    char **hash, **name, **rev, **src;
+    size_t n;
+    struct buf *out;
+    void (*done)(void *ud, int status);
+    void *ud;
+};
+
+static void defs_read(uv_work_t *w)
+{
+    struct defs_job *j = w->data;
+    if (!j->n)
+        return;
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(j->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 2000);
+        for (size_t i = 0; i < j->n; i++)
+            j->src[i] = regstore_source(db, j->hash[i]);
+    }
+    sqlite3_close(db);
+}
+
+static void defs_answer(uv_work_t *w, int status)
+{
+    (void)status;
+    struct defs_job *j = w->data;
+    buf_putc(j->out, '[');
+    for (size_t i = 0; i < j->n; i++) {
+        if (i)
+            buf_putc(j->out, ',');
+        jw_raw(j->out, "{\"moduleName\":");
+        jw_str(j->out, j->name[i]);
+        jw_raw(j->out, ",\"revision\":");
+        jw_str(j->out, j->rev[i]);
+        jw_raw(j->out, ",\"content\":");
+        if (j->src[i])
+            jw_str(j->out, j->src[i]);
+        else
+            jw_raw(j->out, "null"); /* not committed yet (its sync's batch is being written) */
+        buf_putc(j->out, '}');
+        free(j->hash[i]);
+        free(j->name[i]);
+        free(j->rev[i]);
+        free(j->src[i]);
+    }
+    buf_putc(j->out, ']');
+    void (*done)(void *, int) = j->done;
+    void *ud = j->ud;
+    free(j->hash);
+    free(j->name);
+    free(j->rev);
+    free(j->src);
+    free(j);
+    done(ud, 0);
+}
+
+void reg_module_definitions_start(struct reg *r, const char *id, const char *name, const char *rev,
+                                  struct buf *out, void (*done)(void *ud, int status), void *ud)
+{
+    struct reg_handle *h = find_ref(r, id);
+    struct defs_job *j = xzalloc(sizeof *j);
+    snprintf(j->path, sizeof j->path, "%s/registry.db", r->dir);
+    size_t cap = h && h->set ? h->set->nmods : 0;
+    j->hash = xnew(char *, cap + 1);
+    j->name = xnew(char *, cap + 1);
+    j->rev = xnew(char *, cap + 1);
+    j->src = xnew(char *, cap + 1);
+    for (size_t i = 0; i < cap; i++) {
+        const struct reg_module *m = h->set->mods[i].m;
+        /* NCMP: the revision filters only together with a module name */
+        if (name && *name && (strcmp(m->name, name) != 0 || (rev && *rev && strcmp(m->revision, rev) != 0)))
+            continue;
+        j->hash[j->n] = xstrdup(m->hash);
+        j->name[j->n] = xstrdup(m->name);
+        j->rev[j->n++] = xstrdup(m->revision);
+    }
+    j->out = out;
+    j->done = done;
+    j->ud = ud;
+    j->w.data = j;
+    /* always through the pool when there is a loop, so done never runs inside this call */
+    if (!r->loop || uv_queue_work(r->loop, &j->w, defs_read, defs_answer) != 0) {
+        defs_read(&j->w);
+        defs_answer(&j->w, 0);
+    }
 }
 
 /* ---- DMI plugin answers ---- */

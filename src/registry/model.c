@@ -47,13 +47,13 @@ const char *reg_lock_name(enum reg_lock l) { return l <= RL_MODULE_UPGRADE_FAILE
 const char *reg_err_text(enum reg_err e)
 {
     switch (e) {
-    case REG_E_NOT_FOUND: return "cm handle reference(s) not found";
+    /* NCMP's texts (NcmpResponseStatus, onap/cps master) */
+    case REG_E_NOT_FOUND: return "cm handle id(s) not found";
     case REG_E_NOT_READY: return "cm handle(s) not ready";
     case REG_E_EXISTS: return "cm-handle already exists";
-    case REG_E_INVALID_ID: return "cm handle reference has an invalid character(s) in id";
-    case REG_E_ALT_ID_IN_USE: return "alternate id already associated";
+    case REG_E_INVALID_ID: return "cm-handle has an invalid character(s) in id";
     case REG_E_UNKNOWN:
-    default: return "unknown error";
+    default: return "Unknown error";
     }
 }
 
@@ -241,6 +241,14 @@ void regm_release(struct reg *r)
             free(f);
         }
     }
+    for (size_t i = 0; i < r->plugins.cap; i++) {
+        if (r->plugins.keys[i]) {
+            struct reg_plugin *pl = r->plugins.vals[i];
+            free(pl->url);
+            free(pl);
+        }
+    }
+    rmap_release(&r->plugins);
     rmap_release(&r->by_id);
     rmap_release(&r->by_alt);
     rmap_release(&r->sets);
@@ -571,13 +579,24 @@ void regm_handle_free(struct reg_handle *h) { handle_free(h); }
 
 void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old)
 {
+    const char *small[32], **pub = small;
+    if (h->npub > 16)
+        pub = xnew(const char *, 2 * h->npub);
+    for (size_t i = 0; i < h->npub; i++) {
+        pub[2 * i] = h->pub[i].k;
+        pub[2 * i + 1] = h->pub[i].v;
+    }
     struct reg_event ev = {
         .id = h->id, .old_state = old, .state = h->state, .lock = h->lock,
         .details = h->details ? h->details : "", .tag = h->tag ? h->tag : "", .ts = h->updated_ms,
+        .alt_id = h->alt_id ? h->alt_id : "", .producer = h->producer ? h->producer : "",
+        .pub = pub, .npub = h->npub,
     };
     for (int i = 0; i < REG_LISTENERS; i++)
         if (r->listeners[i].fn)
             r->listeners[i].fn(r->listeners[i].ud, &ev);
+    if (pub != small)
+        free(pub);
 }
 
 void regm_set_state(struct reg *r, struct reg_handle *h, enum reg_state s, enum reg_lock l,
@@ -758,24 +777,29 @@ void regm_log_handle(struct reg *r, struct reg_handle *h)
 
 static void ncmp_time(struct buf *out, int64_t ms)
 {
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    buf_printf(out, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03d+0000\"", tm.tm_year + 1900, tm.tm_mon + 1,
-               tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+    char t[32];
+    time_text_ncmp(ms, t);
+    jw_str(out, t);
 }
 
-/* NCMP's RestOutputCmHandle (or, state_only, its "state" member's value). */
-void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, bool state_only)
+/* NCMP's RestOutputCmHandle (or, REGJ_STATE, its "state" member's value; REGJ_PRIVATE adds the
+ * private cmHandleProperties, as the inventory's searchCmHandles?outputDmiProperties=true). */
+void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, unsigned flags)
 {
     (void)r;
+    bool state_only = flags & REGJ_STATE;
     if (!state_only) {
         jw_raw(out, "{\"cmHandle\":");
         jw_str(out, h->id);
         /* NCMP answers the public properties as a list holding one map */
         jw_raw(out, ",\"publicCmHandleProperties\":[");
         kv_json(out, h->pub, h->npub);
-        jw_raw(out, "],\"state\":");
+        buf_putc(out, ']');
+        if (flags & REGJ_PRIVATE) {
+            jw_raw(out, ",\"cmHandleProperties\":");
+            kv_json(out, h->props, h->nprops);
+        }
+        jw_raw(out, ",\"state\":");
     }
     jw_raw(out, "{\"cmHandleState\":");
     jw_str(out, reg_state_name(h->state));
@@ -788,13 +812,36 @@ void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, bool
     }
     jw_raw(out, ",\"lastUpdateTime\":");
     ncmp_time(out, h->updated_ms);
-    jw_raw(out, ",\"dataSyncEnabled\":false}");
+    jw_raw(out, ",\"dataSyncEnabled\":false");
+    /* NCMP gives a READY handle with data sync off an operational datastore NONE_REQUESTED */
+    if (h->state == RS_READY)
+        jw_raw(out, ",\"dataSyncState\":{\"operational\":{\"syncState\":\"NONE_REQUESTED\"}}");
+    buf_putc(out, '}');
     if (state_only)
         return;
     jw_raw(out, ",\"trustLevel\":");
-    jw_str(out, h->trust && *h->trust ? h->trust : "COMPLETE");
+    jw_str(out, regm_trust(r, h));
     opt_str(out, "moduleSetTag", h->tag);
     opt_str(out, "alternateId", h->alt_id);
     opt_str(out, "dataProducerIdentifier", h->producer);
     buf_putc(out, '}');
+}
+
+const char *regm_trust(struct reg *r, const struct reg_handle *h)
+{
+    if (h->trust && strcmp(h->trust, "NONE") == 0)
+        return "NONE";
+    /* NCMP: the lower of the device's and its DMI plugin's trust (the health watchdog) */
+    const char *p = h->data_plugin && *h->data_plugin ? h->data_plugin : h->plugin;
+    struct reg_plugin *pl = p ? rmap_get(&r->plugins, p) : NULL;
+    return pl && pl->down ? "NONE" : "COMPLETE";
+}
+
+void regm_plugin_note(struct reg *r, const char *url)
+{
+    if (!url || !*url || rmap_get(&r->plugins, url))
+        return;
+    struct reg_plugin *pl = xzalloc(sizeof *pl);
+    pl->url = xstrdup(url);
+    rmap_put(&r->plugins, pl->url, pl);
 }

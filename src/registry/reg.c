@@ -21,6 +21,9 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
     out->retry_max_ms = 300000;
     out->plugin_timeout_ms = 10000;
     out->max_batch = 10000;
+    out->data_timeout_ms = 30000;
+    out->data_concurrency = 16;
+    out->health_interval_ms = 30000;
     if (!n)
         return 0;
     int before = y->nerrors;
@@ -33,7 +36,7 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
         return -1;
     }
     static const char *const keys[] = {"sync_batch", "sync_concurrency", "retry_initial", "retry_max",
-                                       "plugin_timeout", "max_batch", NULL};
+                                       "plugin_timeout", "max_batch", "data_timeout", "data_concurrency", "health_interval", NULL};
     yn_check_keys(y, n, "registry", keys);
     int64_t v;
     if (yn_get_int(y, n, "sync_batch", "registry.sync_batch", false, &v) == 0) {
@@ -48,6 +51,12 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
         else
             out->sync_concurrency = (uint32_t)v;
     }
+    if (yn_get_int(y, n, "data_concurrency", "registry.data_concurrency", false, &v) == 0) {
+        if (v < 1 || v > 256)
+            yconf_error(y, yn_get(y, n, "data_concurrency"), "registry.data_concurrency", "must be from 1 to 256");
+        else
+            out->data_concurrency = (uint32_t)v;
+    }
     if (yn_get_int(y, n, "max_batch", "registry.max_batch", false, &v) == 0) {
         if (v < 1 || v > 1000000)
             yconf_error(y, yn_get(y, n, "max_batch"), "registry.max_batch", "must be from 1 to 1000000");
@@ -58,7 +67,7 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
         const char *key;
         int64_t *dst;
     } durs[] = {{"retry_initial", &out->retry_initial_ms}, {"retry_max", &out->retry_max_ms},
-                {"plugin_timeout", &out->plugin_timeout_ms}};
+                {"plugin_timeout", &out->plugin_timeout_ms}, {"data_timeout", &out->data_timeout_ms}};
     for (size_t i = 0; i < ARRAY_LEN(durs); i++) {
         char path[64];
         snprintf(path, sizeof path, "registry.%s", durs[i].key);
@@ -68,6 +77,18 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
                 yconf_error(y, yn_get(y, n, durs[i].key), path, "must be at least 10ms");
             else
                 *durs[i].dst = ms;
+        }
+    }
+    if (yn_get(y, n, "health_interval")) {
+        int64_t ms;
+        const char *hv = yn_scalar(yn_get(y, n, "health_interval"));
+        if (hv && strcmp(hv, "0") == 0)
+            out->health_interval_ms = 0;
+        else if (yn_get_duration(y, n, "health_interval", "registry.health_interval", false, &ms) == 0) {
+            if (ms < 100)
+                yconf_error(y, yn_get(y, n, "health_interval"), "registry.health_interval", "must be 0 (off) or at least 100ms");
+            else
+                out->health_interval_ms = ms;
         }
     }
     if (out->retry_max_ms < out->retry_initial_ms)
@@ -102,7 +123,7 @@ int reg_open(struct reg **out, const struct reg_config *cfg, const char *data_di
         goto fail;
     if (r->cur)
         regw_submit(r, NULL, NULL); /* what load repaired */
-    if (regs_start(r) < 0)
+    if (regs_start(r) < 0 || regd_start(r) < 0)
         goto fail_started;
     regq_start(r);
     log_info("registry", "%zu cm handles, %zu module sets, %zu modules loaded in %.0f ms (%llu to sync)",
@@ -111,6 +132,7 @@ int reg_open(struct reg **out, const struct reg_config *cfg, const char *data_di
     *out = r;
     return 0;
 fail_started:
+    regd_stop(r);
     regs_stop(r);
     regw_stop(r);
     r->handles_open = false;
@@ -128,12 +150,13 @@ fail:
 void reg_reconfigure(struct reg *r, const struct reg_config *cfg)
 {
     pthread_mutex_lock(&r->slock);
-    uint32_t threads = r->cfg.sync_concurrency;
+    uint32_t threads = r->cfg.sync_concurrency, dthreads = r->cfg.data_concurrency;
     r->cfg = *cfg;
-    /* the number of fetch threads is fixed at start; more batches than threads just queue */
-    if (cfg->sync_concurrency != threads)
-        log_warn("registry", "registry.sync_concurrency takes effect after a restart");
+    /* the numbers of fetch and data threads are fixed at start; more work than threads queues */
+    if (cfg->sync_concurrency != threads || cfg->data_concurrency != dthreads)
+        log_warn("registry", "registry.sync_concurrency and data_concurrency take effect after a restart");
     r->cfg.sync_concurrency = threads;
+    r->cfg.data_concurrency = dthreads;
     r->cfg.present = true;
     pthread_mutex_unlock(&r->slock);
     regs_kick(r);
@@ -144,6 +167,7 @@ void reg_stop(struct reg *r)
     if (!r)
         return;
     regq_stop(r);
+    regd_stop(r);
     regs_stop(r);
     if (r->cur)
         regw_submit(r, NULL, NULL);
@@ -247,6 +271,11 @@ void reg_metrics_text(struct reg *r, struct buf *out)
         {"opsd_registry_syncs_running", "gauge", "Sync batches being fetched now.", s.syncs_running},
         {"opsd_registry_write_queue", "gauge", "Changes waiting for the registry writer.", s.queued_ops},
         {"opsd_registry_batches_committed_total", "counter", "Registry store transactions.", s.batches_committed},
+        {"opsd_registry_plugin_health_checks_total", "counter", "DMI plugin health checks (/actuator/health) done.", s.health_checks},
+        {"opsd_registry_data_requests_total", "counter", "Data operations forwarded to DMI plugins.", s.data_requests},
+        {"opsd_registry_data_ok_total", "counter", "Data operations a DMI plugin answered with 2xx.", s.data_ok},
+        {"opsd_registry_data_failures_total", "counter", "Data operations a DMI plugin failed (error status, down, timeout).", s.data_failed},
+        {"opsd_registry_data_refused_total", "counter", "Data operations refused before forwarding (bad request, unknown or not READY handle, queue full).", s.data_refused},
         {"opsd_registry_write_errors_total", "counter", "Registry store transactions that failed.", s.write_errors},
         {"opsd_registry_write_fault", "gauge", "1 while the registry store cannot be written (changes kept in memory, retried every second).", s.write_fault != 0},
     };

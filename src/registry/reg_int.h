@@ -33,9 +33,10 @@ void rvec_push(struct reg_vec *a, void *p);
 enum rj_type { RJ_NULL, RJ_FALSE, RJ_TRUE, RJ_NUM, RJ_STR, RJ_ARR, RJ_OBJ };
 struct rj {
     uint32_t type;            /* enum rj_type */
-    uint32_t n;               /* string: bytes; array: values; object: key/value pairs */
+    uint32_t n;               /* string, number: bytes; array: values; object: key/value pairs */
     union {
-        const char *s;        /* string, NUL-terminated */
+        const char *s;        /* string, NUL-terminated; number: its text in the parsed body
+                               * (not NUL-terminated, n bytes) */
         struct rj *items;     /* array: n values; object: key, value, key, value... */
     };
 };
@@ -151,6 +152,13 @@ int regstore_load(struct reg *r, sqlite3 *db);
 /* Reads one module's source (any thread with its own connection). */
 char *regstore_source(sqlite3 *db, const char *hash);
 
+/* A DMI plugin the health watchdog checks (data.c): GET {url}/actuator/health. */
+struct reg_plugin {
+    char *url;
+    bool down;                /* its last check failed: its handles' trust level is NONE */
+    bool checking;
+};
+
 struct reg_flight {
     char *tag;
     char **waiters;           /* ids of handles waiting for the tag */
@@ -201,6 +209,9 @@ struct reg {
     char dir[4096];
     /* model (loop thread) */
     struct reg_map by_id, by_alt, sets, modules, by_namerev, bags;
+    struct reg_map plugins;                    /* url -> struct reg_plugin (health watchdog) */
+    uv_timer_t health_timer;
+    bool health_open, plugins_scanned;
     struct reg_map mod_sets;                   /* module name -> struct reg_modsets */
     struct reg_handle **all;
     size_t nall, capall;
@@ -243,6 +254,16 @@ struct reg {
     uv_timer_t sync_timer;
     uv_idle_t sync_idle;                       /* the next pass, next loop iteration */
     bool handles_open;
+    /* data operations (data.c) */
+    pthread_t *dthreads;
+    uint32_t nddata;
+    pthread_mutex_t dlock;
+    pthread_cond_t dwake;
+    struct reg_dop *dq_first, *dq_last;        /* to forward */
+    struct reg_dop *dd_first;                  /* answered, to complete on the loop */
+    uint64_t dqueued;
+    bool dstop;                                /* atomic: aborts transfers in progress */
+    uv_async_t ddone_async;
     /* searches answering in slices (search.c) */
     struct reg_search *searches;
     uint32_t nsearches;
@@ -284,7 +305,14 @@ void regm_unqueue(struct reg *r, struct reg_handle *h);
 /* Records the handle's current row in the batch. */
 void regm_log_handle(struct reg *r, struct reg_handle *h);
 void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old);
-void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, bool state_only);
+#define REGJ_STATE   1u   /* only the "state" member's value */
+#define REGJ_PRIVATE 2u   /* with the private cmHandleProperties */
+void regm_json_handle(struct reg *r, struct reg_handle *h, struct buf *out, unsigned flags);
+/* The handle's effective trust level: NONE when registered NONE or when its DMI plugin
+ * failed its last health check, else COMPLETE. */
+const char *regm_trust(struct reg *r, const struct reg_handle *h);
+/* Adds a DMI plugin to the ones the health watchdog checks (kept until stop). */
+void regm_plugin_note(struct reg *r, const char *url);
 void regm_content_hash(const char *a, size_t alen, const char *b, size_t blen, const char *c,
                        size_t clen, char out[33]);
 
@@ -300,6 +328,40 @@ int regw_start(struct reg *r);
 /* Hands the current batch to the writer (an empty one completes at the next commit too). */
 void regw_submit(struct reg *r, void (*done)(void *ud, int status), void *ud);
 void regw_stop(struct reg *r);
+
+/* cpspath.c: cmHandleWithCpsPath (see the file's comment for what is understood) */
+enum regp_node { RP_REGISTRY, RP_HANDLE, RP_STATE, RP_LOCK, RP_DATASTORES, RP_OPER, RP_PUB, RP_PRIV, RP__N };
+enum regp_op { RP_EQ, RP_NE, RP_CONTAINS };
+#define RP_TERMS_MAX 16
+#define RP_PREDS_MAX 8
+struct regp_term {
+    uint8_t leaf, op;
+    bool or_next;             /* "or" joins it to the next term (else "and") */
+    const char *v;            /* in regp_cond.mem */
+};
+struct regp_pred {
+    uint8_t node;             /* enum regp_node */
+    struct regp_term t[RP_TERMS_MAX];
+    size_t nt;                /* 0: the node only has to exist */
+};
+struct regp_cond {
+    char *mem;
+    struct regp_pred preds[RP_PREDS_MAX];
+    size_t npreds;
+};
+/* Parses path into c (release it even on failure). Returns 0, or -1 with the reason in err. */
+int regp_parse(const char *path, struct regp_cond *c, char *err, size_t errlen);
+void regp_release(struct regp_cond *c);
+/* Whether h meets every step of c; private_ok: additional-properties can match. */
+bool regp_match(const struct regp_cond *c, const struct reg_handle *h, bool private_ok);
+/* When c is one step with one "=" term: its node, leaf and value (v2 NULL); or a
+ * public-properties step with name= and value=: leaf -1, v the name, v2 the value. */
+bool regp_simple(const struct regp_cond *c, int *node, int *leaf, const char **v, const char **v2);
+
+/* data.c */
+struct reg_dop;
+int regd_start(struct reg *r);
+void regd_stop(struct reg *r);   /* joins the data threads, answers what is left */
 
 /* search.c */
 void regq_start(struct reg *r);        /* the slice timer (after the loop exists) */

@@ -33,6 +33,9 @@ struct reg_config {
     int64_t retry_max_ms;       /* back-off cap */
     int64_t plugin_timeout_ms;  /* one request to a DMI plugin */
     uint32_t max_batch;         /* handles per registration request (413 beyond) */
+    int64_t data_timeout_ms;    /* one data operation forwarded to a DMI plugin */
+    uint32_t data_concurrency;  /* data operations forwarded at once (threads) */
+    int64_t health_interval_ms; /* DMI plugin health checks (trust level); 0: none */
 };
 
 /* Parses the registry: section (n may be NULL: defaults, not present). Returns 0 or -1 with
@@ -46,7 +49,8 @@ const char *reg_state_name(enum reg_state s);
 int reg_state_parse(const char *s, enum reg_state *out);
 const char *reg_lock_name(enum reg_lock l);
 
-/* NCMP's error codes in failed* lists. */
+/* NCMP's error codes in failed* lists. An alternate id already taken (by another handle, twice
+ * in one batch, or a different one on update) is 109 as in NCMP master (3.8.1 had 111). */
 enum reg_err {
     REG_OK = 0,
     REG_E_NOT_FOUND = 100,
@@ -54,7 +58,6 @@ enum reg_err {
     REG_E_UNKNOWN = 108,
     REG_E_EXISTS = 109,
     REG_E_INVALID_ID = 110,
-    REG_E_ALT_ID_IN_USE = 111,
 };
 const char *reg_err_text(enum reg_err e);
 
@@ -85,6 +88,10 @@ struct reg_stats {
     uint64_t queued_ops;               /* changes waiting for the writer */
     uint64_t syncs_running;            /* batches being fetched now */
     uint64_t sync_waiting;             /* handles waiting for a sync */
+    uint64_t data_requests;            /* data operations forwarded to plugins */
+    uint64_t data_ok, data_failed;     /* ... answered 2xx by the plugin / not (error, down, timeout) */
+    uint64_t data_refused;             /* ... refused before forwarding (bad request, not READY, busy) */
+    uint64_t health_checks;            /* DMI plugin health checks done */
 };
 
 /* Opens DATA_DIR/registry/registry.db (created when missing), loads every handle, set and
@@ -113,6 +120,9 @@ struct reg_event {
     const char *details;          /* lock details or "" */
     const char *tag;              /* module set tag or "" */
     int64_t ts;
+    const char *alt_id, *producer;        /* "" when none (and for DELETED) */
+    const char *const *pub;               /* public properties: key, value, key, value... */
+    size_t npub;                          /* ... pairs (0 for DELETED) */
 };
 typedef void (*reg_listener)(void *ud, const struct reg_event *ev);
 /* At most a few listeners; returns 0 or -1 when full. */
@@ -134,6 +144,8 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
 
 /* ---- read side ---- */
 
+/* Whether ref names a handle (its id, or else an alternate id). */
+bool reg_known(struct reg *r, const char *ref);
 /* Appends NCMP's RestOutputCmHandle for id (a cm handle id, or else an alternate id), or
  * returns -1 when unknown. The same lookup for the two below. */
 int reg_json_handle(struct reg *r, const char *id, struct buf *out);
@@ -141,27 +153,69 @@ int reg_json_handle(struct reg *r, const char *id, struct buf *out);
 int reg_json_state(struct reg *r, const char *id, struct buf *out);
 /* Appends [{"moduleName","revision","namespace"}...] for id (empty until READY), or -1. */
 int reg_json_modules(struct reg *r, const char *id, struct buf *out);
+/* Appends {"publicCmHandleProperties":[{...}]} for id, or -1. */
+int reg_json_properties(struct reg *r, const char *id, struct buf *out);
+/* Appends [{"moduleName","revision","content"}...] of id's modules (NCMP's modules/definitions)
+ * to out, only those named name (and of revision rev, when both are given and not empty); []
+ * for an unknown handle. The sources are read from registry.db on the libuv pool; done(ud, 0)
+ * runs on the loop once out holds the answer (content is null for a module whose batch is not
+ * committed yet), from a later loop iteration. out must stay valid until then. */
+void reg_module_definitions_start(struct reg *r, const char *id, const char *name, const char *rev,
+                                  struct buf *out, void (*done)(void *ud, int status), void *ud);
 /* Appends ["id",...] of the handles registered by a plugin (any of its roles), all at once. */
 void reg_json_plugin_handles(struct reg *r, const char *plugin, struct buf *out);
 
-/* Runs a search body ({"cmHandleQueryParameters":[...]}, an empty body: all handles) and
- * appends the whole answer at once. ids_only: ["id",...] (id-searches), else
- * [RestOutputCmHandle,...]; alt: output alternate ids where set (outputAlternateId). Returns 0,
- * or -1 with the reason in err (a 400). */
-int reg_search(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
-               struct buf *out, char *err, size_t errlen);
+/* Search flags. */
+#define REG_SEARCH_IDS       1u   /* ["id",...] (id-searches), else [RestOutputCmHandle,...] */
+#define REG_SEARCH_ALT       2u   /* ids: the alternate id where one is set (outputAlternateId) */
+#define REG_SEARCH_INVENTORY 4u   /* the inventory's searches: hasAllAdditionalProperties, and
+                                   * cps paths may match additional-properties */
+#define REG_SEARCH_PRIVATE   8u   /* objects carry cmHandleProperties (outputDmiProperties) */
 
-/* The same two without holding the loop: the matching handles are selected now, the answer
- * is appended to out in slices of a few milliseconds of loop time (see search.c for what a
- * handle removed meanwhile does). done(ud, status) runs on the loop when out holds the whole
- * answer (status 0), when out reached its cap (-E2BIG), or when the registry stops
- * (-ECANCELED); out must stay valid until then. reg_search_start returns -1 with err (a 400,
- * done is not called) for a bad body, else 0. */
-int reg_search_start(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
-                     struct buf *out, char *err, size_t errlen, void (*done)(void *ud, int status),
-                     void *ud);
-void reg_plugin_handles_start(struct reg *r, const char *plugin, struct buf *out,
+/* Runs a search body ({"cmHandleQueryParameters":[...]}, an empty body: all handles) and
+ * appends the whole answer at once. Returns 0, or -1 with the reason in err (a 400). */
+int reg_search(struct reg *r, const char *body, size_t len, unsigned flags, struct buf *out, char *err,
+               size_t errlen);
+
+/* The same, and the listing by plugin, without holding the loop: the matching handles are
+ * selected now, the answer is appended to out in slices of a few milliseconds of loop time
+ * (see search.c for what a handle removed meanwhile does). done(ud, status) runs on the loop
+ * when out holds the whole answer (status 0), when out reached its cap (-E2BIG), or when the
+ * registry stops (-ECANCELED); out must stay valid until then. reg_search_start returns -1
+ * with err (a 400, done is not called) for a bad body, else 0. */
+int reg_search_start(struct reg *r, const char *body, size_t len, unsigned flags, struct buf *out,
+                     char *err, size_t errlen, void (*done)(void *ud, int status), void *ud);
+void reg_plugin_handles_start(struct reg *r, const char *plugin, bool alt, struct buf *out,
                               void (*done)(void *ud, int status), void *ud);
+
+/* ---- data operations (NCMP's /ncmp/v1/ch/{ref}/data/ds/{datastore}) ---- */
+
+enum reg_data_op { REG_DATA_READ, REG_DATA_CREATE, REG_DATA_UPDATE, REG_DATA_PATCH, REG_DATA_DELETE };
+struct reg_data_req {
+    const char *ref;           /* cm handle id or alternate id */
+    const char *datastore;     /* ncmp-datastore:passthrough-operational / -running */
+    enum reg_data_op op;
+    const char *resid, *options;
+    const char *body;          /* create, update, patch: JSON */
+    size_t len;
+};
+struct reg_data_result {
+    int status;                /* 0, or -ECANCELED (the registry stops) */
+    long http;                 /* the plugin's status; refused: the status to answer */
+    bool dmi_failed;           /* the plugin answered an error, or did not answer (503, 504) */
+    bool timed_out;
+    bool invalid;              /* the plugin answered 2xx with a body that is not JSON */
+    bool not_ready;            /* refused: the handle is not READY */
+    const char *body;          /* the plugin's answer (or the failure's text); valid during done */
+    size_t len;
+    char msg[512];             /* refused: why */
+};
+/* Checks q and forwards it to the handle's DMI plugin (its data plugin when it has one) on
+ * the data threads. Returns 0 and later calls done(ud, res) on the loop; or -1 with *refused
+ * filled (http 400 bad request, 404 unknown handle, 500 not READY, 503 queue full) when
+ * nothing was forwarded. The strings of q are copied. */
+int reg_data_start(struct reg *r, const struct reg_data_req *q, struct reg_data_result *refused,
+                   void (*done)(void *ud, const struct reg_data_result *res), void *ud);
 
 /* ---- DMI plugin payloads (any thread; also the fuzz targets' entry points) ---- */
 

@@ -234,8 +234,8 @@ static int number(struct parser *ps, struct rj *v)
         }
     }
     v->type = RJ_NUM;
-    v->s = NULL;
-    v->n = 0;
+    v->s = s; /* the number's text in the body (not NUL-terminated), n bytes */
+    v->n = (uint32_t)n;
     ps->p = p;
     return 0;
 }

@@ -37,14 +37,24 @@
 #define SLICE_NS (2 * 1000 * 1000)   /* loop time per slice */
 #define RESERVE_MAX (64u << 20)
 
+#define CPS_MAX 8
+
 struct query {
     const char *mods[COND_MAX];
     size_t nmods;
     const char *pk[COND_MAX], *pv[COND_MAX];
     size_t nprops;
+    const char *ak[COND_MAX], *av[COND_MAX];   /* hasAllAdditionalProperties (inventory) */
+    size_t nadd;
     bool has_state;
     enum reg_state state;
     const char *plugin;
+    const char *trust;        /* cmHandleWithTrustLevel */
+    struct regp_cond cps[CPS_MAX];
+    size_t ncps;
+    bool private_ok;          /* the inventory's searches: private properties may be matched */
+    struct reg *r;            /* effective trust levels */
+    const char *one_alt, *one_id;   /* gather: a cps path naming one alternate id / id */
     uint64_t mark;            /* gather: the sets meeting every module condition get this mark */
     struct reg_set **sets;    /* those sets (gather only: a set may go while the search runs) */
     uint64_t *set_ids;        /* their ids, sorted (filter: bsearch; ids are never reused) */
@@ -59,6 +69,7 @@ struct reg_search {
     size_t n, pos;
     char *plugin_copy;        /* the listing by plugin's condition */
     bool ids_only, alt, first;
+    unsigned json_flags;      /* regm_json_handle's (REGJ_PRIVATE) */
     struct buf *out;
     void (*done)(void *ud, int status);
     void *ud;
@@ -88,6 +99,14 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static bool kv_has(const struct reg_kv *kv, size_t n, const char *k, const char *v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(kv[i].k, k) == 0 && strcmp(kv[i].v, v) == 0)
+            return true;
+    return false;
+}
+
 static bool matches(const struct reg_handle *h, const struct query *q)
 {
     if (q->has_state && h->state != q->state)
@@ -96,103 +115,173 @@ static bool matches(const struct reg_handle *h, const struct query *q)
         return false;
     if (q->plugin && !plugin_is(h, q->plugin))
         return false;
-    for (size_t i = 0; i < q->nprops; i++) {
-        size_t k;
-        for (k = 0; k < h->npub && !(strcmp(h->pub[k].k, q->pk[i]) == 0 && strcmp(h->pub[k].v, q->pv[i]) == 0); k++)
-            ;
-        if (k == h->npub)
+    for (size_t i = 0; i < q->nprops; i++)
+        if (!kv_has(h->pub, h->npub, q->pk[i], q->pv[i]))
             return false;
-    }
+    for (size_t i = 0; i < q->nadd; i++)
+        if (!kv_has(h->props, h->nprops, q->ak[i], q->av[i]))
+            return false;
+    if (q->trust && strcmp(regm_trust(q->r, h), q->trust) != 0)
+        return false;
+    for (size_t i = 0; i < q->ncps; i++)
+        if (!regp_match(&q->cps[i], h, q->private_ok))
+            return false;
     return true;
 }
 
-/* "//state[@cm-handle-state='READY']" (NCMP's cps path for the state) */
-static int cps_state(const char *p, enum reg_state *out)
+static void set_state(struct query *q, enum reg_state s)
 {
-    static const char pre[] = "//state[@cm-handle-state=";
-    if (strncmp(p, pre, sizeof pre - 1) != 0)
-        return -1;
-    p += sizeof pre - 1;
-    char q = *p++;
-    if (q != '\'' && q != '"')
-        return -1;
-    const char *end = strchr(p, q);
-    if (!end || strcmp(end + 1, "]") != 0 || end - p >= 16)
-        return -1;
-    char st[16];
-    memcpy(st, p, (size_t)(end - p));
-    st[end - p] = '\0';
-    return reg_state_parse(st, out);
+    if (q->has_state && q->state != s)
+        q->state = RS__COUNT; /* two different states: nothing matches */
+    else
+        q->state = s;
+    q->has_state = true;
 }
 
-static int parse_query(json_t *j, struct query *q, char *err, size_t errlen)
+/* The value of the first member of a condition parameter ({"trustLevel":"COMPLETE"}: NCMP
+ * does not check the member's name for these), or NULL when it is not a string. */
+static const char *first_value(json_t *p)
 {
-    json_t *params = json_object_get(j, "cmHandleQueryParameters");
-    if (!json_is_object(j) || (params && !json_is_array(params) && !json_is_null(params)))
-        return fail_shape(err, errlen, "the body is {\"cmHandleQueryParameters\":[{\"conditionName\":..,"
-                                       "\"conditionParameters\":[..]}]}");
-    size_t i;
-    json_t *c;
-    json_array_foreach(params, i, c) {
-        const char *name = jsval(c, "conditionName");
-        json_t *cp = json_object_get(c, "conditionParameters");
-        if (!json_is_array(cp)) {
-            snprintf(err, errlen, "cmHandleQueryParameters[%zu]: 'conditionParameters' is a list", i);
+    const char *k;
+    json_t *v;
+    json_object_foreach(p, k, v) return json_string_value(v);
+    return NULL;
+}
+
+/* A cps path: the state alone keeps using the state index; a path naming one alternate id, id
+ * or public property is looked up in its index at gather; the rest is checked per handle. */
+static int add_cps(struct query *q, const char *path, char *err, size_t errlen)
+{
+    if (q->ncps == CPS_MAX) {
+        snprintf(err, errlen, "at most %d cmHandleWithCpsPath conditions", CPS_MAX);
+        return -1;
+    }
+    struct regp_cond *c = &q->cps[q->ncps++];
+    if (regp_parse(path, c, err, errlen) < 0)
+        return -1;
+    int node, leaf;
+    const char *v, *v2;
+    if (!regp_simple(c, &node, &leaf, &v, &v2))
+        return 0;
+    enum reg_state st;
+    if (node == RP_STATE && leaf == 0 && reg_state_parse(v, &st) == 0 && strcmp(v, reg_state_name(st)) == 0)
+        set_state(q, st);
+    else if (node == RP_HANDLE && leaf == 1)
+        q->one_alt = v;
+    else if (node == RP_HANDLE && leaf == 0)
+        q->one_id = v;
+    else if (node == RP_PUB && leaf < 0 && q->nprops < COND_MAX) {
+        q->pk[q->nprops] = v;
+        q->pv[q->nprops++] = v2;
+    }
+    return 0;
+}
+
+/* A property condition's members into k/v (a string, number or boolean value, as written). */
+static int add_kv(json_t *p, const char **k, const char **v, size_t *n, const char *name, char *err,
+                  size_t errlen)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach(p, key, val) {
+        if (!json_is_string(val) || *n == COND_MAX) {
+            snprintf(err, errlen, "%s takes up to %d {\"name\":\"value\"}", name, COND_MAX);
             return -1;
         }
-        size_t k;
-        json_t *p;
-        json_array_foreach(cp, k, p) {
-            if (!json_is_object(p)) {
-                snprintf(err, errlen, "cmHandleQueryParameters[%zu].conditionParameters[%zu] is an object", i, k);
+        k[*n] = key;
+        v[(*n)++] = json_string_value(val);
+    }
+    return 0;
+}
+
+static int parse_query(json_t *j, struct query *q, bool inventory, char *err, size_t errlen)
+{
+    json_t *params = json_object_get(j, "cmHandleQueryParameters");
+    json_t *old = json_object_get(j, "conditions"); /* NCMP's deprecated form: {"name":..} */
+    if (!json_is_object(j) || (params && !json_is_array(params) && !json_is_null(params)) ||
+        (old && !json_is_array(old) && !json_is_null(old)))
+        return fail_shape(err, errlen, "the body is {\"cmHandleQueryParameters\":[{\"conditionName\":..,"
+                                       "\"conditionParameters\":[..]}]}");
+    q->private_ok = inventory;
+    for (int form = 0; form < 2; form++) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(form ? old : params, i, c) {
+            const char *name = jsval(c, form ? "name" : "conditionName");
+            json_t *cp = json_object_get(c, "conditionParameters");
+            if (!json_is_array(cp)) {
+                snprintf(err, errlen, "cmHandleQueryParameters[%zu]: 'conditionParameters' is a list", i);
                 return -1;
             }
-            if (strcmp(name, "hasAllModules") == 0) {
-                const char *m = json_string_value(json_object_get(p, "moduleName"));
-                if (!m || q->nmods == COND_MAX) {
-                    snprintf(err, errlen, "hasAllModules takes up to %d {\"moduleName\":\"...\"}", COND_MAX);
+            size_t k;
+            json_t *p;
+            json_array_foreach(cp, k, p) {
+                if (!json_is_object(p)) {
+                    snprintf(err, errlen, "cmHandleQueryParameters[%zu].conditionParameters[%zu] is an object", i, k);
                     return -1;
                 }
-                q->mods[q->nmods++] = m;
-            } else if (strcmp(name, "hasAllProperties") == 0) {
-                const char *key;
-                json_t *v;
-                json_object_foreach(p, key, v) {
-                    if (!json_is_string(v) || q->nprops == COND_MAX) {
-                        snprintf(err, errlen, "hasAllProperties takes up to %d {\"name\":\"value\"}", COND_MAX);
+                if (strcmp(name, "hasAllModules") == 0) {
+                    const char *m = json_string_value(json_object_get(p, "moduleName"));
+                    if (!m || q->nmods == COND_MAX) {
+                        snprintf(err, errlen, "hasAllModules takes up to %d {\"moduleName\":\"...\"}", COND_MAX);
                         return -1;
                     }
-                    q->pk[q->nprops] = key;
-                    q->pv[q->nprops++] = json_string_value(v);
-                }
-            } else if (strcmp(name, "cmHandleWithCpsPath") == 0 || strcmp(name, "cmHandleWithState") == 0) {
-                const char *cps = json_string_value(json_object_get(p, "cpsPath"));
-                const char *st = json_string_value(json_object_get(p, "state"));
-                enum reg_state s;
-                if (!(cps ? cps_state(cps, &s) == 0 : st && reg_state_parse(st, &s) == 0)) {
-                    snprintf(err, errlen, "%s: only the state condition is supported: "
-                             "{\"cpsPath\":\"//state[@cm-handle-state='READY']\"} or {\"state\":\"READY\"}", name);
+                    q->mods[q->nmods++] = m;
+                } else if (strcmp(name, "hasAllProperties") == 0) {
+                    if (add_kv(p, q->pk, q->pv, &q->nprops, name, err, errlen) < 0)
+                        return -1;
+                } else if (strcmp(name, "hasAllAdditionalProperties") == 0 && inventory) {
+                    if (add_kv(p, q->ak, q->av, &q->nadd, name, err, errlen) < 0)
+                        return -1;
+                } else if (strcmp(name, "cmHandleWithCpsPath") == 0) {
+                    const char *cps = json_string_value(json_object_get(p, "cpsPath"));
+                    if (!cps) {
+                        snprintf(err, errlen, "cmHandleWithCpsPath takes {\"cpsPath\":\"...\"}");
+                        return -1;
+                    }
+                    if (add_cps(q, cps, err, errlen) < 0)
+                        return -1;
+                } else if (strcmp(name, "cmHandleWithState") == 0) {
+                    const char *st = json_string_value(json_object_get(p, "state"));
+                    enum reg_state s;
+                    if (!st || reg_state_parse(st, &s) < 0) {
+                        snprintf(err, errlen, "cmHandleWithState takes {\"state\":\"READY\"} (ADVISED, READY, "
+                                 "LOCKED, DELETING, DELETED)");
+                        return -1;
+                    }
+                    set_state(q, s);
+                } else if (strcmp(name, "cmHandleWithTrustLevel") == 0) {
+                    /* NCMP takes the first parameter's value and does not check its name */
+                    if (!(q->trust = first_value(p))) {
+                        snprintf(err, errlen, "cmHandleWithTrustLevel takes {\"trustLevel\":\"COMPLETE\"} or NONE");
+                        return -1;
+                    }
+                } else if (strcmp(name, "cmHandleWithDmiPlugin") == 0) {
+                    /* NCMP's documents name the parameter dmiPluginName and dmi-service-name */
+                    q->plugin = json_string_value(json_object_get(p, "dmiPluginName"));
+                    if (!q->plugin)
+                        q->plugin = first_value(p);
+                    if (!q->plugin) {
+                        snprintf(err, errlen, "cmHandleWithDmiPlugin takes {\"dmiPluginName\":\"...\"}");
+                        return -1;
+                    }
+                } else {
+                    snprintf(err, errlen, "unknown conditionName '%.100s' (hasAllModules, hasAllProperties, "
+                             "cmHandleWithCpsPath, cmHandleWithTrustLevel, cmHandleWithState, cmHandleWithDmiPlugin%s)",
+                             name, inventory ? ", hasAllAdditionalProperties" : "");
                     return -1;
                 }
-                if (q->has_state && q->state != s)
-                    q->state = RS__COUNT; /* two different states: nothing matches */
-                else
-                    q->state = s;
-                q->has_state = true;
-            } else if (strcmp(name, "cmHandleWithDmiPlugin") == 0) {
-                q->plugin = json_string_value(json_object_get(p, "dmiPluginName"));
-                if (!q->plugin) {
-                    snprintf(err, errlen, "cmHandleWithDmiPlugin takes {\"dmiPluginName\":\"...\"}");
-                    return -1;
-                }
-            } else {
-                snprintf(err, errlen, "unknown conditionName '%.100s' (hasAllModules, hasAllProperties, "
-                         "cmHandleWithCpsPath, cmHandleWithState, cmHandleWithDmiPlugin)", name);
-                return -1;
             }
         }
     }
     return 0;
+}
+
+static void query_release(struct query *q)
+{
+    for (size_t i = 0; i < q->ncps; i++)
+        regp_release(&q->cps[i]);
+    q->ncps = 0;
 }
 
 static int cmp_modsets(const void *a, const void *b)
@@ -260,7 +349,7 @@ static void gather(struct reg *r, struct query *q, struct reg_search *s)
 {
     size_t cap = 0;
     size_t best = r->nall;
-    int src = 0; /* 0 every handle, 1 a bag, 2 the sets, 3 a state's list */
+    int src = 0; /* 0 every handle, 1 a bag, 2 the sets, 3 a state's list, 4 one handle */
     struct reg_handle **bag = NULL;
     for (size_t i = 0; i < q->nprops; i++) {
         size_t n;
@@ -283,7 +372,15 @@ static void gather(struct reg *r, struct query *q, struct reg_search *s)
         best = q->state < RS__COUNT ? r->st_count[q->state] : 0;
         src = 3;
     }
-    if (src == 1) {
+    struct reg_handle *one = NULL;
+    if (q->one_alt || q->one_id) {
+        one = q->one_id ? regm_find(r, q->one_id) : rmap_get(&r->by_alt, q->one_alt);
+        src = 4;
+    }
+    if (src == 4) {
+        if (one)
+            add_all(s, &cap, &one, 1);
+    } else if (src == 1) {
         add_all(s, &cap, bag, bag ? best : 0);
     } else if (src == 2) {
         for (size_t k = 0; k < q->nsets; k++)
@@ -312,7 +409,7 @@ static bool write_slice(struct reg *r, struct reg_search *s, uint64_t budget)
         if (s->ids_only)
             jw_str(s->out, s->alt && h->alt_id ? h->alt_id : h->id);
         else
-            regm_json_handle(r, h, s->out, false);
+            regm_json_handle(r, h, s->out, s->json_flags);
         if (budget && (s->pos & 63) == 0 && mono_ns() - t0 > budget)
             return false;
     }
@@ -336,6 +433,7 @@ static void search_end(struct reg *r, struct reg_search *s, int status)
     free(s->hs);
     free(s->q.sets);
     free(s->q.set_ids);
+    query_release(&s->q);
     free(s->plugin_copy);
     json_decref(s->body);
     free(s);
@@ -389,12 +487,13 @@ void regq_stop(struct reg *r)
 
 /* Parses the body (NULL plugin) or takes the plugin condition, selects, and starts the
  * answer. sync: the whole answer now. */
-static int start(struct reg *r, const char *body, size_t len, const char *plugin, bool ids_only,
-                 bool alt, struct buf *out, char *err, size_t errlen, bool sync,
-                 void (*done)(void *ud, int status), void *ud)
+static int start(struct reg *r, const char *body, size_t len, const char *plugin, unsigned flags,
+                 struct buf *out, char *err, size_t errlen, bool sync, void (*done)(void *ud, int status),
+                 void *ud)
 {
     json_t *j = NULL;
     struct query q = {0};
+    bool ids_only = flags & REG_SEARCH_IDS;
     if (!plugin) {
         if (len) {
             json_error_t je;
@@ -407,18 +506,21 @@ static int start(struct reg *r, const char *body, size_t len, const char *plugin
         } else {
             j = json_object();
         }
-        if (parse_query(j, &q, err, errlen) < 0) {
+        if (parse_query(j, &q, flags & REG_SEARCH_INVENTORY, err, errlen) < 0) {
+            query_release(&q);
             json_decref(j);
             return -1;
         }
     }
     struct reg_search *s = xzalloc(sizeof *s);
+    q.r = r;
     s->q = q;
     s->body = j;
     if (plugin)
         s->q.plugin = s->plugin_copy = xstrdup(plugin);
     s->ids_only = ids_only;
-    s->alt = alt;
+    s->alt = flags & REG_SEARCH_ALT;
+    s->json_flags = flags & REG_SEARCH_PRIVATE ? REGJ_PRIVATE : 0;
     s->first = true;
     s->out = out;
     s->done = done;
@@ -446,28 +548,27 @@ static int start(struct reg *r, const char *body, size_t len, const char *plugin
     return 0;
 }
 
-int reg_search(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
-               struct buf *out, char *err, size_t errlen)
+int reg_search(struct reg *r, const char *body, size_t len, unsigned flags, struct buf *out, char *err,
+               size_t errlen)
 {
-    return start(r, body, len, NULL, ids_only, alt, out, err, errlen, true, NULL, NULL);
+    return start(r, body, len, NULL, flags, out, err, errlen, true, NULL, NULL);
 }
 
-int reg_search_start(struct reg *r, const char *body, size_t len, bool ids_only, bool alt,
-                     struct buf *out, char *err, size_t errlen, void (*done)(void *ud, int status),
-                     void *ud)
+int reg_search_start(struct reg *r, const char *body, size_t len, unsigned flags, struct buf *out,
+                     char *err, size_t errlen, void (*done)(void *ud, int status), void *ud)
 {
-    return start(r, body, len, NULL, ids_only, alt, out, err, errlen, false, done, ud);
+    return start(r, body, len, NULL, flags, out, err, errlen, false, done, ud);
 }
 
 void reg_json_plugin_handles(struct reg *r, const char *plugin, struct buf *out)
 {
     char err[8];
-    start(r, NULL, 0, plugin, true, false, out, err, sizeof err, true, NULL, NULL);
+    start(r, NULL, 0, plugin, REG_SEARCH_IDS, out, err, sizeof err, true, NULL, NULL);
 }
 
-void reg_plugin_handles_start(struct reg *r, const char *plugin, struct buf *out,
+void reg_plugin_handles_start(struct reg *r, const char *plugin, bool alt, struct buf *out,
                               void (*done)(void *ud, int status), void *ud)
 {
     char err[8];
-    start(r, NULL, 0, plugin, true, false, out, err, sizeof err, false, done, ud);
+    start(r, NULL, 0, plugin, REG_SEARCH_IDS | (alt ? REG_SEARCH_ALT : 0), out, err, sizeof err, false, done, ud);
 }

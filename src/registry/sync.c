@@ -379,8 +379,14 @@ static void sync_failed(struct reg *r, struct reg_handle *h, const char *why)
     if (back > r->cfg.retry_max_ms)
         back = r->cfg.retry_max_ms;
     h->retry_at_ms = now_ms() + back;
-    char details[1024];
-    snprintf(details, sizeof details, "%s (attempt %u)", why, h->attempts);
+    /* NCMP's wording (ModuleOperationsUtils, onap/cps master): " Attempt #N failed: why",
+     * after "Upgrade to ModuleSetTag: T " while upgrading (its spaces included) */
+    char details[1024 + REG_ID_MAX];
+    if (h->upgrade_tag)
+        snprintf(details, sizeof details, "Upgrade to ModuleSetTag: %s  Attempt #%u failed: %s", h->upgrade_tag,
+                 h->attempts, why);
+    else
+        snprintf(details, sizeof details, " Attempt #%u failed: %s", h->attempts, why);
     regm_set_state(r, h, RS_LOCKED, h->upgrade_tag ? RL_MODULE_UPGRADE_FAILED : RL_MODULE_SYNC_FAILED,
                    details);
     r->st.syncs_failed++;
@@ -592,14 +598,22 @@ static void schedule(struct reg *r)
     while (r->q_first && r->running < r->cfg.sync_concurrency && scanned < SYNC_SCAN_MAX) {
         struct reg_job *j = xzalloc(sizeof *j);
         j->tasks = xnew(struct reg_task, r->cfg.sync_batch);
+        bool tagged = false; /* the batch fetches a new tag's module set */
         while (r->q_first && j->n < r->cfg.sync_batch && scanned < SYNC_SCAN_MAX) {
             struct reg_handle *h = r->q_first;
-            regm_unqueue(r, h);
-            scanned++;
-            if (regs_known_tag(r, h))
+            if (regs_known_tag(r, h)) { /* it leaves the queue, READY */
+                scanned++;
                 continue;
+            }
             const char *tag = target_tag(h);
             struct reg_flight *f = *tag ? rmap_get(&r->flights, tag) : NULL;
+            /* One new tag per batch: a batch runs on one fetch thread, task after task, so
+             * new tags in one batch would be fetched one after another; in batches of their
+             * own they are fetched sync_concurrency at a time. */
+            if (!f && *tag && tagged)
+                break;
+            regm_unqueue(r, h);
+            scanned++;
             if (f) {
                 if (f->n % 64 == 0) {
                     f->waiters = xgrow(f->waiters, f->n + 64);
@@ -624,6 +638,7 @@ static void schedule(struct reg *r)
             t->upgrade = h->upgrade_tag != NULL;
             h->syncing = true;
             if (*tag) {
+                tagged = true;
                 f = xzalloc(sizeof *f);
                 f->tag = xstrdup(tag);
                 rmap_put(&r->flights, f->tag, f);

@@ -191,8 +191,8 @@ static void on_written(uv_async_t *a)
     while (b) {
         struct reg_batch *next = b->next;
         for (size_t i = 0; i < b->ndeleted; i++) {
-            struct reg_event ev = {.id = b->deleted_ids[i], .old_state = RS_DELETING,
-                                   .state = RS_DELETED, .details = "", .tag = "", .ts = now_ms()};
+            struct reg_event ev = {.id = b->deleted_ids[i], .old_state = RS_DELETING, .state = RS_DELETED,
+                                   .details = "", .tag = "", .ts = now_ms(), .alt_id = "", .producer = ""};
             for (int k = 0; k < REG_LISTENERS; k++)
                 if (r->listeners[k].fn)
                     r->listeners[k].fn(r->listeners[k].ud, &ev);

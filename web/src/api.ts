@@ -45,6 +45,10 @@ async function request(path: string, init: RequestInit = {}, token?: string | nu
     if (j && j.error) {
       code = j.error.code ?? code;
       message = j.error.message ?? message;
+    } else if (j && typeof j.status === 'string' && typeof j.message === 'string') {
+      // the NCMP paths answer NCMP's {status, message, details}; details is opsd's code
+      code = j.details ?? code;
+      message = j.message;
     }
   } catch {
     /* not JSON */

@@ -4,11 +4,17 @@
 //        -> {"schemas":[{"moduleName","revision","namespace"}]}
 //   POST /dmi/v1/ch/{id}/moduleResources  {"data":{"modules":[{"name","revision"}]},..}
 //        -> [{"moduleName","revision","yangSource"}]
+//   POST /dmi/v1/ch/{id}/data/ds/{datastore}?resourceIdentifier=..&options=..
+//        {"operation","dataType","data","cmHandleProperties","moduleSetTag"}
+//        -> read: {"ietf-netconf-monitoring:netconf-state":{...}} echoing what was asked;
+//           create/update/patch/delete: {} (the request is kept in stats.data)
+//   GET  /actuator/health -> {"status":"UP"} (dmi.setHealth('DOWN'): {"status":"DOWN"}, 503)
 // A device's modules follow its moduleSetTag: two shared modules plus `perTag` modules named
 // after the tag (untagged devices: the shared ones plus one named after the handle id's last
 // digit, so untagged devices share sets too). Fault injection: a delay per request, a status
 // to answer with (for the next `count` requests, or for ids matching a pattern), a hang
-// (never answer: the client's timeout). Counters: requests by kind, modules served by name.
+// (never answer: the client's timeout), an answer that is not JSON (invalidJson). Counters:
+// requests by kind, modules served by name, data operations (stats.data, last 1000 kept).
 //
 // Use in a test: `const dmi = await startDmi({delayMs: 0})`, dmi.url, dmi.stats, dmi.fault({...}),
 // await dmi.close(). Standalone (benchmarks): node registry_dmi.mjs [--port N] [--delay MS]
@@ -34,14 +40,59 @@ export function modulesFor(id, tag, perTag = 3) {
 }
 
 export function startDmi({ port = 0, delayMs = 0, delayFirst = 0, failRate = 0, perTag = 3 } = {}) {
-  const stats = { modules: 0, moduleResources: 0, served: {}, byTag: {}, requests: [] };
-  let fault = { status: 0, count: 0, idPattern: null, hang: false, delayMs };
+  const stats = { modules: 0, moduleResources: 0, served: {}, byTag: {}, requests: [], dataOps: 0, data: [] };
+  let fault = { status: 0, count: 0, idPattern: null, hang: false, invalidJson: false, delayMs };
   let handled = 0;
   const hanging = new Set();
+  let health = 'UP';
   const server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/actuator/health') {
+      stats.health = (stats.health || 0) + 1;
+      res.writeHead(health === 'UP' ? 200 : 503, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ status: health }));
+      req.resume();
+      return;
+    }
     let body = '';
     req.on('data', (c) => { body += c; });
     req.on('end', async () => {
+      const dm = req.url.match(/^\/dmi\/v1\/ch\/([^/]+)\/data\/ds\/([^/?]+)(\?.*)?$/);
+      if (req.method === 'POST' && dm) {
+        const id = decodeURIComponent(dm[1]);
+        const q = new URLSearchParams(dm[3] || '');
+        let j;
+        try { j = JSON.parse(body); } catch {
+          res.writeHead(400, { 'Content-Type': 'application/json' });
+          res.end('{"status":"400","message":"Bad Request","details":"body is not JSON"}');
+          return;
+        }
+        stats.dataOps++;
+        const rec = { id, datastore: decodeURIComponent(dm[2]), resourceIdentifier: q.get('resourceIdentifier'),
+          options: q.get('options'), topic: q.get('topic'), body: j, t: Date.now() };
+        stats.data.push(rec);
+        if (stats.data.length > 1000) stats.data.shift();
+        if (fault.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
+        const hit = fault.idPattern ? fault.idPattern.test(id) : fault.count > 0;
+        if (hit && fault.hang) { hanging.add(res); return; }
+        if (hit && fault.status) {
+          if (!fault.idPattern && fault.count > 0) fault.count--;
+          res.writeHead(fault.status, { 'Content-Type': 'application/json' });
+          res.end(`{"status":"${fault.status}","message":"injected","details":"the device refused"}`);
+          return;
+        }
+        if (hit && fault.invalidJson) {
+          res.writeHead(200, { 'Content-Type': 'application/json' });
+          res.end('this is not json');
+          return;
+        }
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify(j.operation === 'read'
+          ? { 'ietf-netconf-monitoring:netconf-state': { cmHandle: id, datastore: rec.datastore,
+            resourceIdentifier: rec.resourceIdentifier, options: rec.options, moduleSetTag: j.moduleSetTag,
+            cmHandleProperties: j.cmHandleProperties } }
+          : {}));
+        return;
+      }
       const m = req.url.match(/^\/dmi\/v1\/ch\/([^/]+)\/(modules|moduleResources)$/);
       if (req.method !== 'POST' || !m) {
         res.writeHead(404, { 'Content-Type': 'application/json' });
@@ -100,9 +151,11 @@ export function startDmi({ port = 0, delayMs = 0, delayFirst = 0, failRate = 0, 
         url,
         stats,
         // fault({status, count, idPattern, hang, delayMs}); fault({}) clears it
-        fault(f) { fault = { status: 0, count: 0, idPattern: null, hang: false, delayMs, ...f }; },
+        setHealth(h) { health = h; },
+        fault(f) { fault = { status: 0, count: 0, idPattern: null, hang: false, invalidJson: false, delayMs, ...f }; },
         reset() {
           stats.modules = 0; stats.moduleResources = 0; stats.served = {}; stats.byTag = {}; stats.requests = [];
+          stats.dataOps = 0; stats.data = [];
         },
         close() {
           for (const r of hanging) r.destroy();

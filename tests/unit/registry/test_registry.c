@@ -1,6 +1,6 @@
 /* test_registry.c - registry/: id validation, the state machine, reference counting of module
  * sets and modules (register, upgrade, remove in every order ends with no orphan and no
- * missing module), the NCMP registration answer (codes 100, 101, 109, 110, 111; one bad
+ * missing module), the NCMP registration answer (codes 100, 101, 109, 110; one bad
  * handle never fails its batch; malformed bodies change nothing), search, the DMI payload
  * parsers, durability across a reopen, and a plugin that refuses connections locking the
  * handle with MODULE_SYNC_FAILED and its attempt count. */
@@ -335,7 +335,7 @@ static void test_search_index_and_slices(void **state)
     char err[256];
     const char q1[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
                       "[{\"moduleName\":\"m3\"},{\"moduleName\":\"m1\"}]}]}";
-    assert_int_equal(reg_search(r, q1, strlen(q1), true, false, &out, err, sizeof err), 0);
+    assert_int_equal(reg_search(r, q1, strlen(q1), REG_SEARCH_IDS, &out, err, sizeof err), 0);
     assert_int_equal(count_in(&out, ",") + 1, 2 * N / 3); /* sets A and B */
     assert_int_equal(count_in(&out, "\"h2\""), 0);        /* set C */
     buf_reset(&out);
@@ -344,7 +344,7 @@ static void test_search_index_and_slices(void **state)
                       "[{\"moduleName\":\"m1\"},{\"moduleName\":\"m2\"}]},{\"conditionName\":\"hasAllProperties\","
                       "\"conditionParameters\":[{\"g\":\"even\"}]},{\"conditionName\":\"cmHandleWithCpsPath\","
                       "\"conditionParameters\":[{\"cpsPath\":\"//state[@cm-handle-state='READY']\"}]}]}";
-    assert_int_equal(reg_search(r, q2, strlen(q2), true, false, &out, err, sizeof err), 0);
+    assert_int_equal(reg_search(r, q2, strlen(q2), REG_SEARCH_IDS, &out, err, sizeof err), 0);
     size_t want = 0;
     for (int i = 0; i < N; i++)
         want += i % 3 == 0 && i % 5 != 0 && i % 2 == 0;
@@ -352,7 +352,7 @@ static void test_search_index_and_slices(void **state)
     buf_reset(&out);
     const char q3[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
                       "[{\"moduleName\":\"m2\"},{\"moduleName\":\"nowhere\"}]}]}";
-    assert_int_equal(reg_search(r, q3, strlen(q3), true, false, &out, err, sizeof err), 0);
+    assert_int_equal(reg_search(r, q3, strlen(q3), REG_SEARCH_IDS, &out, err, sizeof err), 0);
     assert_string_equal(out.data, "[]");
     buf_reset(&out);
 
@@ -361,7 +361,7 @@ static void test_search_index_and_slices(void **state)
     uv_loop_init(&loop);
     r->loop = &loop;
     regq_start(r);
-    assert_int_equal(reg_search_start(r, "", 0, false, false, &out, err, sizeof err, on_searched, NULL), 0);
+    assert_int_equal(reg_search_start(r, "", 0, 0, &out, err, sizeof err, on_searched, NULL), 0);
     assert_int_equal(search_status, 1); /* not written yet: the loop writes it */
     regm_handle_remove(r, regm_find(r, "h7"));
     assert_non_null(r->graveyard);
@@ -376,12 +376,12 @@ static void test_search_index_and_slices(void **state)
     /* two searches at once: the second one's module marks do not change the first's answer */
     buf_reset(&out);
     search_status = 1;
-    assert_int_equal(reg_search_start(r, q1, strlen(q1), true, false, &out, err, sizeof err, on_searched, NULL), 0);
+    assert_int_equal(reg_search_start(r, q1, strlen(q1), REG_SEARCH_IDS, &out, err, sizeof err, on_searched, NULL), 0);
     struct buf out2;
     buf_init(&out2, 64u << 20);
     const char qm2[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\",\"conditionParameters\":"
                        "[{\"moduleName\":\"m2\"}]}]}";
-    assert_int_equal(reg_search(r, qm2, strlen(qm2), true, false, &out2, err, sizeof err), 0);
+    assert_int_equal(reg_search(r, qm2, strlen(qm2), REG_SEARCH_IDS, &out2, err, sizeof err), 0);
     assert_int_equal(count_in(&out2, ",") + 1, 2 * N / 3); /* sets A and C (h7 was in B) */
     buf_release(&out2);
     /* a candidate moved to a set without the modules is checked as it is when written */
@@ -393,11 +393,11 @@ static void test_search_index_and_slices(void **state)
     assert_int_equal(count_in(&out, "\"h3\""), 0);
     /* a bad body starts nothing */
     buf_reset(&out);
-    assert_int_equal(reg_search_start(r, "{", 1, true, false, &out, err, sizeof err, on_searched, NULL), -1);
+    assert_int_equal(reg_search_start(r, "{", 1, REG_SEARCH_IDS, &out, err, sizeof err, on_searched, NULL), -1);
     assert_int_equal(r->nsearches, 0);
     /* a search running at stop is answered -ECANCELED */
     search_status = 1;
-    assert_int_equal(reg_search_start(r, "", 0, false, false, &out, err, sizeof err, on_searched, NULL), 0);
+    assert_int_equal(reg_search_start(r, "", 0, 0, &out, err, sizeof err, on_searched, NULL), 0);
     regq_stop(r);
     assert_int_equal(search_status, -ECANCELED);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -573,7 +573,8 @@ static void test_register_codes_and_reopen(void **state)
     assert_non_null(strstr(f, "\"failedRemovedCmHandles\":[{\"cmHandle\":\"nope\",\"errorCode\":\"100\""));
     assert_non_null(strstr(f, "{\"cmHandle\":\"ch-1\",\"errorCode\":\"109\""));
     assert_non_null(strstr(f, "{\"cmHandle\":\"bad id\",\"errorCode\":\"110\""));
-    assert_non_null(strstr(f, "{\"cmHandle\":\"ch-3\",\"errorCode\":\"111\""));
+    /* an alternate id already taken: 109, as NCMP master */
+    assert_non_null(strstr(f, "{\"cmHandle\":\"ch-3\",\"errorCode\":\"109\""));
     assert_non_null(strstr(f, "{\"cmHandle\":\"ch-4\",\"errorCode\":\"109\""));
     assert_non_null(strstr(f, "\"failedUpdatedCmHandles\":[{\"cmHandle\":\"ghost\",\"errorCode\":\"100\""));
     assert_non_null(strstr(f, "{\"cmHandle\":\"ch-2\",\"errorCode\":\"101\""));
@@ -582,7 +583,7 @@ static void test_register_codes_and_reopen(void **state)
     /* malformed bodies change nothing */
     const char *bad[] = {"{", "[]", "{\"createdCmHandles\":[{\"cmHandle\":\"x\"}]}",
                          "{\"dmiPlugin\":\"p\",\"createdCmHandles\":[{\"cmHandle\":5}]}",
-                         "{\"dmiPlugin\":\"p\",\"createdCmHandles\":[{\"cmHandle\":\"x\",\"publicCmHandleProperties\":{\"a\":1}}]}",
+                         "{\"dmiPlugin\":\"p\",\"createdCmHandles\":[{\"cmHandle\":\"x\",\"publicCmHandleProperties\":{\"a\":{}}}]}",
                          "{\"removedCmHandles\":[1]}", "{\"upgradedCmHandles\":[]}",
                          "{\"dmiPlugin\":\"p\",\"dmiPlugin\":\"q\"}"};
     size_t before = r->nall;
@@ -611,30 +612,30 @@ static void test_register_codes_and_reopen(void **state)
     assert_int_equal(r->st_count[RS_LOCKED], 3);
     struct reg_handle *h1 = regm_find(r, "ch-1");
     assert_int_equal(h1->lock, RL_MODULE_SYNC_FAILED);
-    assert_non_null(strstr(h1->details, "(attempt 1)"));
+    assert_non_null(strstr(h1->details, "Attempt #1 failed: "));
     /* search: property, state, and nothing for an unknown module */
     struct buf out;
     buf_init(&out, 1 << 20);
     const char q1[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllProperties\","
                       "\"conditionParameters\":[{\"color\":\"red\"}]}]}";
-    assert_int_equal(reg_search(r, q1, strlen(q1), true, false, &out, err, sizeof err), 0);
+    assert_int_equal(reg_search(r, q1, strlen(q1), REG_SEARCH_IDS, &out, err, sizeof err), 0);
     assert_string_equal(out.data, "[\"ch-1\"]");
     buf_reset(&out);
-    assert_int_equal(reg_search(r, q1, strlen(q1), true, true, &out, err, sizeof err), 0);
+    assert_int_equal(reg_search(r, q1, strlen(q1), REG_SEARCH_IDS | REG_SEARCH_ALT, &out, err, sizeof err), 0);
     assert_string_equal(out.data, "[\"alt-1\"]");
     buf_reset(&out);
     const char q2[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"cmHandleWithCpsPath\","
                       "\"conditionParameters\":[{\"cpsPath\":\"//state[@cm-handle-state='READY']\"}]}]}";
-    assert_int_equal(reg_search(r, q2, strlen(q2), true, false, &out, err, sizeof err), 0);
+    assert_int_equal(reg_search(r, q2, strlen(q2), REG_SEARCH_IDS, &out, err, sizeof err), 0);
     assert_string_equal(out.data, "[]");
     buf_reset(&out);
     const char q3[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"hasAllModules\","
                       "\"conditionParameters\":[{\"moduleName\":\"m\"}]}]}";
-    assert_int_equal(reg_search(r, q3, strlen(q3), true, false, &out, err, sizeof err), 0);
+    assert_int_equal(reg_search(r, q3, strlen(q3), REG_SEARCH_IDS, &out, err, sizeof err), 0);
     assert_string_equal(out.data, "[]");
     buf_reset(&out);
     const char q4[] = "{\"cmHandleQueryParameters\":[{\"conditionName\":\"nope\",\"conditionParameters\":[{}]}]}";
-    assert_int_equal(reg_search(r, q4, strlen(q4), true, false, &out, err, sizeof err), -1);
+    assert_int_equal(reg_search(r, q4, strlen(q4), REG_SEARCH_IDS, &out, err, sizeof err), -1);
     buf_reset(&out);
     assert_int_equal(reg_json_handle(r, "ch-1", &out), 0);
     assert_non_null(strstr(out.data, "\"publicCmHandleProperties\":[{\"color\":\"red\"}]"));
@@ -741,6 +742,81 @@ static void test_write_failure_redo(void **state)
     rm_tmp();
 }
 
+/* cps paths: what parses, how and/or group, list entries, private properties, the index hints. */
+static void test_cps_paths(void **state)
+{
+    (void)state;
+    struct reg_kv pub[2] = {{.k = "color", .v = "red"}, {.k = "size", .v = "small"}};
+    struct reg_kv priv = {.k = "secret", .v = "s"};
+    struct reg_handle h = {.id = "ch-1", .alt_id = "/A=1/B=2", .tag = "t1", .plugin = "http://p", .pub = pub,
+                           .npub = 2, .props = &priv, .nprops = 1, .state = RS_READY};
+    const struct {
+        const char *path;
+        int match; /* 1, 0, or -1: refused */
+    } cases[] = {
+        {"//state[@cm-handle-state='READY']", 1},
+        {"//state[@cm-handle-state=\"LOCKED\"]", 0},
+        {"/dmi-registry/cm-handles[@alternate-id='/A=1/B=2']", 1},
+        {"/dmi-registry/cm-handles[@module-set-tag='t1']/ancestor::cm-handles", 1},
+        {"//cm-handles[@id='x' or @id='ch-1']", 1},
+        {"//cm-handles[@id='x' or @id='ch-1' and @module-set-tag='t2']", 0},
+        {"//cm-handles[@id!='x']", 1},
+        {"//cm-handles[contains(@dmi-service-name, '//p')]", 1},
+        {"//public-properties[@name='color' and @value='small']", 0},  /* one entry must hold */
+        {"//public-properties[@name='size' and @value='small']", 1},
+        {"//public-properties", 1},
+        {"//lock-reason", 0},
+        {"//lock-reason[@reason='MODULE_SYNC_FAILED']", 0},
+        {"//datastores/operational[@sync-state='NONE_REQUESTED']", 1},
+        {"//state[@data-sync-enabled=false]", 1},
+        {"//additional-properties[@name='secret']", 0},   /* northbound: private */
+        {"//cm-handles[@id='ch-1']//state", 1},
+        {"cm-handles", -1}, {"//nodes[@id='x']", -1}, {"//cm-handles[@color='x']", -1},
+        {"//cm-handles[@id<'x']", -1}, {"//cm-handles[@id='x'", -1}, {"//cm-handles[@id='x]", -1},
+        {"/cm-handles[@id='x']", -1}, {"//dmi-registry[@id='x']", -1}, {"//cm-handles[@id='x' xor @id='y']", -1},
+        {"//state/ancestor::cm-handles/state", -1}, {"", -1},
+    };
+    char err[256];
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        struct regp_cond c;
+        int rc = regp_parse(cases[i].path, &c, err, sizeof err);
+        if (cases[i].match < 0) {
+            if (rc != -1)
+                fail_msg("accepted: %s", cases[i].path);
+            assert_non_null(strstr(err, "cpsPath '"));
+        } else {
+            if (rc != 0)
+                fail_msg("refused: %s: %s", cases[i].path, err);
+            if (regp_match(&c, &h, false) != (cases[i].match == 1))
+                fail_msg("wrong match: %s", cases[i].path);
+        }
+        regp_release(&c);
+    }
+    /* private properties: the inventory's searches only */
+    struct regp_cond c;
+    assert_int_equal(regp_parse("//additional-properties[@name='secret' and @value='s']", &c, err, sizeof err), 0);
+    assert_true(regp_match(&c, &h, true));
+    regp_release(&c);
+    /* index hints */
+    int node, leaf;
+    const char *v, *v2;
+    assert_int_equal(regp_parse("//cm-handles[@alternate-id='/A=1/B=2']", &c, err, sizeof err), 0);
+    assert_true(regp_simple(&c, &node, &leaf, &v, &v2));
+    assert_int_equal(node, RP_HANDLE);
+    assert_int_equal(leaf, 1);
+    assert_string_equal(v, "/A=1/B=2");
+    regp_release(&c);
+    assert_int_equal(regp_parse("//public-properties[@value='red' and @name='color']", &c, err, sizeof err), 0);
+    assert_true(regp_simple(&c, &node, &leaf, &v, &v2));
+    assert_int_equal(leaf, -1);
+    assert_string_equal(v, "color");
+    assert_string_equal(v2, "red");
+    regp_release(&c);
+    assert_int_equal(regp_parse("//cm-handles[@id='a' or @id='b']", &c, err, sizeof err), 0);
+    assert_false(regp_simple(&c, &node, &leaf, &v, &v2));
+    regp_release(&c);
+}
+
 static void test_config(void **state)
 {
     (void)state;
@@ -772,6 +848,7 @@ int main(void)
         cmocka_unit_test(test_register_known_tag_one_row),
         cmocka_unit_test(test_search_index_and_slices),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_cps_paths),
         cmocka_unit_test(test_register_codes_and_reopen),
         cmocka_unit_test(test_write_failure_redo),
     };
