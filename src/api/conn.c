@@ -7,14 +7,17 @@
  * handshake, or an HTTP/1.1 keep-alive connection between requests) are the ones that give
  * way. When a new connection would pass max_connections, or max_per_address for its address,
  * the oldest pending connection (of that address, for the per-address cap) is closed to make
- * room; only when none is pending is the new connection refused. A client that sends its
+ * room; only when none is pending is the new connection refused. Connections that have never
+ * sent a head go first: a kept-alive connection belongs to a client that has made requests,
+ * and its pool would see a failed request if it were closed under it. A client that sends its
  * head at once (any real client) therefore always gets in, and one that holds heads open
  * (slowloris) only ever pushes out its own oldest connections. A pending connection is also
  * closed once it has been pending for head_timeout.
  *
  * Structures: every tracked connection is a struct conn, found from its lws through the
  * opaque user data of the network connection; per address a struct conn_peer (hash chain of
- * CONN_BUCKETS); two FIFOs of pending connections, oldest first: the api's and the peer's.
+ * CONN_BUCKETS); pending connections in FIFOs, oldest first, the api's and the peer's, one of
+ * each for the new connections and one for the kept-alive ones.
  * Invariants: n counts connections not yet closed by admission (doomed ones are out of every
  * count and list); a peer is freed when its count reaches 0. Loop thread only. */
 #include <stdio.h>
@@ -30,6 +33,12 @@
 
 struct conn_peer;
 
+enum { FRESH, KEPT }; /* a pending connection that has never sent a head, or one kept alive */
+
+struct conn_fifo {
+    struct conn *head, *tail;
+};
+
 struct conn {
     struct lws *wsi;
     struct conn_peer *peer;
@@ -37,13 +46,14 @@ struct conn {
     struct conn *pprev, *pnext;   /* the peer's pending FIFO */
     int64_t since_ms;             /* pending since (monotonic) */
     bool pending;
+    bool kept;                    /* has sent a request head before */
     bool doomed;                  /* closed by admission; waits for lws to destroy it */
 };
 
 struct conn_peer {
     struct conn_peer *next;
     uint32_t n;
-    struct conn *phead, *ptail;
+    struct conn_fifo pending[2];  /* FRESH, KEPT */
     char addr[64];
 };
 
@@ -51,7 +61,7 @@ struct conns {
     uint32_t max, max_per_addr;
     int64_t head_timeout_ms;
     struct conn_peer *buckets[CONN_BUCKETS];
-    struct conn *head, *tail;
+    struct conn_fifo pending[2];  /* FRESH, KEPT */
     uint32_t n, npending, npeers;
     uint64_t accepted, refused, evicted, head_timeouts;
 };
@@ -90,11 +100,11 @@ static void pending_remove(struct conns *cs, struct conn *c)
 {
     if (!c->pending)
         return;
-    *(c->prev ? &c->prev->next : &cs->head) = c->next;
-    *(c->next ? &c->next->prev : &cs->tail) = c->prev;
-    struct conn_peer *p = c->peer;
-    *(c->pprev ? &c->pprev->pnext : &p->phead) = c->pnext;
-    *(c->pnext ? &c->pnext->pprev : &p->ptail) = c->pprev;
+    struct conn_fifo *g = &cs->pending[c->kept], *f = &c->peer->pending[c->kept];
+    *(c->prev ? &c->prev->next : &g->head) = c->next;
+    *(c->next ? &c->next->prev : &g->tail) = c->prev;
+    *(c->pprev ? &c->pprev->pnext : &f->head) = c->pnext;
+    *(c->pnext ? &c->pnext->pprev : &f->tail) = c->pprev;
     c->prev = c->next = c->pprev = c->pnext = NULL;
     c->pending = false;
     cs->npending--;
@@ -105,13 +115,13 @@ static void pending_append(struct conns *cs, struct conn *c, int64_t now)
     pending_remove(cs, c);
     c->since_ms = now;
     c->pending = true;
-    c->prev = cs->tail;
-    *(cs->tail ? &cs->tail->next : &cs->head) = c;
-    cs->tail = c;
-    struct conn_peer *p = c->peer;
-    c->pprev = p->ptail;
-    *(p->ptail ? &p->ptail->pnext : &p->phead) = c;
-    p->ptail = c;
+    struct conn_fifo *g = &cs->pending[c->kept], *f = &c->peer->pending[c->kept];
+    c->prev = g->tail;
+    *(g->tail ? &g->tail->next : &g->head) = c;
+    g->tail = c;
+    c->pprev = f->tail;
+    *(f->tail ? &f->tail->pnext : &f->head) = c;
+    f->tail = c;
     cs->npending++;
 }
 
@@ -145,6 +155,12 @@ static struct conn *conn_of(struct lws *wsi)
     return c && c->wsi == net ? c : NULL;
 }
 
+/* The connection to close for room in a scope: its oldest fresh one, else its oldest kept. */
+static struct conn *victim(struct conn_fifo *pending)
+{
+    return pending[FRESH].head ? pending[FRESH].head : pending[KEPT].head;
+}
+
 void conns_accept(struct conns *cs, struct lws *wsi, int64_t now)
 {
     char addr[64];
@@ -153,7 +169,8 @@ void conns_accept(struct conns *cs, struct lws *wsi, int64_t now)
     struct conn_peer **pp = peer_slot(cs, addr);
     struct conn_peer *p = *pp;
     if (cs->max_per_addr && p && p->n >= cs->max_per_addr) {
-        if (!p->phead) {
+        struct conn *v = victim(p->pending);
+        if (!v) {
             cs->refused++;
             log_warn("api", "connection from %s refused: %u open from that address, none idle "
                      "(server.limits.max_per_address)", addr, p->n);
@@ -161,12 +178,13 @@ void conns_accept(struct conns *cs, struct lws *wsi, int64_t now)
             return;
         }
         cs->evicted++;
-        conn_doom(cs, p->phead);
+        conn_doom(cs, v);
         pp = peer_slot(cs, addr); /* the peer may have gone with it */
         p = *pp;
     }
     if (cs->n >= cs->max) {
-        if (!cs->head) {
+        struct conn *v = victim(cs->pending);
+        if (!v) {
             cs->refused++;
             log_warn("api", "connection from %s refused: %u open, none idle (server.limits.max_connections)",
                      addr, cs->n);
@@ -174,7 +192,7 @@ void conns_accept(struct conns *cs, struct lws *wsi, int64_t now)
             return;
         }
         cs->evicted++;
-        conn_doom(cs, cs->head);
+        conn_doom(cs, v);
         pp = peer_slot(cs, addr);
         p = *pp;
     }
@@ -204,8 +222,11 @@ void conns_busy(struct conns *cs, struct lws *wsi)
 void conns_idle(struct conns *cs, struct lws *wsi, int64_t now)
 {
     struct conn *c = conn_of(wsi);
-    if (c && !c->doomed && lws_get_network_wsi(wsi) == wsi)
+    if (c && !c->doomed && lws_get_network_wsi(wsi) == wsi) {
+        pending_remove(cs, c);
+        c->kept = true;
         pending_append(cs, c, now);
+    }
 }
 
 void conns_closed(struct conns *cs, struct lws *wsi)
@@ -221,11 +242,14 @@ void conns_closed(struct conns *cs, struct lws *wsi)
 
 void conns_expire(struct conns *cs, int64_t now)
 {
-    while (cs->head && now - cs->head->since_ms >= cs->head_timeout_ms) {
-        cs->head_timeouts++;
-        log_debug("api", "closing a connection from %s: no request head for %lld ms",
-                  cs->head->peer->addr, (long long)(now - cs->head->since_ms));
-        conn_doom(cs, cs->head);
+    for (int k = FRESH; k <= KEPT; k++) {
+        struct conn *c;
+        while ((c = cs->pending[k].head) && now - c->since_ms >= cs->head_timeout_ms) {
+            cs->head_timeouts++;
+            log_debug("api", "closing a connection from %s: no request head for %lld ms",
+                      c->peer->addr, (long long)(now - c->since_ms));
+            conn_doom(cs, c);
+        }
     }
 }
 

@@ -190,6 +190,29 @@ await test('max_per_address and max_connections: the oldest idle connections giv
   }
 }, { timeout: 40000 });
 
+await test('a kept-alive client outlasts held heads: fresh idle connections give way first', async () => {
+  // One connection that has made a request and stays open between requests.
+  const k = net.connect(e.port, '127.0.0.1');
+  let got = '';
+  k.on('data', (b) => { got += b.toString('latin1'); });
+  k.on('error', () => {});
+  await new Promise((resolve) => k.once('connect', resolve));
+  const ask = async () => {
+    got = '';
+    k.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    for (let w = 0; w < 100 && !/\r\n\r\n[\s\S]*\}/.test(got); w++) await sleep(20);
+    return statusOf(got);
+  };
+  assertEq(await ask(), 200, 'first request');
+  const socks = await holdHeads(120, e.port);
+  try {
+    assertEq(await ask(), 200, 'second request on the kept-alive connection after 120 held heads (50 per address)');
+  } finally {
+    release(socks);
+    k.destroy();
+  }
+}, { timeout: 20000 });
+
 await test('no sanitizer report', async () => {
   const rep = work.sanitizerReport();
   assert(!rep, rep);
