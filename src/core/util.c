@@ -271,3 +271,15 @@ int hex4_value(const char *p)
     }
     return v;
 }
+
+bool node_name_valid(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.'))
+            return false;
+    }
+    return n >= 1 && n <= 64;
+}

@@ -42,6 +42,9 @@ uint64_t hash_bytes(const void *p, size_t n);
 
 /* True when the address text is a loopback address (127.0.0.0/8, ::1, localhost). */
 bool addr_is_loopback(const char *host);
+/* A cluster node name: 1 to 64 letters, digits, '-', '_' or '.' (they become parts of NATS
+ * key-value keys). */
+bool node_name_valid(const char *s);
 /* Splits "host:port" or "[v6]:port". Returns 0 or -1. host gets at most hostlen-1 bytes. */
 int split_host_port(const char *s, char *host, size_t hostlen, int *port);
 

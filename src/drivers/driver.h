@@ -64,7 +64,16 @@ struct driver {
     uint64_t malformed;     /* frames or payloads that could not be decoded */
     uint64_t dropped;       /* batches dropped because the loop was behind */
     uint64_t skipped;       /* polls skipped because the previous one was still running */
+    /* In a cluster (the config's cluster: section): the candidate owner nodes in order
+     * (`nodes:`, NULL-terminated; NULL: any node) and whether the first candidate takes the
+     * driver back when it returns (`failback:`). Ignored on a single node. */
+    char **nodes;
+    size_t nnodes;
+    bool failback;
 };
+
+/* The keys every driver entry accepts besides its type's own: type, name, nodes, failback. */
+#define DRIVER_COMMON_KEYS "type", "name", "nodes", "failback"
 
 const struct driver_type *driver_type_find(const char *name);
 /* A comma-separated list of the known types, for error messages. */

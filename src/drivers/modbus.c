@@ -462,7 +462,7 @@ static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct 
 
 static void *mb_parse(struct yconf *y, const ynode *n, const char *path)
 {
-    static const char *const keys[] = {"type", "name", "host", "port", "unit_id", "period", "timeout",
+    static const char *const keys[] = {DRIVER_COMMON_KEYS, "host", "port", "unit_id", "period", "timeout",
                                        "backoff_max", "max_gap", "word_order", "byte_order", "points", NULL};
     int errs = y->nerrors;
     yn_check_keys(y, n, path, keys);
