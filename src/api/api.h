@@ -50,6 +50,9 @@ struct api_hooks {
     int (*write_point)(void *ud, uint32_t idx, const struct pt_value *v,
                        void (*done)(void *done_ud, const char *err), void *done_ud, char *err,
                        size_t errlen);
+    /* GET /api/v1/cluster: appends the cluster's state as one JSON object; -1 when this node
+     * is not in a cluster (NULL: never). */
+    int (*cluster_json)(void *ud, struct buf *out);
 };
 
 struct api;

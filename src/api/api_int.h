@@ -160,6 +160,7 @@ void metrics_write(struct api *api, struct buf *out);
 
 /* rest_drivers.c */
 void rest_get_drivers(struct http_req *r, const char *name);
+void rest_get_cluster(struct http_req *r);
 /* Hands a PUT to the driver owning the point: returns 0 when answered or deferred, 1 when no
  * driver takes it (set the value in the table). */
 int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const struct pt_value *v);

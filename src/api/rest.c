@@ -618,6 +618,9 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/drivers") == 0 || strncmp(p, "/api/v1/drivers/", 16) == 0) {
         if (get)
             return rest_get_drivers(r, p[15] ? p + 16 : NULL);
+    } else if (strcmp(p, "/api/v1/cluster") == 0) {
+        if (get)
+            return rest_get_cluster(r);
     } else if (strcmp(p, "/api/v1/history") == 0) {
         if (get)
             return rest_get_history(r);

@@ -1,4 +1,5 @@
-/* rest_drivers.c - GET /api/v1/drivers[/{name}] (driver and device health) and the driver
+/* rest_drivers.c - GET /api/v1/drivers[/{name}] (driver and device health), GET
+ * /api/v1/cluster (units, their owners and the nodes, from the daemon's hook) and the driver
  * side of PUT /api/v1/points/{name}: a writable point a driver owns is written to its device.
  *
  * The daemon answers both through api_hooks (it holds the running drivers). A device write
@@ -25,6 +26,17 @@ void rest_get_drivers(struct http_req *r, const char *name)
     if (api->hooks.drivers_json(api->hooks.ud, name, &r->resp) < 0) {
         buf_reset(&r->resp);
         return rest_error(r, 404, "unknown_driver", "no driver named '%.200s'", name);
+    }
+    jw_raw(&r->resp, "\n");
+    rest_json(r, 200);
+}
+
+void rest_get_cluster(struct http_req *r)
+{
+    struct api *api = r->api;
+    if (!api->hooks.cluster_json || api->hooks.cluster_json(api->hooks.ud, &r->resp) < 0) {
+        buf_reset(&r->resp);
+        return rest_error(r, 404, "no_cluster", "this node is not in a cluster (no cluster: section)");
     }
     jw_raw(&r->resp, "\n");
     rest_json(r, 200);
