@@ -1,0 +1,227 @@
+// Cluster on NATS JetStream: three real nats-server processes (JetStream, clustered on
+// loopback) and three opsd nodes a, b, c. A simulator driver with candidates [a, b, c] runs on
+// a only; a WebSocket client on b sees its points, the first update carrying every current
+// value; malformed live batches on the subject are counted and dropped whole; kill -9 of the
+// owner: b owns the driver within lease + 2 s and the client's values resume; a restarted
+// a does not take it back (failback off); a clean stop hands the unit over at once.
+// Skips (one "ok" line saying so) only when nats-server is not installed. docs/cluster.md.
+import { spawnSync } from 'node:child_process';
+import { test, finish, assert, assertEq, sleep, failTest, pass, diag } from './lib/harness.mjs';
+import { workDir, startOpsd, http, metrics, Client } from './lib/opsd.mjs';
+import { natsServerPath, startNatsCluster, publishRaw } from './lib/nats_cluster.mjs';
+
+if (!natsServerPath()) {
+  pass('cluster: skipped: nats-server is not installed (scripts/deps.sh test installs it)');
+  await finish();
+}
+
+const LEASE_MS = 3000;
+const work = workDir('t_cluster');
+let nats;
+try {
+  nats = await startNatsCluster(work, 3);
+} catch (e) {
+  failTest('cluster: three nats-server with JetStream start', e.message);
+  work.keep = true;
+  await finish();
+}
+
+const config = (node) => (port, dataDir) => `server:
+  listen: 127.0.0.1:${port}
+  data_dir: ${dataDir}
+cluster:
+  name: itest
+  node: ${node}
+  servers: [${nats.urls.join(', ')}]
+  lease: ${LEASE_MS}ms
+drivers:
+  - type: simulator
+    name: sim1
+    nodes: [a, b, c]
+    points:
+      - {name: "cl-{01..20}", type: double, pattern: sine, period: 200ms, min: 0, max: 100, resolution: 0.01}
+points:
+  - {name: "ext-1", type: double, writable: true}
+  - {name: "cl-sum", expression: "{cl-01} + {cl-02}"}
+`;
+
+const nodes = {};
+async function start(name) {
+  nodes[name] = await startOpsd(work, { config: config(name), tag: name });
+  return nodes[name];
+}
+
+async function cluster(d) {
+  const r = await http(d, 'GET', '/api/v1/cluster');
+  assertEq(r.status, 200, `GET /api/v1/cluster status (${r.text.slice(0, 200)})`);
+  return r.json;
+}
+
+// Polls until the unit has an owner in `want` on node d; returns [owner, ms waited].
+async function waitOwner(d, unit, want, ms, what) {
+  const t0 = Date.now();
+  let last = null;
+  while (Date.now() - t0 < ms) {
+    try {
+      const c = await cluster(d);
+      const u = c.units.find((x) => x.name === unit);
+      last = u ? u.owner : 'no such unit';
+      if (u && want.includes(u.owner)) return [u.owner, Date.now() - t0];
+    } catch { /* node busy or gone */ }
+    await sleep(100);
+  }
+  throw new Error(`${what}: unit ${unit} owner is ${JSON.stringify(last)} after ${ms} ms, wanted one of ${want}`);
+}
+
+const names = (u) => u.values.map((v) => v[0]);
+
+await test('cluster: node a starts and owns the driver and the points unit', async () => {
+  await start('a');
+  await waitOwner(nodes.a, 'sim1', ['a'], 10000, 'node a alone');
+  await waitOwner(nodes.a, 'points', ['a'], 5000, 'node a alone');
+}, { timeout: 20000 });
+
+await test('cluster: nodes b and c start; a keeps its units; every node lists the others', async () => {
+  await start('b');
+  await start('c');
+  await sleep(1500);
+  for (const n of ['b', 'c']) {
+    const c = await cluster(nodes[n]);
+    assertEq(c.node, n, 'node name');
+    assertEq(c.nats.state, 'connected', `node ${n} NATS state`);
+    const u = c.units.find((x) => x.name === 'sim1');
+    assertEq(u.owner, 'a', `sim1 owner seen from ${n}`);
+    assertEq(u.candidates, ['a', 'b', 'c'], 'candidates');
+    const others = c.nodes.filter((x) => !x.self).map((x) => x.name).sort();
+    assert(others.includes('a'), `node ${n} does not list a: ${JSON.stringify(c.nodes)}`);
+  }
+  const drv = await http(nodes.b, 'GET', '/api/v1/drivers');
+  assertEq(drv.status, 200, 'drivers');
+}, { timeout: 20000 });
+
+let ws;
+await test('cluster: a WebSocket client on b sees a\'s points, the first update with every current value', async () => {
+  // The snapshot reaches b soon after it starts; wait until b holds good values.
+  const t0 = Date.now();
+  for (;;) {
+    const r = await http(nodes.b, 'GET', '/api/v1/points/cl-20');
+    if (r.status === 200 && r.json.quality === 'good') break;
+    if (Date.now() - t0 > 8000) throw new Error(`cl-20 on b is not good after 8 s: ${r.text}`);
+    await sleep(100);
+  }
+  ws = await Client.connect(nodes.b.wsUrl);
+  ws.send({ op: 'subscribe', id: 's', prefix: 'cl-', interval: '100ms' });
+  const u = await ws.update('s', 5000);
+  const want = Array.from({ length: 20 }, (_, i) => `cl-${String(i + 1).padStart(2, '0')}`).concat(['cl-sum']).sort();
+  assertEq(names(u).slice().sort(), want, 'names in the first update');
+  for (const v of u.values) {
+    assert(typeof v[1] === 'number' && v[3] === 'good', `value ${JSON.stringify(v)} is not a good number`);
+    assert(Math.abs(Date.now() - v[2]) < 5000, `value ${JSON.stringify(v)} is not recent`);
+  }
+  const later = await ws.during(1200, (m) => m.op === 'update' && m.id === 's');
+  assert(later.length >= 3, `expected a stream of updates from a's driver on b, got ${later.length} in 1.2 s`);
+  // The calculated point is computed on b from the mirrored inputs.
+  const s = await http(nodes.b, 'GET', '/api/v1/points/cl-sum');
+  assertEq(s.json.quality, 'good', 'cl-sum on b');
+}, { timeout: 20000 });
+
+await test('cluster: metrics show the link and the mirrored values', async () => {
+  const mb = await metrics(nodes.b);
+  const ma = await metrics(nodes.a);
+  assertEq(mb.get('opsd_cluster_nats_connected'), 1, 'b connected');
+  assert(mb.get('opsd_cluster_live_values_total{dir="in"}') > 20, 'b applied mirrored values');
+  assert(ma.get('opsd_cluster_live_values_total{dir="out"}') > 20, 'a published values');
+  assert(ma.get('opsd_cluster_lease_renewals_total{result="ok"}') >= 2, 'a renews its leases');
+  assertEq(ma.get('opsd_cluster_units_owned'), 2, 'a owns two units');
+});
+
+await test('cluster: opsctl cluster status on c shows the nodes and the owners', async () => {
+  const r = spawnSync(process.env.OPSCTL, ['--url', nodes.c.url, 'cluster', 'status'], { encoding: 'utf8', timeout: 10000 });
+  assertEq(r.status, 0, `opsctl exit status (${r.stderr})`);
+  assert(/cluster itest, node c: NATS connected/.test(r.stdout), `first line: ${r.stdout.split('\n')[0]}`);
+  const sim = r.stdout.split('\n').find((l) => l.startsWith('sim1 '));
+  assert(sim && /\ba\b/.test(sim) && /a,b,c/.test(sim), `sim1 row: ${sim}`);
+  assert(/^c \(here\)/m.test(r.stdout) && /^a /m.test(r.stdout), `node rows: ${r.stdout}`);
+  const j = spawnSync(process.env.OPSCTL, ['--url', nodes.c.url, 'cluster', 'status', '--json'], { encoding: 'utf8', timeout: 10000 });
+  assertEq(JSON.parse(j.stdout).node, 'c', 'the JSON form');
+});
+
+await test('cluster: malformed, truncated, oversized-count and wrong-version batches are counted and dropped whole', async () => {
+  const before = (await metrics(nodes.b)).get('opsd_cluster_live_rejected_total{reason="malformed"}');
+  const good = Buffer.alloc(36 + 16);
+  good.write('OPLB', 0, 'latin1');
+  good[4] = 1;
+  good.writeBigUInt64LE(1n << 40n, 8); // a huge epoch: were it applied, it would fence out a
+  good.writeUInt32LE(1, 32);
+  // one item: name "cl-01", tag double good, ts delta 0, 8 bytes of value 12345
+  const item = Buffer.concat([Buffer.from([5]), Buffer.from('cl-01'), Buffer.from([1 << 2, 0])]);
+  const v = Buffer.alloc(8);
+  v.writeDoubleLE(12345);
+  const batch = Buffer.concat([good.subarray(0, 36), item, v]);
+  const wrongVersion = Buffer.from(batch);
+  wrongVersion[4] = 9;
+  const truncated = batch.subarray(0, batch.length - 3);
+  const badCount = Buffer.from(batch);
+  badCount.writeUInt32LE(2, 32);
+  await publishRaw(nats.urls[1], 'opsd.itest.live.sim1', [Buffer.from('garbage'), truncated, wrongVersion, badCount]);
+  const t0 = Date.now();
+  let after = before;
+  while (Date.now() - t0 < 5000 && after < before + 4) {
+    await sleep(100);
+    after = (await metrics(nodes.b)).get('opsd_cluster_live_rejected_total{reason="malformed"}');
+  }
+  assertEq(after - before, 4, 'malformed batches counted on b');
+  const p = await http(nodes.b, 'GET', '/api/v1/points/cl-01');
+  assert(p.json.value !== 12345, 'a refused batch was applied');
+  assert(/live batch for unit sim1 dropped/.test(nodes.b.log()), 'no log line for the dropped batch');
+  // b still follows a.
+  const u = await ws.next((m) => m.op === 'update' && m.id === 's', 3000, 'an update after the bad batches');
+  assert(u.values.length > 0, 'empty update');
+}, { timeout: 15000 });
+
+await test(`cluster: kill -9 of the owner: b owns sim1 within lease + 2 s and values resume on b`, async () => {
+  const killedAt = Date.now();
+  nodes.a.proc.kill('SIGKILL');
+  await nodes.a.exited;
+  const [owner, ms] = await waitOwner(nodes.b, 'sim1', ['b', 'c'], LEASE_MS + 4000, 'after kill -9 of a');
+  diag(`failover: ${owner} owns sim1 ${ms} ms after kill -9 (lease ${LEASE_MS} ms)`);
+  assertEq(owner, 'b', 'the next live candidate in order');
+  assert(Date.now() - killedAt <= LEASE_MS + 2000 + 300, `failover took ${Date.now() - killedAt} ms (lease ${LEASE_MS} ms + 2 s)`);
+  const since = Date.now();
+  const u = await ws.next((m) => m.op === 'update' && m.id === 's' &&
+    m.values.some((v) => v[0].startsWith('cl-0') && v[3] === 'good' && v[2] >= since - 250), 4000, 'an update with new values from b');
+  assert(u.values.length > 0, 'empty update');
+  // c follows b now.
+  const t0 = Date.now();
+  for (;;) {
+    const r = await http(nodes.c, 'GET', '/api/v1/points/cl-05');
+    if (r.json.quality === 'good' && r.json.ts >= since - 250) break;
+    if (Date.now() - t0 > 4000) throw new Error(`c does not follow b: ${r.text}`);
+    await sleep(100);
+  }
+}, { timeout: 20000 });
+
+await test('cluster: a restarted a does not take sim1 back (failback off) and mirrors it', async () => {
+  await nodes.a.stop('SIGTERM', 1000);
+  await start('a');
+  await sleep(LEASE_MS + 1000);
+  const c = await cluster(nodes.a);
+  assertEq(c.units.find((x) => x.name === 'sim1').owner, 'b', 'sim1 owner after a returned');
+  const r = await http(nodes.a, 'GET', '/api/v1/points/cl-03');
+  assertEq(r.json.quality, 'good', `cl-03 on a (mirrored from b): ${r.text}`);
+}, { timeout: 20000 });
+
+await test('cluster: a clean stop of the owner hands the unit over at once', async () => {
+  const t0 = Date.now();
+  const r = await nodes.b.stop('SIGTERM', 5000);
+  assertEq(r.code, 0, 'b exit status');
+  const [owner, ms] = await waitOwner(nodes.c, 'sim1', ['a', 'c'], LEASE_MS + 3000, 'after b stopped');
+  diag(`handover: ${owner} owns sim1 ${Date.now() - t0} ms after b was told to stop (${ms} ms after it exited)`);
+  assertEq(owner, 'a', 'the first live candidate');
+  assert(ms < LEASE_MS, `handover took ${ms} ms: the lease was not given up`);
+}, { timeout: 15000 });
+
+if (ws) ws.close();
+const san = work.sanitizerReport();
+if (san) failTest('cluster: no sanitizer report', san);
+await finish();
