@@ -21,6 +21,7 @@
 #define CL_POLL_MS       500
 #define CL_TICK_MS       100
 #define CL_HEARTBEAT_MS  1000
+#define CL_STOP_MARGIN_MS 1500            /* an owner stops this long before its lease ends */
 
 /* Link -> loop. */
 enum cl_msg_kind { CLM_LIVE, CLM_SNAP, CLM_ACQUIRED, CLM_LOST, CLM_NO_OWNER };

@@ -28,6 +28,7 @@ struct cl_lunit {
     char *name;
     uint32_t owner_id;
     bool running;              /* this node owns it and has started it */
+    bool hold;                 /* running, but its lease is past the stop time: publish nothing */
     uint64_t epoch, seq;
     uint64_t max_epoch;        /* newest epoch seen from another owner */
     struct buf enc;
@@ -95,12 +96,31 @@ static struct cl_lunit *unit_of(struct cluster *c, uint32_t owner)
     return &c->lunits[c->by_owner[owner] - 1];
 }
 
+/* True when the lease of running unit u is past its stop time: the link thread is about to
+ * stop it (a process that was frozen, SIGSTOP or a long pause, wakes up with timers due
+ * before the link's tick). Nothing more is published under that lease. */
+static bool lease_stale(struct cluster *c, const struct cl_lunit *u, int64_t now)
+{
+    bool stale = false;
+    uv_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->nunits; i++)
+        if (strcmp(c->units[i].name, u->name) == 0)
+            stale = c->units[i].mine && !c->units[i].isolated &&
+                    now - c->units[i].renewed_mono >= c->cfg.lease_ms - CL_STOP_MARGIN_MS;
+    uv_mutex_unlock(&c->lock);
+    return stale;
+}
+
 static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t n)
 {
     struct cluster *c = ud;
     bool any = false;
-    for (size_t i = 0; i < c->nlunits && !any; i++)
-        any = c->lunits[i].running;
+    int64_t now = mono_ms();
+    for (size_t i = 0; i < c->nlunits; i++) {
+        struct cl_lunit *u = &c->lunits[i];
+        u->hold = u->running && lease_stale(c, u, now);
+        any |= u->running && !u->hold;
+    }
     if (!any)
         return;
     for (size_t i = 0; i < n; i++) {
@@ -108,7 +128,7 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
         if (live_view(l, changed[i], &pv) < 0)
             continue;
         struct cl_lunit *u = unit_of(c, pv.owner);
-        if (!u || !u->running || live_is_calculated(l, changed[i]))
+        if (!u || !u->running || u->hold || live_is_calculated(l, changed[i]))
             continue;
         encode_point(c, u, changed[i], &pv, 0);
     }

@@ -25,8 +25,6 @@
 #include "core/mem.h"
 #include "core/util.h"
 
-#define MARGIN_MS 1500
-
 static int64_t mono_ms(void) { return (int64_t)(mono_ns() / 1000000); }
 
 static int64_t node_window(const struct cluster *c) { return c->cfg.lease_ms - 500 < 3000 ? c->cfg.lease_ms - 500 : 3000; }
@@ -166,7 +164,7 @@ static void check_deadlines(struct cluster *c, bool connected)
     int64_t now = mono_ms();
     for (size_t i = 0; i < c->nunits; i++) {
         struct cl_unit *u = &c->units[i];
-        if (!u->mine || now - u->renewed_mono < c->cfg.lease_ms - MARGIN_MS)
+        if (!u->mine || now - u->renewed_mono < c->cfg.lease_ms - CL_STOP_MARGIN_MS)
             continue;
         if (c->cfg.isolated == CLUSTER_ISOLATED_KEEP) {
             if (!u->isolated) {

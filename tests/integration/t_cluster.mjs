@@ -221,6 +221,83 @@ await test('cluster: a clean stop of the owner hands the unit over at once', asy
   assert(ms < LEASE_MS, `handover took ${ms} ms: the lease was not given up`);
 }, { timeout: 15000 });
 
+// Waits until point `name` on node d is good with a source time after `since`.
+async function waitFresh(d, name, since, ms, what) {
+  const t0 = Date.now();
+  let last = '';
+  while (Date.now() - t0 < ms) {
+    const r = await http(d, 'GET', `/api/v1/points/${name}`).catch((e) => ({ text: e.message }));
+    last = r.text;
+    if (r.json && r.json.quality === 'good' && r.json.ts >= since) return r.json;
+    await sleep(100);
+  }
+  throw new Error(`${what}: ${name} is not fresh after ${ms} ms: ${last}`);
+}
+
+await test('cluster: one of three NATS servers killed: the owner keeps its units, values go on', async () => {
+  const m0 = await metrics(nodes.a);
+  await nats.servers[0].stop('SIGKILL');
+  const t0 = Date.now();
+  while (Date.now() - t0 < LEASE_MS + 2000) {
+    const c = await cluster(nodes.c);
+    assertEq(c.units.find((x) => x.name === 'sim1').owner, 'a', 'sim1 owner while a NATS server is down');
+    await sleep(250);
+  }
+  await waitFresh(nodes.c, 'cl-07', Date.now() - 1000, 3000, 'c while a NATS server is down');
+  const m1 = await metrics(nodes.a);
+  assertEq(m1.get('opsd_cluster_lease_changes_total{change="lost"}'), m0.get('opsd_cluster_lease_changes_total{change="lost"}'),
+    'leases lost by a');
+  nats.servers[0].start();
+}, { timeout: 20000 });
+
+await test('cluster: SIGSTOP of the owner past its lease: c takes over; after SIGCONT a has given the unit up for good', async () => {
+  const stoppedAt = Date.now();
+  process.kill(nodes.a.pid, 'SIGSTOP');
+  let owner;
+  try {
+    [owner] = await waitOwner(nodes.c, 'sim1', ['c'], LEASE_MS + 4000, 'while a is stopped');
+    await sleep(Math.max(0, stoppedAt + LEASE_MS + 1000 - Date.now()));
+  } finally {
+    process.kill(nodes.a.pid, 'SIGCONT');
+  }
+  const contAt = Date.now();
+  const t0 = Date.now();
+  while (!/unit sim1: this node stops owning it/.test(nodes.a.log())) {
+    if (Date.now() - t0 > 3000) throw new Error(`a did not give sim1 up after SIGCONT: ${nodes.a.log().slice(-600)}`);
+    await sleep(50);
+  }
+  diag(`a stopped sim1 ${Date.now() - contAt} ms after SIGCONT`);
+  await sleep(LEASE_MS + 500);
+  const c = await cluster(nodes.a);
+  assertEq(c.units.find((x) => x.name === 'sim1').owner, 'c', 'sim1 owner after a resumed (no failback)');
+  await waitFresh(nodes.a, 'cl-09', Date.now() - 500, 3000, 'a mirrors c');
+  await waitFresh(nodes.c, 'cl-09', Date.now() - 500, 3000, 'c runs sim1');
+}, { timeout: 25000 });
+
+await test('cluster: every NATS server down: the owner stops (isolated: stop), points go bad "no owner"; back: values resume without a restart', async () => {
+  const downAt = Date.now();
+  for (const sv of nats.servers) await sv.stop('SIGKILL');
+  const t0 = Date.now();
+  for (;;) {
+    const r = await http(nodes.a, 'GET', '/api/v1/points/cl-11');
+    if (r.json.quality === 'bad' && r.json.reason === 'no owner') break;
+    if (Date.now() - t0 > LEASE_MS + 3000) throw new Error(`cl-11 on a is not bad 'no owner': ${r.text}`);
+    await sleep(100);
+  }
+  const t1 = Date.now();
+  while (!/unit sim1: this node stops owning it: the link to NATS is down/.test(nodes.c.log())) {
+    if (Date.now() - t1 > LEASE_MS) throw new Error(`c did not stop sim1 without NATS: ${nodes.c.log().slice(-400)}`);
+    await sleep(100);
+  }
+  diag(`without NATS: c stopped sim1 and a shows 'no owner' ${Date.now() - downAt} ms after the servers died`);
+  for (const sv of nats.servers) sv.start();
+  const upAt = Date.now();
+  const [owner, ms] = await waitOwner(nodes.a, 'sim1', ['a', 'c'], 20000, 'after NATS came back');
+  await waitFresh(nodes.a, 'cl-11', upAt, 8000, 'a after NATS came back');
+  await waitFresh(nodes.c, 'cl-11', upAt, 8000, 'c after NATS came back');
+  diag(`NATS back: ${owner} owns sim1 ${ms} ms later; values fresh on both nodes`);
+}, { timeout: 45000 });
+
 if (ws) ws.close();
 const san = work.sanitizerReport();
 if (san) failTest('cluster: no sanitizer report', san);
