@@ -433,17 +433,16 @@ static int write_point(void *ud, uint32_t idx, const struct pt_value *v,
 {
     struct daemon *d = ud;
     struct pt_view pv;
-    if (live_view(d->live, idx, &pv) < 0 || pv.owner == 0)
+    if (live_view(d->live, idx, &pv) < 0)
         return 1;
+    if (pv.owner == 0) /* a point fed from outside: in a cluster, only on the points unit's owner */
+        return d->cl && cluster_may_write(d->cl, 0, err, errlen) < 0 ? -1 : 1;
     for (size_t i = 0; i < d->ndrivers; i++) {
         struct driver *drv = d->drivers[i];
         if (drv->id != pv.owner)
             continue;
-        if (d->cl && !d->running[i]) {
-            snprintf(err, errlen, "driver %s runs on another node of the cluster: write there (see GET /api/v1/cluster)",
-                     drv->name);
+        if (d->cl && cluster_may_write(d->cl, i + 1, err, errlen) < 0)
             return -1;
-        }
         if (!drv->type->write) {
             snprintf(err, errlen, "driver %s (%s) does not write to its devices", drv->name, drv->type->name);
             return -1;

@@ -430,6 +430,35 @@ void cluster_set_config_hash(struct cluster *c, uint64_t hash)
 
 bool cluster_owns(const struct cluster *c, size_t i) { return i < c->nlunits && c->lunits[i].running; }
 
+int cluster_may_write(struct cluster *c, size_t i, char *err, size_t errlen)
+{
+    if (i >= c->nlunits) {
+        snprintf(err, errlen, "unknown unit");
+        return -1;
+    }
+    const struct cl_lunit *lu = &c->lunits[i];
+    int rc = 0;
+    uv_mutex_lock(&c->lock);
+    const struct cl_unit *u = NULL;
+    for (size_t k = 0; k < c->nunits && !u; k++)
+        if (strcmp(c->units[k].name, lu->name) == 0)
+            u = &c->units[k];
+    if (lu->running && u && u->isolated) {
+        snprintf(err, errlen, "unit %s runs on this node cut off from the cluster (isolated: keep): writes are refused",
+                 lu->name);
+        rc = -1;
+    } else if (!lu->running) {
+        if (u && u->present && u->owner[0] && strcmp(u->owner, c->cfg.node) != 0)
+            snprintf(err, errlen, "unit %s runs on node %s of the cluster: write there (see GET /api/v1/cluster)",
+                     lu->name, u->owner);
+        else
+            snprintf(err, errlen, "unit %s has no owner in the cluster right now", lu->name);
+        rc = -1;
+    }
+    uv_mutex_unlock(&c->lock);
+    return rc;
+}
+
 static void on_closed(uv_handle_t *h) {}
 
 void cluster_stop(struct cluster *c)

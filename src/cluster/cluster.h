@@ -91,6 +91,10 @@ void cluster_set_units(struct cluster *c, const struct cluster_unit_def *units, 
 void cluster_set_config_hash(struct cluster *c, uint64_t hash);
 /* True when this node owns unit i and may run it. */
 bool cluster_owns(const struct cluster *c, size_t i);
+/* Whether a write to a point of unit i may be made here: 0 yes (this node owns the unit and
+ * renews its lease); -1 no, with the reason in err (another node owns it, nobody does, or
+ * this node runs it isolated from NATS). */
+int cluster_may_write(struct cluster *c, size_t i, char *err, size_t errlen);
 /* Stops the units this node owns (stop_unit), gives their leases up, stops the threads and
  * closes the async handle; cluster_free after the loop has run the close. NULL is fine. */
 void cluster_stop(struct cluster *c);

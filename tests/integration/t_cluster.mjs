@@ -135,6 +135,22 @@ await test('cluster: metrics show the link and the mirrored values', async () =>
   assertEq(ma.get('opsd_cluster_units_owned'), 2, 'a owns two units');
 });
 
+await test('cluster: outside points: written on their owner, mirrored everywhere; refused on a node that does not own them', async () => {
+  const w = await http(nodes.a, 'PUT', '/api/v1/points/ext-1', { value: 42.5 });
+  assertEq(w.status, 200, `PUT on a (${w.text})`);
+  const t0 = Date.now();
+  for (;;) {
+    const r = await http(nodes.c, 'GET', '/api/v1/points/ext-1');
+    if (r.json.value === 42.5 && r.json.quality === 'good') break;
+    if (Date.now() - t0 > 3000) throw new Error(`ext-1 on c: ${r.text}`);
+    await sleep(100);
+  }
+  const refused = await http(nodes.b, 'PUT', '/api/v1/points/ext-1', { value: 1 });
+  assertEq(refused.status, 409, 'PUT on b');
+  assert(/unit points runs on node a/.test(refused.json.error.message), refused.text);
+  assertEq((await http(nodes.b, 'GET', '/api/v1/points/ext-1')).json.value, 42.5, 'ext-1 on b after the refusal');
+});
+
 await test('cluster: opsctl cluster status on c shows the nodes and the owners', async () => {
   const r = spawnSync(process.env.OPSCTL, ['--url', nodes.c.url, 'cluster', 'status'], { encoding: 'utf8', timeout: 10000 });
   assertEq(r.status, 0, `opsctl exit status (${r.stderr})`);
