@@ -428,28 +428,95 @@ static int drivers_json(void *ud, const char *name, struct buf *out)
     return 0;
 }
 
-static int write_point(void *ud, uint32_t idx, const struct pt_value *v,
-                       void (*done)(void *done_ud, const char *err), void *done_ud, char *err, size_t errlen)
+/* A driver's write outcome handed on as an HTTP-like status (api and forwarded writes). */
+struct write_relay {
+    void (*done)(void *ud, int status, const char *err);
+    void *ud;
+};
+
+static void relay_done(void *ud, const char *err)
+{
+    struct write_relay *w = ud;
+    w->done(w->ud, err ? 502 : 200, err);
+    free(w);
+}
+
+/* The driver (index) whose points carry owner id, or -1. */
+static long driver_of(const struct daemon *d, uint32_t owner)
+{
+    for (size_t i = 0; owner && i < d->ndrivers; i++)
+        if (d->drivers[i]->id == owner)
+            return (long)i;
+    return -1;
+}
+
+static int driver_write(struct daemon *d, size_t i, uint32_t idx, const struct pt_value *v,
+                        void (*done)(void *done_ud, int status, const char *err), void *done_ud, char *err,
+                        size_t errlen)
+{
+    struct driver *drv = d->drivers[i];
+    if (!drv->type->write) {
+        snprintf(err, errlen, "driver %s (%s) does not write to its devices", drv->name, drv->type->name);
+        return -1;
+    }
+    struct write_relay *w = xmalloc(sizeof *w);
+    *w = (struct write_relay){done, done_ud};
+    if (drv->type->write(drv, idx, v, relay_done, w, err, errlen) < 0) {
+        free(w);
+        return -1;
+    }
+    return 0;
+}
+
+static int write_point(void *ud, uint32_t idx, const struct pt_value *v, int64_t ts, enum pt_quality q,
+                       void (*done)(void *done_ud, int status, const char *err), void *done_ud, char *err,
+                       size_t errlen)
 {
     struct daemon *d = ud;
     struct pt_view pv;
     if (live_view(d->live, idx, &pv) < 0)
         return 1;
-    if (pv.owner == 0) /* a point fed from outside: in a cluster, only on the points unit's owner */
-        return d->cl && cluster_may_write(d->cl, 0, err, errlen) < 0 ? -1 : 1;
-    for (size_t i = 0; i < d->ndrivers; i++) {
-        struct driver *drv = d->drivers[i];
-        if (drv->id != pv.owner)
-            continue;
-        if (d->cl && cluster_may_write(d->cl, i + 1, err, errlen) < 0)
-            return -1;
-        if (!drv->type->write) {
-            snprintf(err, errlen, "driver %s (%s) does not write to its devices", drv->name, drv->type->name);
-            return -1;
-        }
-        return drv->type->write(drv, idx, v, done, done_ud, err, errlen) == 0 ? 0 : -1;
+    long i = driver_of(d, pv.owner);
+    if (pv.owner && i < 0)
+        return 1;
+    size_t unit = (size_t)(i + 1); /* 0: the points unit */
+    if (d->cl && !cluster_owns(d->cl, unit)) {
+        cluster_forward_write(d->cl, unit, pv.name, v, ts, q, done, done_ud); /* to the unit's owner */
+        return 0;
     }
-    return 1;
+    if (d->cl && cluster_may_write(d->cl, unit, err, errlen) < 0)
+        return -1; /* isolated */
+    return i < 0 ? 1 : driver_write(d, (size_t)i, idx, v, done, done_ud, err, errlen);
+}
+
+/* Another node's write to a point of a unit this node runs (cluster_hooks.write_unit). */
+static void write_unit(void *ud, size_t unit, const char *name, const struct pt_value *v, int64_t ts,
+                       enum pt_quality q, cluster_write_done_fn done, void *done_ud)
+{
+    struct daemon *d = ud;
+    char err[256];
+    struct pt_view pv;
+    uint32_t idx = live_find(d->live, name);
+    uint32_t owner = unit == 0 ? 0 : (unit <= d->ndrivers ? d->drivers[unit - 1]->id : UINT32_MAX);
+    if (idx == LIVE_NONE || live_view(d->live, idx, &pv) < 0) {
+        snprintf(err, sizeof err, "no point named '%s'", name);
+        return done(done_ud, 404, err);
+    }
+    if (pv.owner != owner || live_is_calculated(d->live, idx) || !pv.writable) {
+        snprintf(err, sizeof err, "point '%s' is not writable", name);
+        return done(done_ud, 409, err);
+    }
+    if (v->type != pv.type) {
+        snprintf(err, sizeof err, "point '%s' is %s", name, pt_type_name(pv.type));
+        return done(done_ud, 400, err);
+    }
+    if (unit == 0) {
+        live_set(d->live, idx, v, ts, q, q == Q_GOOD ? NULL : "set by a client");
+        log_info("cluster", "point %s written for another node", name);
+        return done(done_ud, 200, NULL);
+    }
+    if (driver_write(d, unit - 1, idx, v, done, done_ud, err, sizeof err) < 0)
+        done(done_ud, 409, err);
 }
 
 static int cluster_json(void *ud, struct buf *out)
@@ -605,7 +672,7 @@ int main(int argc, char **argv)
     if (d.cfg.cluster.present) {
         char url[160];
         snprintf(url, sizeof url, "%s://%s/", d.cfg.api.tls_cert ? "https" : "http", d.cfg.listen);
-        struct cluster_hooks ch = {&d, start_unit, stop_unit};
+        struct cluster_hooks ch = {&d, start_unit, stop_unit, write_unit};
         if (cluster_open(&d.cl, &d.cfg.cluster, url, d.loop, d.live, &ch) < 0) {
             cluster_stop(d.cl);
             uv_run(d.loop, UV_RUN_DEFAULT);

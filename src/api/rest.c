@@ -228,7 +228,7 @@ static void put_point(struct http_req *r, const char *name)
                    pt_type_name(v.type), why);
     } else if ((why = sample_meta(j, now_ms(), &ts, &q))) {
         rest_error(r, 400, "bad_request", "%s", why);
-    } else if (rest_driver_write(r, name, idx, &val) == 0) { /* a driver's point, or refused (cluster) */
+    } else if (rest_driver_write(r, name, idx, &val, ts, q) == 0) { /* a driver's point, or refused (cluster) */
         if (v.owner)
             log_info("api", "point %s: write sent to its driver (role %s)", name, api_role_name(r->role));
     } else {

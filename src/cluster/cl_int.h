@@ -24,7 +24,7 @@
 #define CL_STOP_MARGIN_MS 1500            /* an owner stops this long before its lease ends */
 
 /* Link -> loop. */
-enum cl_msg_kind { CLM_LIVE, CLM_SNAP, CLM_ACQUIRED, CLM_LOST, CLM_NO_OWNER };
+enum cl_msg_kind { CLM_LIVE, CLM_SNAP, CLM_ACQUIRED, CLM_LOST, CLM_NO_OWNER, CLM_WRITE, CLM_REPLY };
 
 struct cl_msg {
     struct cl_msg *next;
@@ -32,6 +32,7 @@ struct cl_msg {
     char unit[LIVE_NAME_MAX + 1];
     uint64_t epoch;                   /* CLM_ACQUIRED */
     char why[96];                     /* CLM_LOST */
+    char reply[CL_SUBJECT_MAX];       /* CLM_WRITE: where the answer goes */
     size_t len;
     uint8_t data[];                   /* CLM_LIVE: the batch */
 };
@@ -40,6 +41,7 @@ struct cl_msg {
 struct cl_out {
     struct cl_out *next;
     char subject[CL_SUBJECT_MAX];
+    char reply[CL_SUBJECT_MAX];       /* "": a plain publication */
     size_t len;
     uint8_t data[];
 };
@@ -62,6 +64,9 @@ struct cl_unit {
     /* This node's lease. */
     bool mine;
     bool isolated;                    /* mine, not renewed past the stop time, kept (isolated: keep) */
+    bool extended;                    /* mine, past the stop time, kept: the bucket is down for every
+                                       * other candidate too (none can take it), see lease.c */
+    bool read_ok;                     /* the last read of the key succeeded */
     uint64_t epoch;                   /* revision at acquisition: the fencing token */
     uint64_t my_rev;
     int64_t renewed_mono;             /* when the last successful renew was sent */
@@ -77,6 +82,7 @@ struct cl_node {
     char address[128];
     char config[24];
     char units[512];                  /* JSON array of the units it owns */
+    bool kv_ok;                       /* it can write to the lease bucket (its heartbeat says) */
     int64_t heard_mono, heard_ms;
     bool left;                        /* said goodbye */
 };
@@ -116,16 +122,21 @@ struct cluster {
     uint64_t config_hash;
     int64_t connected_mono;           /* 0: not connected since the last loss */
     bool reconnected;                 /* set by libnats' callback: subscribe checks, snapshots */
-    int64_t last_hb;                  /* link thread: last heartbeat sent */
+    int64_t last_hb, last_rtt;        /* publisher thread: last heartbeat sent, last RTT measured */
+    bool kv_ok;                       /* link thread: its last write to the bucket succeeded */
+    int64_t last_probe;               /* link thread: last write probe (node.<name>) */
 
     uv_thread_t link_thread, pub_thread;
     bool threads_started;
     natsConnection *nc;               /* link thread creates; freed after both threads end */
     jsCtx *js;
     kvStore *kv;
-    natsSubscription *sub_live, *sub_snap, *sub_node;
+    natsSubscription *sub_live, *sub_snap, *sub_node, *sub_write, *sub_reply;
 
     /* Loop side. */
+    struct cl_pending *pending;       /* forwarded writes waiting for their owner */
+    uint64_t next_request;
+    uv_timer_t pending_timer;
     struct cl_lunit *lunits;
     size_t nlunits;
     uint32_t *by_owner;               /* owner id -> unit index + 1 */
@@ -137,6 +148,7 @@ struct cluster {
     atomic_ullong batches_in, values_in, batches_out, values_out, snapshots_out;
     atomic_ullong rejected_malformed, rejected_stale, rejected_points, in_dropped, out_dropped, pub_errors;
     atomic_ullong mirror_lag_us;
+    atomic_ullong writes_forwarded, writes_served, writes_timed_out;
 };
 
 /* link.c */
@@ -148,12 +160,16 @@ void cl_post(struct cluster *c, struct cl_msg *m);
 struct cl_msg *cl_msg_new(enum cl_msg_kind kind, const char *unit, size_t len);
 /* Queues a publication (loop). Returns 0, or -1 when the queue is full (dropped, counted). */
 int cl_publish(struct cluster *c, const char *subject, const void *data, size_t len);
+/* The same with a reply subject (a request; the answer comes as CLM_REPLY). */
+int cl_request(struct cluster *c, const char *subject, const char *reply, const void *data, size_t len);
 void cl_set_error(struct cluster *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* lease.c (link thread) */
 void cl_lease_tick(struct cluster *c);
 void cl_lease_release_all(struct cluster *c);
 void cl_node_heard(struct cluster *c, const char *data, size_t len);
+/* Publishes this node's heartbeat (`left`: the goodbye). Any thread with the link up. */
+void cl_heartbeat(struct cluster *c, bool left);
 void cl_unit_key(const char *name, char *key, size_t keylen);
 
 #endif

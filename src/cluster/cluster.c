@@ -22,7 +22,25 @@
 #include "core/util.h"
 #include "live/calc.h"
 
-#define NO_OWNER_REASON "no owner"
+#define NO_OWNER_REASON  "no owner"
+#define WRITE_TIMEOUT_MS 5000
+
+/* A write forwarded to another node, waiting for its answer. */
+struct cl_pending {
+    struct cl_pending *next;
+    uint64_t id;
+    int64_t deadline;            /* mono ms */
+    cluster_write_done_fn done;
+    void *ud;
+    int status;                  /* > 0: answer this at the next timer tick (nothing was sent) */
+    char err[400];               /* with status; or who was asked */
+};
+
+/* A write this node serves for another. */
+struct cl_serve {
+    struct cluster *c;
+    char reply[CL_SUBJECT_MAX];
+};
 
 struct cl_lunit {
     char *name;
@@ -105,7 +123,7 @@ static bool lease_stale(struct cluster *c, const struct cl_lunit *u, int64_t now
     uv_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->nunits; i++)
         if (strcmp(c->units[i].name, u->name) == 0)
-            stale = c->units[i].mine && !c->units[i].isolated &&
+            stale = c->units[i].mine && !c->units[i].isolated && !c->units[i].extended &&
                     now - c->units[i].renewed_mono >= c->cfg.lease_ms - CL_STOP_MARGIN_MS;
     uv_mutex_unlock(&c->lock);
     return stale;
@@ -233,6 +251,156 @@ done:
     free(items);
 }
 
+/* ---- writes on any node ---- */
+
+static void answer(struct cluster *c, const char *reply, int status, const char *err)
+{
+    char text[512];
+    int n = snprintf(text, sizeof text, "%d %s", status, err ? err : "");
+    cl_publish(c, reply, text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1));
+}
+
+static void served(void *ud, int status, const char *err)
+{
+    struct cl_serve *s = ud;
+    answer(s->c, s->reply, status, err);
+    atomic_fetch_add(&s->c->writes_served, 1);
+    free(s);
+}
+
+/* Running without a renewed lease: isolated (keep) or extended (bucket down everywhere). */
+static bool unit_isolated(struct cluster *c, const char *name)
+{
+    bool iso = false;
+    uv_mutex_lock(&c->lock);
+    for (size_t k = 0; k < c->nunits; k++)
+        if (strcmp(c->units[k].name, name) == 0)
+            iso = c->units[k].isolated || c->units[k].extended;
+    uv_mutex_unlock(&c->lock);
+    return iso;
+}
+
+/* Owner side: one forwarded write (a live batch of one item, see cluster_forward_write). */
+static void serve_write(struct cluster *c, struct cl_msg *m, struct cl_lunit *u, size_t i)
+{
+    char err[400];
+    if (!u || !u->running)
+        return; /* every node hears the request: the owner answers */
+    if (u->hold || unit_isolated(c, u->name)) {
+        snprintf(err, sizeof err, "node %s runs unit %s without a renewed lease: writes are refused for now",
+                 c->cfg.node, m->unit);
+        answer(c, m->reply, 503, err);
+        return;
+    }
+    struct clb_header h;
+    struct clb_item item;
+    char scratch[LIVE_STRING_MAX + LIVE_NAME_MAX + 64];
+    if (m->len > sizeof scratch - 16 || clb_decode(m->data, m->len, &h, &item, 1, scratch, sizeof scratch, err, sizeof err) < 0 ||
+        h.count != 1 || !item.has_value) {
+        answer(c, m->reply, 400, "malformed write request");
+        return;
+    }
+    struct cl_serve *s = xzalloc(sizeof *s);
+    s->c = c;
+    snprintf(s->reply, sizeof s->reply, "%s", m->reply);
+    c->hooks.write_unit(c->hooks.ud, i, item.name, &item.v, item.ts, item.q, served, s);
+}
+
+static void finish_pending(struct cluster *c, struct cl_pending *p, int status, const char *err)
+{
+    struct cl_pending **pp = &c->pending;
+    while (*pp && *pp != p)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = p->next;
+    if (status == 504)
+        atomic_fetch_add(&c->writes_timed_out, 1);
+    p->done(p->ud, status, status == 200 ? NULL : err);
+    free(p);
+    if (!c->pending)
+        uv_timer_stop(&c->pending_timer);
+}
+
+static void write_answered(struct cluster *c, struct cl_msg *m)
+{
+    uint64_t id = strtoull(m->unit, NULL, 10);
+    struct cl_pending *p = c->pending;
+    while (p && (p->id != id || p->status))
+        p = p->next;
+    if (!p)
+        return; /* answered after its timeout */
+    char text[512];
+    size_t n = m->len < sizeof text - 1 ? m->len : sizeof text - 1;
+    memcpy(text, m->data, n);
+    text[n] = '\0';
+    int64_t status = 0;
+    char *sp = strchr(text, ' ');
+    if (sp)
+        *sp = '\0';
+    if (parse_int64(text, &status) < 0 || status < 100 || status > 599) {
+        status = 502;
+        sp = NULL;
+    }
+    finish_pending(c, p, (int)status, sp && sp[1] ? sp + 1 : "the owner's answer was not understood");
+}
+
+static void on_pending_timer(uv_timer_t *t)
+{
+    struct cluster *c = t->data;
+    int64_t now = mono_ms();
+    struct cl_pending *p = c->pending;
+    while (p) {
+        struct cl_pending *next = p->next;
+        if (p->status)
+            finish_pending(c, p, p->status, p->err);
+        else if (now >= p->deadline)
+            finish_pending(c, p, 504, p->err);
+        p = next;
+    }
+}
+
+void cluster_forward_write(struct cluster *c, size_t i, const char *name, const struct pt_value *v, int64_t ts,
+                           enum pt_quality q, cluster_write_done_fn done, void *ud)
+{
+    struct cl_pending *p = xzalloc(sizeof *p);
+    p->id = ++c->next_request;
+    p->deadline = mono_ms() + WRITE_TIMEOUT_MS;
+    p->done = done;
+    p->ud = ud;
+    p->next = c->pending;
+    c->pending = p;
+    uv_timer_start(&c->pending_timer, on_pending_timer, 100, 100);
+    const struct cl_lunit *u = i < c->nlunits ? &c->lunits[i] : NULL;
+    char owner[72] = "";
+    uv_mutex_lock(&c->lock);
+    for (size_t k = 0; u && k < c->nunits; k++)
+        if (strcmp(c->units[k].name, u->name) == 0 && c->units[k].present && !c->units[k].no_owner)
+            snprintf(owner, sizeof owner, "%s", c->units[k].owner);
+    uv_mutex_unlock(&c->lock);
+    if (!u || !owner[0]) {
+        p->status = 503;
+        snprintf(p->err, sizeof p->err, "unit %s has no owner in the cluster right now: try again", u ? u->name : "?");
+        return;
+    }
+    snprintf(p->err, sizeof p->err, "node %s, the owner of unit %s, did not answer within %d s", owner, u->name,
+             WRITE_TIMEOUT_MS / 1000);
+    struct buf b;
+    buf_init(&b, CLB_MAX_BYTES);
+    clb_begin(&b, 0, u->max_epoch ? u->max_epoch : 1, p->id, ts);
+    clb_add(&b, name, strlen(name), true, v, ts, q, q == Q_GOOD ? NULL : "set by a client");
+    clb_finish(&b, 1);
+    char subj[CL_SUBJECT_MAX], reply[CL_SUBJECT_MAX];
+    snprintf(subj, sizeof subj, "%swrite.%s", c->prefix, u->name);
+    snprintf(reply, sizeof reply, "%sreply.%s.%llu", c->prefix, c->cfg.node, (unsigned long long)p->id);
+    if (cl_request(c, subj, reply, b.data, b.len) < 0) {
+        p->status = 503;
+        snprintf(p->err, sizeof p->err, "the queue to NATS is full: try again");
+    } else {
+        atomic_fetch_add(&c->writes_forwarded, 1);
+    }
+    buf_release(&b);
+}
+
 static void unit_stopped(struct cluster *c, const char *name)
 {
     uv_mutex_lock(&c->lock);
@@ -278,6 +446,8 @@ static void handle(struct cluster *c, struct cl_msg *m)
         if (u && !u->running)
             for_unit_points(c, u, no_owner_point);
         break;
+    case CLM_WRITE: serve_write(c, m, u, i); break;
+    case CLM_REPLY: write_answered(c, m); break;
     }
 }
 
@@ -351,6 +521,8 @@ int cluster_open(struct cluster **out, const struct cluster_config *cfg, const c
     uv_async_init(loop, &c->async, on_async);
     c->async.data = c;
     c->async_open = true;
+    uv_timer_init(loop, &c->pending_timer);
+    c->pending_timer.data = c;
     live_listen(live, on_changes, c);
     if (cl_link_start(c) < 0) {
         log_error("cluster", "cannot start the NATS link threads");
@@ -443,9 +615,9 @@ int cluster_may_write(struct cluster *c, size_t i, char *err, size_t errlen)
     for (size_t k = 0; k < c->nunits && !u; k++)
         if (strcmp(c->units[k].name, lu->name) == 0)
             u = &c->units[k];
-    if (lu->running && u && u->isolated) {
-        snprintf(err, errlen, "unit %s runs on this node cut off from the cluster (isolated: keep): writes are refused",
-                 lu->name);
+    if (lu->running && u && (u->isolated || u->extended)) {
+        snprintf(err, errlen, "unit %s runs on this node without a renewed lease (%s): writes are refused for now",
+                 lu->name, u->isolated ? "cut off from the cluster, isolated: keep" : "the lease bucket is unavailable");
         rc = -1;
     } else if (!lu->running) {
         if (u && u->present && u->owner[0] && strcmp(u->owner, c->cfg.node) != 0)
@@ -472,10 +644,13 @@ void cluster_stop(struct cluster *c)
         }
     }
     cl_link_stop(c); /* gives the leases up */
+    while (c->pending)
+        finish_pending(c, c->pending, 503, "this node is stopping");
     uv_mutex_lock(&c->lock);
     c->async_open = false;
     uv_mutex_unlock(&c->lock);
     uv_close((uv_handle_t *)&c->async, on_closed);
+    uv_close((uv_handle_t *)&c->pending_timer, on_closed);
 }
 
 void cluster_free(struct cluster *c)
@@ -565,7 +740,8 @@ void cluster_status_json(struct cluster *c, struct buf *out)
     jw_raw(out, "],\"units\":[");
     for (size_t i = 0; i < c->nunits; i++) {
         const struct cl_unit *u = &c->units[i];
-        bool expired = !u->present || !u->owner[0] || (!u->mine && now - u->seen_mono >= c->cfg.lease_ms);
+        bool expired = !u->present || !u->owner[0] ||
+                       (!u->mine && u->read_ok && now - u->seen_mono >= c->cfg.lease_ms);
         jw_raw(out, i ? ",{\"name\":" : "{\"name\":");
         jw_str(out, u->name);
         jw_raw(out, ",\"owner\":");
@@ -573,9 +749,10 @@ void cluster_status_json(struct cluster *c, struct buf *out)
             jw_raw(out, "null");
         else
             jw_str(out, u->owner);
-        buf_printf(out, ",\"revision\":%llu,\"epoch\":%llu,\"since\":%lld,\"mine\":%s,\"isolated\":%s,\"candidates\":",
+        buf_printf(out, ",\"revision\":%llu,\"epoch\":%llu,\"since\":%lld,\"mine\":%s,\"isolated\":%s,\"extended\":%s,\"candidates\":",
                    (unsigned long long)u->rev, (unsigned long long)(u->mine ? u->epoch : 0),
-                   (long long)u->since_ms, u->mine ? "true" : "false", u->isolated ? "true" : "false");
+                   (long long)u->since_ms, u->mine ? "true" : "false", u->isolated ? "true" : "false",
+                   u->extended ? "true" : "false");
         if (!u->nodes) {
             jw_raw(out, "\"any\"");
         } else {
@@ -636,6 +813,10 @@ void cluster_metrics_text(struct cluster *c, struct buf *out)
                "opsd_cluster_live_dropped_total{queue=\"in\"} %llu\nopsd_cluster_live_dropped_total{queue=\"out\"} %llu\n"
                "# HELP opsd_cluster_publish_errors_total Publications NATS refused.\n"
                "# TYPE opsd_cluster_publish_errors_total counter\nopsd_cluster_publish_errors_total %llu\n"
+               "# HELP opsd_cluster_writes_total Writes forwarded to an owner elsewhere, served for others, timed out.\n"
+               "# TYPE opsd_cluster_writes_total counter\n"
+               "opsd_cluster_writes_total{kind=\"forwarded\"} %llu\nopsd_cluster_writes_total{kind=\"served\"} %llu\n"
+               "opsd_cluster_writes_total{kind=\"timed_out\"} %llu\n"
                "# HELP opsd_cluster_mirror_lag_seconds Source time to applied here, newest value of the last batch.\n"
                "# TYPE opsd_cluster_mirror_lag_seconds gauge\nopsd_cluster_mirror_lag_seconds %.3f\n",
                connected ? 1 : 0, rtt, owned, atomic_load(&c->renewals), atomic_load(&c->renew_failures),
@@ -643,6 +824,7 @@ void cluster_metrics_text(struct cluster *c, struct buf *out)
                atomic_load(&c->batches_out), atomic_load(&c->batches_in), atomic_load(&c->values_out),
                atomic_load(&c->values_in), atomic_load(&c->snapshots_out), atomic_load(&c->rejected_malformed),
                atomic_load(&c->rejected_stale), atomic_load(&c->rejected_points), atomic_load(&c->in_dropped),
-               atomic_load(&c->out_dropped), atomic_load(&c->pub_errors),
+               atomic_load(&c->out_dropped), atomic_load(&c->pub_errors), atomic_load(&c->writes_forwarded),
+               atomic_load(&c->writes_served), atomic_load(&c->writes_timed_out),
                (double)atomic_load(&c->mirror_lag_us) / 1e6);
 }

@@ -67,6 +67,10 @@ struct cluster_unit_def {
     bool failback;
 };
 
+/* The outcome of a write, on the loop thread: status 200 when done, else an HTTP status
+ * (400, 404, 409, 502, 503, 504) and the reason. */
+typedef void (*cluster_write_done_fn)(void *ud, int status, const char *err);
+
 /* What the cluster asks of the daemon, on the loop thread. */
 struct cluster_hooks {
     void *ud;
@@ -75,6 +79,11 @@ struct cluster_hooks {
     int (*start_unit)(void *ud, size_t i);
     /* This node no longer owns unit i: stop it at once. */
     void (*stop_unit)(void *ud, size_t i);
+    /* A write forwarded by another node to point `name` of unit i, which this node runs:
+     * validate and make it (set the value, or write it to the device); done(done_ud, ...)
+     * exactly once, possibly before returning. */
+    void (*write_unit)(void *ud, size_t i, const char *name, const struct pt_value *v, int64_t ts,
+                       enum pt_quality q, cluster_write_done_fn done, void *done_ud);
 };
 
 struct cluster;
@@ -95,6 +104,13 @@ bool cluster_owns(const struct cluster *c, size_t i);
  * renews its lease); -1 no, with the reason in err (another node owns it, nobody does, or
  * this node runs it isolated from NATS). */
 int cluster_may_write(struct cluster *c, size_t i, char *err, size_t errlen);
+/* Forwards a write of point `name` (of unit i, run by another node) to the unit's owner as
+ * a NATS request on opsd.<cluster>.write.<unit>. done(ud, status, err) follows exactly once,
+ * later, on the loop: the owner's answer, 503 when nobody owns the unit, or 504 when the
+ * owner did not answer within 5 s. v is copied. */
+void cluster_forward_write(struct cluster *c, size_t i, const char *name, const struct pt_value *v, int64_t ts,
+                           enum pt_quality q, cluster_write_done_fn done, void *ud);
+
 /* Stops the units this node owns (stop_unit), gives their leases up, stops the threads and
  * closes the async handle; cluster_free after the loop has run the close. NULL is fine. */
 void cluster_stop(struct cluster *c);

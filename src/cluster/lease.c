@@ -13,7 +13,17 @@
  *    written after its renew was sent and first seen after it was written, so the taker's
  *    lease - margin ... lease window never overlaps the old owner running.
  *  - Liveness of nodes: a heartbeat on opsd.<cluster>.node.<name> every second (core NATS);
- *    a node not heard for 3 s (less with a short lease) is not a candidate.
+ *    a node not heard for 3 s (less with a short lease) is not a candidate. The heartbeat also
+ *    says whether the node can write to the bucket ("kv"): every node writes its key
+ *    "node.<name>" every second, the owner renews; the last such write decides.
+ *  - A JetStream leader election (one NATS server of three dies) leaves the bucket without a
+ *    leader for several seconds, for every node: nobody can renew, nobody can take anything.
+ *    An owner past its stop time keeps its unit (extended) while every other candidate was
+ *    heard within 1.5 s saying it cannot write to the bucket either (reads may still work:
+ *    replicas answer them); the first heartbeat saying it can again stops the owner. While a
+ *    node cannot write (or read), its expiry clocks start again at every read, so a taker
+ *    waits about a whole lease after the bucket returns, while the owner hears it within
+ *    about a second.
  *
  * Thread: the link thread only, except cl_node_heard (libnats' delivery thread, under lock). */
 #include <stdio.h>
@@ -63,12 +73,13 @@ static int json_field(const char *js, size_t len, const char *key, char *out, si
 
 void cl_node_heard(struct cluster *c, const char *data, size_t len)
 {
-    char name[72], addr[128] = "", cfg[24] = "", left[8] = "";
+    char name[72], addr[128] = "", cfg[24] = "", left[8] = "", kv[8] = "";
     if (len > 4096 || json_field(data, len, "node", name, sizeof name) < 0 || !node_name_valid(name))
         return;
     json_field(data, len, "address", addr, sizeof addr);
     json_field(data, len, "config", cfg, sizeof cfg);
     json_field(data, len, "left", left, sizeof left);
+    json_field(data, len, "kv", kv, sizeof kv);
     const char *u = memmem(data, len, "\"units\":[", 9);
     const char *ue = u ? memchr(u, ']', len - (size_t)(u - data)) : NULL;
     uv_mutex_lock(&c->lock);
@@ -91,6 +102,7 @@ void cl_node_heard(struct cluster *c, const char *data, size_t len)
         nd->heard_mono = mono_ms();
         nd->heard_ms = now_ms();
         nd->left = strcmp(left, "true") == 0;
+        nd->kv_ok = strcmp(kv, "true") == 0;
     }
     uv_mutex_unlock(&c->lock);
 }
@@ -150,6 +162,7 @@ static void lose(struct cluster *c, struct cl_unit *u, const char *why)
     uv_mutex_lock(&c->lock);
     u->mine = false;
     u->isolated = false;
+    u->extended = false;
     u->releasing = false;
     uv_mutex_unlock(&c->lock);
     atomic_fetch_add(&c->losses, 1);
@@ -159,6 +172,37 @@ static void lose(struct cluster *c, struct cl_unit *u, const char *why)
     cl_post(c, m);
 }
 
+static void set_kv(struct cluster *c, bool ok)
+{
+    uv_mutex_lock(&c->lock);
+    c->kv_ok = ok;
+    uv_mutex_unlock(&c->lock);
+}
+
+/* Under lock: every candidate of u but this node was heard within 1.5 s saying its bucket
+ * operations fail (or has left), so none of them can take u now. A candidate never heard, or
+ * not heard lately, may be cut off from this node but not from the bucket: false. */
+static bool others_cannot_take(struct cluster *c, const struct cl_unit *u, int64_t now)
+{
+    size_t n = u->nodes ? u->nnodes : c->nnodes;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = u->nodes ? u->nodes[i] : c->nodes[i].name;
+        if (strcmp(name, c->cfg.node) == 0)
+            continue;
+        const struct cl_node *nd = NULL;
+        for (size_t k = 0; k < c->nnodes && !nd; k++)
+            if (strcmp(c->nodes[k].name, name) == 0)
+                nd = &c->nodes[k];
+        if (!nd)
+            return false;
+        if (nd->left)
+            continue;
+        if (now - nd->heard_mono >= 1500 || nd->kv_ok)
+            return false;
+    }
+    return true;
+}
+
 static void check_deadlines(struct cluster *c, bool connected)
 {
     int64_t now = mono_ms();
@@ -166,6 +210,17 @@ static void check_deadlines(struct cluster *c, bool connected)
         struct cl_unit *u = &c->units[i];
         if (!u->mine || now - u->renewed_mono < c->cfg.lease_ms - CL_STOP_MARGIN_MS)
             continue;
+        uv_mutex_lock(&c->lock);
+        bool keep = connected && others_cannot_take(c, u, now);
+        bool was = u->extended;
+        u->extended = keep;
+        uv_mutex_unlock(&c->lock);
+        if (keep) {
+            if (!was)
+                log_warn("cluster", "unit %s: the lease bucket is unavailable to every candidate: kept until it "
+                         "returns (writes refused meanwhile)", u->name);
+            continue;
+        }
         if (c->cfg.isolated == CLUSTER_ISOLATED_KEEP) {
             if (!u->isolated) {
                 uv_mutex_lock(&c->lock);
@@ -190,8 +245,15 @@ static int read_unit(struct cluster *c, struct cl_unit *u, int64_t now)
 {
     kvEntry *e = NULL;
     natsStatus s = kvStore_Get(&e, c->kv, u->key);
-    if (s != NATS_OK && s != NATS_NOT_FOUND)
+    if (s != NATS_OK && s != NATS_NOT_FOUND) {
+        /* What was seen before the failure is no clock to expire it by: start again at
+         * the next good read. */
+        uv_mutex_lock(&c->lock);
+        u->known = false;
+        u->read_ok = false;
+        uv_mutex_unlock(&c->lock);
         return -1;
+    }
     char owner[72] = "", since[24] = "0";
     uint64_t rev = 0;
     if (s == NATS_OK) {
@@ -208,10 +270,11 @@ static int read_unit(struct cluster *c, struct cl_unit *u, int64_t now)
     uv_mutex_lock(&c->lock);
     if (!u->known || rev != u->rev || u->present != (s == NATS_OK)) {
         u->seen_mono = now;
-        if (owner[0] && strcmp(owner, c->cfg.node) != 0 && (strcmp(owner, u->owner) != 0 || !u->present))
-            u->no_owner = false; /* a new owner: its values follow */
+        if (owner[0] && strcmp(owner, c->cfg.node) != 0)
+            u->no_owner = false; /* an owner wrote it: its values follow */
     }
     u->known = true;
+    u->read_ok = true;
     u->present = s == NATS_OK;
     u->rev = rev;
     snprintf(u->owner, sizeof u->owner, "%s", owner);
@@ -229,6 +292,8 @@ static void acquire(struct cluster *c, struct cl_unit *u, int64_t now)
     uint64_t rev = 0;
     natsStatus s = u->present ? kvStore_Update(&rev, c->kv, u->key, val, n, u->rev)
                               : kvStore_Create(&rev, c->kv, u->key, val, n);
+    if (s == NATS_OK)
+        set_kv(c, true);
     if (s != NATS_OK) {
         log_debug("cluster", "unit %s: taking it failed: %s", u->name, nats_err(s));
         u->polled_mono = 0; /* read again at the next tick */
@@ -280,19 +345,22 @@ static void renew(struct cluster *c, struct cl_unit *u, int64_t now)
     natsStatus s = kvStore_Update(&rev, c->kv, u->key, val, n, u->my_rev);
     int64_t done = mono_ms();
     if (s == NATS_OK) {
+        set_kv(c, true);
         uv_mutex_lock(&c->lock);
         u->my_rev = u->rev = rev;
         u->renewed_mono = now;
         u->seen_mono = done;
-        if (u->isolated)
-            log_info("cluster", "unit %s: lease renewed again, no longer isolated", u->name);
+        if (u->isolated || u->extended)
+            log_info("cluster", "unit %s: lease renewed again", u->name);
         u->isolated = false;
+        u->extended = false;
         uv_mutex_unlock(&c->lock);
         atomic_fetch_add(&c->renewals, 1);
         atomic_store(&c->renew_lag_us, (unsigned long long)(done - now) * 1000);
         return;
     }
     atomic_fetch_add(&c->renew_failures, 1);
+    set_kv(c, false);
     /* Did another node take it, or did the answer get lost? Read it. */
     if (read_unit(c, u, done) < 0)
         return; /* NATS trouble: the deadline decides */
@@ -331,7 +399,8 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
             log_info("cluster", "unit %s: handing it back to node %s (failback)", u->name, who);
             cl_post(c, m);
         }
-        if (now - u->tried_mono >= CL_RENEW_MS)
+        bool late = now - u->renewed_mono >= c->cfg.lease_ms - CL_STOP_MARGIN_MS;
+        if (now - u->tried_mono >= (late ? CL_RENEW_MS / 4 : CL_RENEW_MS))
             renew(c, u, now);
         return;
     }
@@ -355,6 +424,10 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
     const char *except = u->present && u->owner[0] && !mine_before ? u->owner : NULL;
     const char *first = first_candidate(c, u, except, now);
     bool me = first && strcmp(first, c->cfg.node) == 0;
+    /* The key still names this node (it stopped the unit, or restarted): nobody else can be
+     * running it, so it resumes at once rather than after another lease. */
+    for (size_t i = 0; mine_before && !me && i < (u->nodes ? u->nnodes : 1); i++)
+        me = !u->nodes || strcmp(u->nodes[i], c->cfg.node) == 0;
     uv_mutex_unlock(&c->lock);
     if (me)
         acquire(c, u, now);
@@ -426,14 +499,15 @@ static void drop_released(struct cluster *c)
     uv_mutex_unlock(&c->lock);
 }
 
-static void heartbeat(struct cluster *c, bool left)
+void cl_heartbeat(struct cluster *c, bool left)
 {
     struct buf b;
     buf_init(&b, 64 << 10);
     uv_mutex_lock(&c->lock);
-    buf_printf(&b, "{\"node\":\"%s\",\"address\":\"%s\",\"config\":\"%016llx\",\"at\":%lld%s,\"units\":[",
+    buf_printf(&b, "{\"node\":\"%s\",\"address\":\"%s\",\"config\":\"%016llx\",\"at\":%lld,\"kv\":%s%s,\"units\":[",
                c->cfg.node, c->cfg.advertise ? c->cfg.advertise : c->listen_url,
-               (unsigned long long)c->config_hash, (long long)now_ms(), left ? ",\"left\":true" : "");
+               (unsigned long long)c->config_hash, (long long)now_ms(), c->kv_ok ? "true" : "false",
+               left ? ",\"left\":true" : "");
     int k = 0;
     for (size_t i = 0; i < c->nunits && !left; i++)
         if (c->units[i].mine)
@@ -444,6 +518,28 @@ static void heartbeat(struct cluster *c, bool left)
     snprintf(subj, sizeof subj, "%snode.%s", c->prefix, c->cfg.node);
     natsConnection_Publish(c->nc, subj, b.data, (int)b.len);
     buf_release(&b);
+}
+
+/* The write probe: this node's key, every second. A failure restarts the expiry clocks of
+ * the units it does not own (see the top of the file). */
+static void probe(struct cluster *c, int64_t now)
+{
+    if (now - c->last_probe < CL_HEARTBEAT_MS)
+        return;
+    c->last_probe = now;
+    char key[96], val[64];
+    snprintf(key, sizeof key, "node.%s", c->cfg.node);
+    int n = snprintf(val, sizeof val, "{\"at\":%lld}", (long long)now_ms());
+    uint64_t rev = 0;
+    bool ok = kvStore_Put(&rev, c->kv, key, val, n) == NATS_OK;
+    set_kv(c, ok);
+    if (ok)
+        return;
+    uv_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->nunits; i++)
+        if (!c->units[i].mine)
+            c->units[i].known = false;
+    uv_mutex_unlock(&c->lock);
 }
 
 void cl_lease_tick(struct cluster *c)
@@ -466,16 +562,8 @@ void cl_lease_tick(struct cluster *c)
         }
         return;
     }
-    if (now - c->last_hb >= CL_HEARTBEAT_MS) {
-        c->last_hb = now;
-        heartbeat(c, false);
-        int64_t rtt = 0;
-        if (natsConnection_GetRTT(c->nc, &rtt) == NATS_OK) {
-            uv_mutex_lock(&c->lock);
-            c->rtt_s = (double)rtt / 1e9;
-            uv_mutex_unlock(&c->lock);
-        }
-    }
+    probe(c, now);
+    check_deadlines(c, true);
     uv_mutex_lock(&c->lock);
     bool settled = c->connected_mono && now - c->connected_mono >= 1500;
     uv_mutex_unlock(&c->lock);
@@ -494,6 +582,6 @@ void cl_lease_release_all(struct cluster *c)
     for (size_t i = 0; c->kv && i < c->nunits; i++)
         if (c->units[i].mine)
             give_up(c, &c->units[i]);
-    heartbeat(c, true);
+    cl_heartbeat(c, true);
     natsConnection_FlushTimeout(c->nc, 1000);
 }

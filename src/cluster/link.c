@@ -7,7 +7,10 @@
  * for snapshots, then ticks every 100 ms: heartbeats and leases (lease.c). Messages arrive on
  * libnats' delivery threads and are queued for the loop (cl_post), which is woken with
  * uv_async. The publisher thread (`cl-pub`) takes what the loop queued (cl_publish) and hands
- * it to natsConnection_Publish, which may block on a full socket: never on the loop.
+ * it to natsConnection_Publish, which may block on a full socket: never on the loop; it also
+ * sends the heartbeat every second and measures the round-trip time every 5 s. Forwarded
+ * writes go out as requests on write.<unit> with a reply subject reply.<node>.<id>; every
+ * node hears write.>, the owner of the unit answers.
  *
  * Both queues are bounded (messages and bytes): a full queue drops a live batch and counts it;
  * lease events always pass (there are few). */
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster/batch.h"
 #include "cluster/cl_int.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -51,7 +55,8 @@ struct cl_msg *cl_msg_new(enum cl_msg_kind kind, const char *unit, size_t len)
 void cl_post(struct cluster *c, struct cl_msg *m)
 {
     uv_mutex_lock(&c->lock);
-    if (m->kind == CLM_LIVE && (c->in_count >= CL_IN_MAX || c->in_bytes + m->len > CL_QUEUE_BYTES)) {
+    bool droppable = m->kind == CLM_LIVE || m->kind == CLM_WRITE || m->kind == CLM_REPLY;
+    if (droppable && (c->in_count >= CL_IN_MAX || c->in_bytes + m->len > CL_QUEUE_BYTES)) {
         uv_mutex_unlock(&c->lock);
         atomic_fetch_add(&c->in_dropped, 1);
         free(m);
@@ -72,6 +77,11 @@ void cl_post(struct cluster *c, struct cl_msg *m)
 
 int cl_publish(struct cluster *c, const char *subject, const void *data, size_t len)
 {
+    return cl_request(c, subject, "", data, len);
+}
+
+int cl_request(struct cluster *c, const char *subject, const char *reply, const void *data, size_t len)
+{
     uv_mutex_lock(&c->lock);
     if (c->out_count >= CL_OUT_MAX || c->out_bytes + len > CL_QUEUE_BYTES || c->stopping) {
         uv_mutex_unlock(&c->lock);
@@ -82,6 +92,7 @@ int cl_publish(struct cluster *c, const char *subject, const void *data, size_t 
     struct cl_out *o = xmalloc(sizeof *o + len);
     o->next = NULL;
     snprintf(o->subject, sizeof o->subject, "%s", subject);
+    snprintf(o->reply, sizeof o->reply, "%s", reply);
     o->len = len;
     memcpy(o->data, data, len);
     uv_mutex_lock(&c->lock);
@@ -120,6 +131,36 @@ static void on_snap(natsConnection *nc, natsSubscription *sub, natsMsg *msg, voi
     size_t plen = strlen(c->prefix) + 5; /* "snap." */
     if (strlen(subj) > plen)
         cl_post(c, cl_msg_new(CLM_SNAP, subj + plen, 0));
+    natsMsg_Destroy(msg);
+}
+
+static void on_write(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    struct cluster *c = closure;
+    const char *subj = natsMsg_GetSubject(msg);
+    const char *reply = natsMsg_GetReply(msg);
+    size_t plen = strlen(c->prefix) + 6; /* "write." */
+    int len = natsMsg_GetDataLength(msg);
+    if (strlen(subj) > plen && reply && strlen(reply) < CL_SUBJECT_MAX && len >= 0 && len <= (int)CLB_MAX_BYTES) {
+        struct cl_msg *m = cl_msg_new(CLM_WRITE, subj + plen, (size_t)len);
+        snprintf(m->reply, sizeof m->reply, "%s", reply);
+        memcpy(m->data, natsMsg_GetData(msg), (size_t)len);
+        cl_post(c, m);
+    }
+    natsMsg_Destroy(msg);
+}
+
+static void on_reply(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    struct cluster *c = closure;
+    const char *subj = natsMsg_GetSubject(msg);
+    const char *id = strrchr(subj, '.');
+    int len = natsMsg_GetDataLength(msg);
+    if (id && len >= 0 && len < 4096) {
+        struct cl_msg *m = cl_msg_new(CLM_REPLY, id + 1, (size_t)len);
+        memcpy(m->data, natsMsg_GetData(msg), (size_t)len);
+        cl_post(c, m);
+    }
     natsMsg_Destroy(msg);
 }
 
@@ -279,6 +320,14 @@ static natsStatus subscribe_all(struct cluster *c)
         snprintf(subj, sizeof subj, "%snode.*", c->prefix);
         s = natsConnection_Subscribe(&c->sub_node, c->nc, subj, on_node, c);
     }
+    if (s == NATS_OK && !c->sub_write) {
+        snprintf(subj, sizeof subj, "%swrite.>", c->prefix);
+        s = natsConnection_Subscribe(&c->sub_write, c->nc, subj, on_write, c);
+    }
+    if (s == NATS_OK && !c->sub_reply) {
+        snprintf(subj, sizeof subj, "%sreply.%s.*", c->prefix, c->cfg.node);
+        s = natsConnection_Subscribe(&c->sub_reply, c->nc, subj, on_reply, c);
+    }
     return s;
 }
 
@@ -380,25 +429,54 @@ static void link_main(void *arg)
     cl_lease_release_all(c);
 }
 
+/* The publisher: the loop's publications, and every second this node's heartbeat (here and
+ * not on the link thread, whose bucket calls may block for a second each: a heartbeat must
+ * not wait for them, other owners rely on hearing it, see lease.c). */
 static void pub_main(void *arg)
 {
     struct cluster *c = arg;
     pthread_setname_np(pthread_self(), "cl-pub");
     uv_mutex_lock(&c->lock);
     for (;;) {
-        while (!c->stopping && (!c->out_head || !c->nc))
-            uv_cond_wait(&c->wake, &c->lock);
+        int64_t now = (int64_t)(mono_ns() / 1000000);
+        int64_t due = c->last_hb + CL_HEARTBEAT_MS;
+        while (!c->stopping && (!c->out_head || !c->nc) && (!c->nc || now < due)) {
+            uv_cond_timedwait(&c->wake, &c->lock, (uint64_t)(c->nc ? due - now : CL_HEARTBEAT_MS) * 1000000);
+            now = (int64_t)(mono_ns() / 1000000);
+        }
         if (c->stopping)
             break;
+        natsConnection *nc = c->nc;
+        if (nc && now >= due) {
+            c->last_hb = now;
+            bool rtt_due = now - c->last_rtt >= 5000;
+            if (rtt_due)
+                c->last_rtt = now;
+            uv_mutex_unlock(&c->lock);
+            if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED) {
+                cl_heartbeat(c, false);
+                int64_t rtt = 0;
+                if (rtt_due && natsConnection_GetRTT(nc, &rtt) == NATS_OK) {
+                    uv_mutex_lock(&c->lock);
+                    c->rtt_s = (double)rtt / 1e9;
+                    uv_mutex_unlock(&c->lock);
+                }
+            }
+            uv_mutex_lock(&c->lock);
+            continue;
+        }
         struct cl_out *o = c->out_head;
+        if (!o || !nc)
+            continue;
         c->out_head = o->next;
         if (!c->out_head)
             c->out_tail = NULL;
         c->out_count--;
         c->out_bytes -= o->len;
-        natsConnection *nc = c->nc;
         uv_mutex_unlock(&c->lock);
-        if (natsConnection_Publish(nc, o->subject, o->data, (int)o->len) != NATS_OK)
+        natsStatus ps = o->reply[0] ? natsConnection_PublishRequest(nc, o->subject, o->reply, o->data, (int)o->len)
+                                    : natsConnection_Publish(nc, o->subject, o->data, (int)o->len);
+        if (ps != NATS_OK)
             atomic_fetch_add(&c->pub_errors, 1);
         free(o);
         uv_mutex_lock(&c->lock);
@@ -438,7 +516,9 @@ void cl_link_stop(struct cluster *c)
     natsSubscription_Destroy(c->sub_live);
     natsSubscription_Destroy(c->sub_snap);
     natsSubscription_Destroy(c->sub_node);
-    c->sub_live = c->sub_snap = c->sub_node = NULL;
+    natsSubscription_Destroy(c->sub_write);
+    natsSubscription_Destroy(c->sub_reply);
+    c->sub_live = c->sub_snap = c->sub_node = c->sub_write = c->sub_reply = NULL;
     kvStore_Destroy(c->kv);
     jsCtx_Destroy(c->js);
     natsConnection_Destroy(c->nc);
