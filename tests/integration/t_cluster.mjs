@@ -6,6 +6,7 @@
 // a does not take it back (failback off); a clean stop hands the unit over at once.
 // Skips (one "ok" line saying so) only when nats-server is not installed. docs/cluster.md.
 import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { test, finish, assert, assertEq, sleep, failTest, pass, diag } from './lib/harness.mjs';
 import { workDir, startOpsd, http, metrics, Client } from './lib/opsd.mjs';
 import { natsServerPath, startNatsCluster, publishRaw } from './lib/nats_cluster.mjs';
@@ -26,7 +27,7 @@ try {
   await finish();
 }
 
-const config = (node) => (port, dataDir) => `server:
+const config = (node, extra = '') => (port, dataDir) => `server:
   listen: 127.0.0.1:${port}
   data_dir: ${dataDir}
 cluster:
@@ -40,14 +41,16 @@ drivers:
     nodes: [a, b, c]
     points:
       - {name: "cl-{01..20}", type: double, pattern: sine, period: 200ms, min: 0, max: 100, resolution: 0.01}
+${extra}
 points:
   - {name: "ext-1", type: double, writable: true}
   - {name: "cl-sum", expression: "{cl-01} + {cl-02}"}
 `;
 
 const nodes = {};
+let extraPoints = ''; // what the reload test adds: every node must have the same points
 async function start(name) {
-  nodes[name] = await startOpsd(work, { config: config(name), tag: name });
+  nodes[name] = await startOpsd(work, { config: config(name, extraPoints), tag: name });
   return nodes[name];
 }
 
@@ -74,6 +77,20 @@ async function waitOwner(d, unit, want, ms, what) {
 }
 
 const names = (u) => u.values.map((v) => v[0]);
+
+// Waits until point `name` on node d is good with a source time after `since`.
+async function waitFresh(d, name, since, ms, what) {
+  const t0 = Date.now();
+  let last = '';
+  while (Date.now() - t0 < ms) {
+    const r = await http(d, 'GET', `/api/v1/points/${name}`).catch((e) => ({ text: e.message }));
+    last = r.text;
+    if (r.json && r.json.quality === 'good' && r.json.ts >= since) return r.json;
+    await sleep(100);
+  }
+  throw new Error(`${what}: ${name} is not fresh after ${ms} ms: ${last}`);
+}
+
 
 await test('cluster: node a starts and owns the driver and the points unit', async () => {
   await start('a');
@@ -162,6 +179,28 @@ await test('cluster: outside points: written on any node, made by the owner of t
   assertEq(bad.status, 400, 'a value of the wrong type is refused where it arrives');
 });
 
+await test('cluster: a reload on every node keeps the leases, restarts the driver on its owner, and mirrors the new point', async () => {
+  extraPoints = '      - {name: "cl-new", type: int, pattern: ramp, period: 200ms, min: 0, max: 1000}';
+  for (const n of ['a', 'b', 'c']) {
+    const d = nodes[n];
+    writeFileSync(d.configPath, config(n, extraPoints)(d.port, d.dataDir));
+  }
+  const t0 = Date.now();
+  for (;;) {
+    const r = await http(nodes.b, 'GET', '/api/v1/points/cl-new');
+    if (r.status === 200 && r.json.quality === 'good' && typeof r.json.value === 'number') break;
+    if (Date.now() - t0 > 8000) throw new Error(`cl-new on b after the reload: ${r.text}`);
+    await sleep(100);
+  }
+  for (const n of ['b', 'c']) {
+    const u = (await cluster(nodes[n])).units.find((x) => x.name === 'sim1');
+    assertEq(u.owner, 'a', `sim1 owner after the reload, seen from ${n}`);
+  }
+  assert(/driver sim1 started \(this node owns it\)[\s\S]*reloaded/.test(nodes.a.log()) ||
+    /reloaded[\s\S]*driver sim1 started/.test(nodes.a.log()), 'a restarted sim1 with the reload');
+  await waitFresh(nodes.c, 'cl-01', Date.now() - 500, 3000, 'c after the reload');
+}, { timeout: 20000 });
+
 await test('cluster: opsctl cluster status on c shows the nodes and the owners', async () => {
   const r = spawnSync(process.env.OPSCTL, ['--url', nodes.c.url, 'cluster', 'status'], { encoding: 'utf8', timeout: 10000 });
   assertEq(r.status, 0, `opsctl exit status (${r.stderr})`);
@@ -247,19 +286,6 @@ await test('cluster: a clean stop of the owner hands the unit over at once', asy
   assertEq(owner, 'a', 'the first live candidate');
   assert(ms < LEASE_MS, `handover took ${ms} ms: the lease was not given up`);
 }, { timeout: 15000 });
-
-// Waits until point `name` on node d is good with a source time after `since`.
-async function waitFresh(d, name, since, ms, what) {
-  const t0 = Date.now();
-  let last = '';
-  while (Date.now() - t0 < ms) {
-    const r = await http(d, 'GET', `/api/v1/points/${name}`).catch((e) => ({ text: e.message }));
-    last = r.text;
-    if (r.json && r.json.quality === 'good' && r.json.ts >= since) return r.json;
-    await sleep(100);
-  }
-  throw new Error(`${what}: ${name} is not fresh after ${ms} ms: ${last}`);
-}
 
 await test('cluster: one of three NATS servers killed: the owner keeps its units, values go on', async () => {
   const m0 = await metrics(nodes.a);
