@@ -8,9 +8,10 @@ import { natsServerPath, startNatsCluster } from './nats_cluster.mjs';
 
 export const LEASE_MS = 5000; // the default: it outlasts a JetStream leader election (docs/cluster.md)
 
-// setup(name, {candidates}) -> {work, nats, nodes, start(node), rewrite(extra)}; skips the
+// setup(name, {candidates, isolated: {node: 'keep'}}) -> {work, nats, nodes, start(node),
+// rewrite(extra)}; skips the
 // file (one "ok" line) when nats-server is not installed, fails it when NATS does not start.
-export async function setup(name, { candidates = ['a', 'b', 'c'] } = {}) {
+export async function setup(name, { candidates = ['a', 'b', 'c'], isolated = {} } = {}) {
   if (!natsServerPath()) {
     pass(`${name}: skipped: nats-server is not installed (scripts/deps.sh test installs it)`);
     await finish();
@@ -32,6 +33,7 @@ cluster:
   node: ${node}
   servers: [${nats.urls.join(', ')}]
   lease: ${LEASE_MS}ms
+  isolated: ${isolated[node] || 'stop'}
 drivers:
   - type: simulator
     name: sim1
