@@ -384,7 +384,12 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
         const char *earlier = u->failback && settled && !u->releasing ? earlier_candidate(c, u, now) : NULL;
         char who[72] = "";
         if (earlier)
-            snprintf(who, sizeof who, "%s", earlier);
+            snprintf(who, sizeof who, "node '%s' (failback)", earlier);
+        bool listed = !u->nodes;
+        for (size_t k = 0; u->nodes && k < u->nnodes; k++)
+            listed |= strcmp(u->nodes[k], c->cfg.node) == 0;
+        if (!listed && !u->releasing)
+            snprintf(who, sizeof who, "its candidates, which no longer include this node");
         uv_mutex_unlock(&c->lock);
         if (u->gone || (u->releasing && stopped)) {
             give_up(c, u);
@@ -395,8 +400,8 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
             u->releasing = true;
             uv_mutex_unlock(&c->lock);
             struct cl_msg *m = cl_msg_new(CLM_LOST, u->name, 0);
-            snprintf(m->why, sizeof m->why, "failback to node '%s'", who);
-            log_info("cluster", "unit %s: handing it back to node %s (failback)", u->name, who);
+            snprintf(m->why, sizeof m->why, "handed over to %s", who);
+            log_info("cluster", "unit %s: handing it over to %s", u->name, who);
             cl_post(c, m);
         }
         bool late = now - u->renewed_mono >= c->cfg.lease_ms - CL_STOP_MARGIN_MS;

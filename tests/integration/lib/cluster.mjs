@@ -8,10 +8,11 @@ import { natsServerPath, startNatsCluster } from './nats_cluster.mjs';
 
 export const LEASE_MS = 5000; // the default: it outlasts a JetStream leader election (docs/cluster.md)
 
-// setup(name, {candidates, isolated: {node: 'keep'}}) -> {work, nats, nodes, start(node),
+// setup(name, {candidates, isolated: {node: 'keep'}, drivers: 'more driver entries'}) ->
+// {work, nats, nodes, start(node),
 // rewrite(extra)}; skips the
 // file (one "ok" line) when nats-server is not installed, fails it when NATS does not start.
-export async function setup(name, { candidates = ['a', 'b', 'c'], isolated = {} } = {}) {
+export async function setup(name, { candidates = ['a', 'b', 'c'], isolated = {}, drivers = '' } = {}) {
   if (!natsServerPath()) {
     pass(`${name}: skipped: nats-server is not installed (scripts/deps.sh test installs it)`);
     await finish();
@@ -41,6 +42,7 @@ drivers:
     points:
       - {name: "cl-{01..20}", type: double, pattern: sine, period: 200ms, min: 0, max: 100, resolution: 0.01}
 ${extra}
+${drivers}
 points:
   - {name: "ext-1", type: double, writable: true}
   - {name: "cl-sum", expression: "{cl-01} + {cl-02}"}
