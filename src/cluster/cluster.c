@@ -9,7 +9,11 @@
  * In: a batch is applied whole or not at all: it must decode strictly, come from the current
  * owner's epoch or a newer one (the fencing token), and name only points of its unit with
  * values of their types. Anything else is counted and logged (at most once a minute per kind).
- * A unit without an owner past its lease turns its points bad, reason "no owner". */
+ * A unit without an owner past its lease turns its points bad, reason "no owner".
+ * Writes: a write to a point of a unit run elsewhere is a request on write.<unit> (a one-item
+ * batch) waiting in `pending` for its answer, or for its 5 s deadline (a 100 ms timer runs
+ * while anything waits); the owner answers requests for the units it runs through the
+ * daemon's write_unit hook, other nodes stay silent. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

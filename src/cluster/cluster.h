@@ -7,7 +7,8 @@
  * when it has no owner, and a node that cannot renew stops the unit before its lease can have
  * passed to another. The owner of a unit publishes the changes of its points as one binary
  * batch per flush on opsd.<cluster>.live.<unit>; every other node applies them to its own
- * point table, so any node serves every point of the cluster.
+ * point table, so any node serves every point of the cluster. A write made on any node is
+ * forwarded to the owner of the point's unit (cluster_forward_write).
  *
  * Threads: the NATS link (connect, leases, heartbeats) and the publisher run on threads of
  * their own; they meet the loop only through bounded queues and a uv_async. Every function
