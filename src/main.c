@@ -145,6 +145,7 @@ static int start_unit(void *ud, size_t unit)
         return 0;
     struct driver *drv = d->drivers[unit - 1];
     d->running[unit - 1] = true;
+    drv->gate = cluster_gate(d->cl, unit); /* its thread talks to devices only under the lease */
     if (drv->type->start(drv) < 0) {
         log_error("main", "driver %s did not start", drv->name);
         return -1;

@@ -89,6 +89,14 @@ struct cl_node {
 
 struct cl_lunit;                      /* the loop's side of a unit (cluster.c) */
 
+/* A unit's lease gate (driver.gate), by name, allocated once and kept until cluster_free so
+ * that a driver thread still finishing may read it. Written by the link thread. */
+struct cl_gate {
+    struct cl_gate *next;
+    char name[LIVE_NAME_MAX + 1];
+    _Atomic int64_t until;
+};
+
 struct cluster {
     struct cluster_config cfg;
     char listen_url[160];
@@ -135,6 +143,7 @@ struct cluster {
 
     /* Loop side. */
     struct cl_pending *pending;       /* forwarded writes waiting for their owner */
+    struct cl_gate *gates;            /* under lock (the loop adds, the link thread sets) */
     uint64_t next_request;
     uv_timer_t pending_timer;
     struct cl_lunit *lunits;
@@ -166,6 +175,8 @@ void cl_set_error(struct cluster *c, const char *fmt, ...) __attribute__((format
 
 /* lease.c (link thread) */
 void cl_lease_tick(struct cluster *c);
+/* Takes the units cluster_set_units left (link thread). */
+void cl_lease_swap_units(struct cluster *c);
 void cl_lease_release_all(struct cluster *c);
 void cl_node_heard(struct cluster *c, const char *data, size_t len);
 /* Publishes this node's heartbeat (`left`: the goodbye). Any thread with the link up. */

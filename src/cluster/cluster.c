@@ -606,6 +606,24 @@ void cluster_set_config_hash(struct cluster *c, uint64_t hash)
 
 bool cluster_owns(const struct cluster *c, size_t i) { return i < c->nlunits && c->lunits[i].running; }
 
+const _Atomic int64_t *cluster_gate(struct cluster *c, size_t i)
+{
+    const char *name = i < c->nlunits ? c->lunits[i].name : "";
+    uv_mutex_lock(&c->lock);
+    struct cl_gate *g = c->gates;
+    while (g && strcmp(g->name, name) != 0)
+        g = g->next;
+    if (!g) {
+        g = xzalloc(sizeof *g);
+        snprintf(g->name, sizeof g->name, "%s", name);
+        atomic_store(&g->until, 0);
+        g->next = c->gates;
+        c->gates = g;
+    }
+    uv_mutex_unlock(&c->lock);
+    return &g->until;
+}
+
 int cluster_may_write(struct cluster *c, size_t i, char *err, size_t errlen)
 {
     if (i >= c->nlunits) {
@@ -678,6 +696,11 @@ void cluster_free(struct cluster *c)
     for (size_t i = 0; c->next_pending && i < c->next_nunits; i++)
         yn_str_list_free(c->next_units[i].nodes);
     free(c->next_units);
+    while (c->gates) {
+        struct cl_gate *g = c->gates;
+        c->gates = g->next;
+        free(g);
+    }
     uv_mutex_destroy(&c->lock);
     uv_cond_destroy(&c->wake);
     cluster_config_release(&c->cfg);

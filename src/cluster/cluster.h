@@ -17,6 +17,7 @@
 #ifndef OPSD_CLUSTER_CLUSTER_H
 #define OPSD_CLUSTER_CLUSTER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -99,6 +100,9 @@ int cluster_open(struct cluster **out, const struct cluster_config *cfg, const c
 void cluster_set_units(struct cluster *c, const struct cluster_unit_def *units, size_t n);
 /* The configuration hash this node announces (nodes show it in GET /api/v1/cluster). */
 void cluster_set_config_hash(struct cluster *c, uint64_t hash);
+/* The lease gate of unit i for its driver (driver.gate): the monotonic ms before which it may
+ * talk to its devices. Stable for the cluster's life (kept by unit name). */
+const _Atomic int64_t *cluster_gate(struct cluster *c, size_t i);
 /* True when this node owns unit i and may run it. */
 bool cluster_owns(const struct cluster *c, size_t i);
 /* Whether a write to a point of unit i may be made here: 0 yes (this node owns the unit and

@@ -440,7 +440,7 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
 
 /* Takes the list cluster_set_units left, keeping the state of units that remain; units that
  * are gone and owned stay (gone) until their lease is given up. */
-static void swap_units(struct cluster *c)
+void cl_lease_swap_units(struct cluster *c)
 {
     uv_mutex_lock(&c->lock);
     if (!c->next_pending) {
@@ -547,9 +547,35 @@ static void probe(struct cluster *c, int64_t now)
     uv_mutex_unlock(&c->lock);
 }
 
+static void lease_tick_units(struct cluster *c);
+
+/* Sets every unit's lease gate from its state: this node's lease until its stop time (for
+ * ever while kept isolated or extended), else closed. Cheap; called after every change. */
+static void update_gates(struct cluster *c)
+{
+    uv_mutex_lock(&c->lock);
+    for (struct cl_gate *g = c->gates; g; g = g->next) {
+        int64_t until = 0;
+        for (size_t i = 0; i < c->nunits; i++) {
+            const struct cl_unit *u = &c->units[i];
+            if (!u->mine || strcmp(u->name, g->name) != 0)
+                continue;
+            until = u->isolated || u->extended ? INT64_MAX : u->renewed_mono + c->cfg.lease_ms - CL_STOP_MARGIN_MS;
+        }
+        atomic_store(&g->until, until);
+    }
+    uv_mutex_unlock(&c->lock);
+}
+
 void cl_lease_tick(struct cluster *c)
 {
-    swap_units(c);
+    lease_tick_units(c);
+    update_gates(c);
+}
+
+static void lease_tick_units(struct cluster *c)
+{
+    cl_lease_swap_units(c);
     bool connected = c->nc && natsConnection_Status(c->nc) == NATS_CONN_STATUS_CONNECTED;
     check_deadlines(c, connected);
     int64_t now = mono_ms();
@@ -581,7 +607,7 @@ void cl_lease_tick(struct cluster *c)
 
 void cl_lease_release_all(struct cluster *c)
 {
-    swap_units(c);
+    cl_lease_swap_units(c);
     if (!c->nc || natsConnection_Status(c->nc) != NATS_CONN_STATUS_CONNECTED)
         return;
     for (size_t i = 0; c->kv && i < c->nunits; i++)

@@ -417,6 +417,7 @@ static void link_main(void *arg)
             bool again = c->reconnected;
             c->reconnected = false;
             uv_mutex_unlock(&c->lock);
+            cl_lease_swap_units(c); /* the units to ask snapshots for */
             if (subscribe_all(c) != NATS_OK)
                 cl_set_error(c, "cannot subscribe: %s", nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "?");
             else if (again)

@@ -132,6 +132,11 @@ uint64_t driver_point_count(const struct driver *d)
     return n;
 }
 
+bool driver_may_run(const struct driver *d)
+{
+    return !d->gate || (int64_t)(mono_ns() / 1000000) < atomic_load(d->gate);
+}
+
 void driver_free(struct driver *d)
 {
     if (!d)

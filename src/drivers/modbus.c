@@ -788,6 +788,10 @@ static void mb_thread(void *arg)
     uint64_t skipped = 0;
     int64_t next = mono_ms(), retry_at = 0;
     while (!stopping(st)) {
+        if (!driver_may_run(st->d)) { /* a cluster lease past its stop time: the unit is being stopped */
+            wait_until(st, mono_ms() + 50, true);
+            continue;
+        }
         if (!ctx && mono_ms() >= retry_at) {
             ctx = mb_connect(st);
             if (!ctx) {
