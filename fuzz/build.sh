@@ -21,7 +21,7 @@ fi
 # The sources the targets may need: everything but main.c and the command-line client.
 mapfile -t srcs < <(ls src/*/*.c src/config.c | grep -v '^src/cli/')
 pkgs=(libuv libwebsockets yaml-0.1 jansson sqlite3 libcurl libzstd librabbitmq libmodbus
-      libmosquitto libprotobuf-c libcrypto)
+      libmosquitto libprotobuf-c libcrypto libnats)
 # shellcheck disable=SC2207
 pc_cflags=($(pkg-config --cflags "${pkgs[@]}"))
 # shellcheck disable=SC2207

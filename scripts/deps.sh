@@ -6,8 +6,10 @@ want=${1:-build}
 
 build_pkgs=(build-essential cmake pkg-config libuv1-dev libwebsockets-dev libyaml-dev
             libjansson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libzstd-dev
-            librabbitmq-dev libmodbus-dev libmosquitto-dev libprotobuf-c-dev protobuf-c-compiler)
-test_pkgs=(libcmocka-dev curl nodejs npm openssl clang libclang-rt-14-dev mosquitto rabbitmq-server chromium)
+            librabbitmq-dev libmodbus-dev libmosquitto-dev libprotobuf-c-dev protobuf-c-compiler
+            libnats-dev)
+test_pkgs=(libcmocka-dev curl nodejs npm openssl clang libclang-rt-14-dev mosquitto rabbitmq-server chromium
+           nats-server)
 bench_pkgs=()
 
 pkgs=("${build_pkgs[@]}")

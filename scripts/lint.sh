@@ -12,7 +12,7 @@ while IFS= read -r hit; do
 done < <(grep -nE '\b(sprintf|vsprintf|strcpy|strcat|gets|atoi|atol|atoll|atof)\s*\(' \
            $(git ls-files 'src/*.c' 'src/*.h') 2>/dev/null)
 
-# Layers: core <- live <- history, alarm, registry, journal <- drivers, api <- main. A layer
+# Layers: core <- live <- history, alarm, registry, journal, cluster <- drivers, api <- main. A layer
 # includes only layers below it; the modules beside history do not include each other.
 check_layer() { # folder, forbidden include prefixes...
   local dir=$1; shift
@@ -24,14 +24,15 @@ check_layer() { # folder, forbidden include prefixes...
     done
   done
 }
-layer_out=$( check_layer core live history alarm registry journal drivers api cli
-             check_layer live history alarm registry journal drivers api cli
-             check_layer history alarm registry journal drivers api cli
-             check_layer alarm history registry journal drivers api cli
-             check_layer registry history alarm journal drivers api cli
-             check_layer journal history alarm registry drivers api cli
-             check_layer drivers history alarm registry journal api cli
-             check_layer api drivers cli )
+layer_out=$( check_layer core live history alarm registry journal cluster drivers api cli
+             check_layer live history alarm registry journal cluster drivers api cli
+             check_layer history alarm registry journal cluster drivers api cli
+             check_layer alarm history registry journal cluster drivers api cli
+             check_layer registry history alarm journal cluster drivers api cli
+             check_layer journal history alarm registry cluster drivers api cli
+             check_layer cluster history alarm registry journal drivers api cli
+             check_layer drivers history alarm registry journal cluster api cli
+             check_layer api drivers cluster cli )
 [ -n "$layer_out" ] && { echo "$layer_out"; bad=1; }
 
 # Every C file starts with a comment saying what it does.

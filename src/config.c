@@ -232,12 +232,13 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
         yconf_error(&y, root, NULL, "the configuration must be a mapping of sections (server, drivers, points, ...)");
     if (y.nerrors == 0) {
         static const char *const keys[] = {"server", "drivers", "points", "history", "alarms",
-                                           "deployment", "journal", "registry", NULL};
+                                           "deployment", "journal", "registry", "cluster", NULL};
         yn_check_keys(&y, root, NULL, keys);
         const ynode *s = yn_get(&y, root, "server");
         if (s)
             parse_server(&y, s, c);
         hist_config_parse(&y, yn_get(&y, root, "history"), &c->history);
+        cluster_config_parse(&y, yn_get(&y, root, "cluster"), &c->cluster);
         jnl_config_parse(&y, yn_get(&y, root, "journal"), &c->journal);
         reg_config_parse(&y, yn_get(&y, root, "registry"), &c->registry);
         alarm_config_parse(&y, yn_get(&y, root, "alarms"), yn_get(&y, root, "deployment"), &c->alarms);
@@ -263,6 +264,7 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
             yconf_error(&y, drv, "drivers", "must be a list of drivers");
         } else if (drv) {
             c->drivers = xnew(struct driver *, yn_len(drv) ? yn_len(drv) : 1);
+            c->driver_nodes = xnew(const ynode *, yn_len(drv) ? yn_len(drv) : 1);
             for (size_t i = 0; i < yn_len(drv); i++) {
                 char p[64];
                 snprintf(p, sizeof p, "drivers[%zu]", i);
@@ -273,6 +275,7 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
                 for (size_t k = 0; k < c->ndrivers; k++)
                     if (strcmp(c->drivers[k]->name, d->name) == 0)
                         yconf_error(&y, dn, p, "a driver named '%s' already exists", d->name);
+                c->driver_nodes[c->ndrivers] = dn;
                 c->drivers[c->ndrivers++] = d;
                 c->total_points += driver_point_count(d);
             }
@@ -315,6 +318,11 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
         buf_append(errors, y.errors.data, y.errors.len);
         opsd_config_release(c);
         rc = -1;
+    }
+    if (rc == 0 && c->cluster.present) {
+        c->doc = xnew(struct yconf, 1);
+        *c->doc = y; /* the nodes point into the document, which stays where libyaml put it */
+        return 0;
     }
     yconf_release(&y);
     return rc;
@@ -365,6 +373,12 @@ void opsd_config_release(struct opsd_config *c)
     hist_config_release(&c->history);
     alarm_config_release(&c->alarms);
     jnl_config_release(&c->journal);
+    cluster_config_release(&c->cluster);
+    free(c->driver_nodes);
+    if (c->doc) {
+        yconf_release(c->doc);
+        free(c->doc);
+    }
     memset(c, 0, sizeof *c);
 }
 
@@ -383,4 +397,13 @@ bool opsd_config_server_differs(const struct opsd_config *a, const struct opsd_c
            a->api.slow_client_timeout_ms != b->api.slow_client_timeout_ms ||
            a->api.max_connections != b->api.max_connections ||
            a->api.max_per_address != b->api.max_per_address || a->api.head_timeout_ms != b->api.head_timeout_ms;
+}
+
+struct driver *opsd_config_driver_again(const struct opsd_config *c, size_t i)
+{
+    if (!c->doc || !c->driver_nodes || !c->driver_nodes[i])
+        return NULL;
+    char p[64];
+    snprintf(p, sizeof p, "drivers[%zu]", i);
+    return driver_parse(c->doc, c->driver_nodes[i], p);
 }

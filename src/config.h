@@ -12,6 +12,7 @@
 
 #include "alarm/alarm.h"
 #include "api/api.h"
+#include "cluster/cluster.h"
 #include "core/buf.h"
 #include "core/log.h"
 #include "drivers/driver.h"
@@ -37,6 +38,11 @@ struct opsd_config {
     struct reg_config registry;   /* registry.present: the section is there */
     struct alarm_config alarms;   /* the alarms: and deployment: sections */
     char *ignored_sections;       /* names of sections this build ignores, or NULL */
+    struct cluster_config cluster; /* cluster.present: the section is there */
+    /* With a cluster: the parsed document and each driver's entry, kept so that a driver
+     * this node stops (its lease lost) can be made again (opsd_config_driver_again). */
+    struct yconf *doc;
+    const ynode **driver_nodes;
 };
 
 /* Loads and validates FILE. Returns 0, or -1 with every error appended to errors (one per
@@ -47,6 +53,9 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
 int opsd_config_finish(struct opsd_config *c, const char *listen, const char *data_dir,
                        struct buf *errors);
 void opsd_config_release(struct opsd_config *c);
+/* With a cluster: a fresh, not started copy of the i-th driver of the file (as parsed at load),
+ * or NULL. */
+struct driver *opsd_config_driver_again(const struct opsd_config *c, size_t i);
 /* True when the server: parts that need a restart differ. */
 bool opsd_config_server_differs(const struct opsd_config *a, const struct opsd_config *b);
 

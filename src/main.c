@@ -19,6 +19,7 @@
 
 #include "alarm/alarm.h"
 #include "api/api.h"
+#include "cluster/cluster.h"
 #include "config.h"
 #include "core/buf.h"
 #include "core/jsonw.h"
@@ -45,8 +46,10 @@ struct daemon {
     struct jnl *jnl;              /* NULL without a journal: section */
     struct reg *reg;              /* NULL without a registry: section */
     struct alarms *alarms;        /* alarms and deployment states (always running) */
-    struct driver **drivers;      /* running */
+    struct driver **drivers;      /* running (in a cluster: every driver; running[i] says) */
     size_t ndrivers;
+    struct cluster *cl;           /* NULL without a cluster: section */
+    bool *running;                /* in a cluster: drivers[i] is started (this node owns it) */
     uint32_t next_driver_id;
     uv_prepare_t flush_before_poll;   /* changes made by timers (drivers) */
     uv_check_t flush_after_poll;      /* changes made by I/O (REST writes) */
@@ -120,11 +123,67 @@ static int declare_outside(void *ud, const char *name, uint64_t i)
 
 static void stop_drivers(struct daemon *d)
 {
-    for (size_t i = 0; i < d->ndrivers; i++)
-        d->drivers[i]->type->stop(d->drivers[i]); /* hands the driver over */
+    for (size_t i = 0; i < d->ndrivers; i++) {
+        if (d->cl && !d->running[i])
+            driver_free(d->drivers[i]); /* never started: this node does not own it */
+        else
+            d->drivers[i]->type->stop(d->drivers[i]); /* hands the driver over */
+    }
     free(d->drivers);
+    free(d->running);
     d->drivers = NULL;
+    d->running = NULL;
     d->ndrivers = 0;
+}
+
+/* ---- cluster: units are the points: section (unit 0) and the drivers (unit 1 + i) ---- */
+
+static int start_unit(void *ud, size_t unit)
+{
+    struct daemon *d = ud;
+    if (unit == 0 || unit > d->ndrivers || d->running[unit - 1])
+        return 0;
+    struct driver *drv = d->drivers[unit - 1];
+    d->running[unit - 1] = true;
+    drv->gate = cluster_gate(d->cl, unit); /* its thread talks to devices only under the lease */
+    if (drv->type->start(drv) < 0) {
+        log_error("main", "driver %s did not start", drv->name);
+        return -1;
+    }
+    log_info("main", "driver %s started (this node owns it)", drv->name);
+    return 0;
+}
+
+static void stop_unit(void *ud, size_t unit)
+{
+    struct daemon *d = ud;
+    if (unit == 0 || unit > d->ndrivers || !d->running[unit - 1])
+        return;
+    size_t i = unit - 1;
+    struct driver *old = d->drivers[i];
+    uint32_t id = old->id;
+    old->type->stop(old); /* hands the driver over; a fresh copy waits for the next lease */
+    struct driver *drv = opsd_config_driver_again(&d->cfg, i);
+    if (!drv)
+        abort(); /* the same entry parsed before: cannot fail */
+    drv->id = id;
+    drv->loop = d->loop;
+    drv->live = d->live;
+    d->drivers[i] = drv;
+    d->running[i] = false;
+    log_info("main", "driver %s stopped (this node no longer owns it)", drv->name);
+}
+
+static void cluster_units(struct daemon *d)
+{
+    struct cluster_unit_def *u = xnew(struct cluster_unit_def, d->ndrivers + 1);
+    u[0] = (struct cluster_unit_def){CLUSTER_POINTS_UNIT, 0, d->cfg.cluster.points_nodes, d->cfg.cluster.npoints_nodes,
+                                     d->cfg.cluster.points_failback};
+    for (size_t i = 0; i < d->ndrivers; i++)
+        u[i + 1] = (struct cluster_unit_def){d->drivers[i]->name, d->drivers[i]->id, d->drivers[i]->nodes,
+                                             d->drivers[i]->nnodes, d->drivers[i]->failback};
+    cluster_set_units(d->cl, u, d->ndrivers + 1);
+    free(u);
 }
 
 /* Reconciles the point table with cfg and starts its drivers; takes the drivers out of cfg. */
@@ -140,6 +199,7 @@ static void apply_points_and_drivers(struct daemon *d, struct opsd_config *cfg)
     }
     d->drivers = cfg->drivers;
     d->ndrivers = cfg->ndrivers;
+    d->running = xnew(bool, d->ndrivers + 1);
     cfg->drivers = NULL;
     cfg->ndrivers = 0;
     for (size_t i = 0; i < d->ndrivers; i++) {
@@ -151,7 +211,7 @@ static void apply_points_and_drivers(struct daemon *d, struct opsd_config *cfg)
     }
     size_t removed = live_sweep(d->live);
     size_t calculated = live_calc_apply(d->live, cfg->points, cfg->npoints); /* after the sweep: binds to what is left */
-    for (size_t i = 0; i < d->ndrivers; i++) {
+    for (size_t i = 0; i < d->ndrivers && !d->cl; i++) { /* in a cluster: once owned (start_unit) */
         if (d->drivers[i]->type->start(d->drivers[i]) < 0)
             log_error("main", "driver %s did not start", d->drivers[i]->name);
     }
@@ -174,6 +234,12 @@ static void reload(struct daemon *d)
     int rc = opsd_config_load(d->cfg.path, &next, &errors);
     if (rc == 0)
         rc = opsd_config_finish(&next, d->cli_listen, d->cli_data, &errors);
+    if (rc == 0 && cluster_config_differs(&d->cfg.cluster, &next.cluster)) {
+        buf_printf(&errors, "%s: the cluster: section changed (other than points:): that needs a restart\n",
+                   d->cfg.path);
+        opsd_config_release(&next);
+        rc = -1;
+    }
     if (rc < 0) {
         log_errors("reload refused", &errors);
         log_error("config", "%s is invalid: the running configuration is kept", d->cfg.path);
@@ -215,6 +281,10 @@ static void reload(struct daemon *d)
     free(d->cfg.data_dir);
     d->cfg.data_dir = xstrdup(old.data_dir);
     opsd_config_release(&old);
+    if (d->cl) {
+        cluster_set_config_hash(d->cl, h);
+        cluster_units(d); /* starts again the drivers this node owns */
+    }
     d->reloads_ok++;
     log_info("config", "reloaded %s", d->cfg.path);
 }
@@ -303,6 +373,8 @@ static void metrics_text(void *ud, struct buf *out)
                (unsigned long long)cs.points, (unsigned long long)cs.evaluations);
     if (d->alarms)
         alarm_metrics_text(d->alarms, out);
+    if (d->cl)
+        cluster_metrics_text(d->cl, out);
     if (d->reg)
         reg_metrics_text(d->reg, out);
     if (d->jnl)
@@ -365,24 +437,104 @@ static int drivers_json(void *ud, const char *name, struct buf *out)
     return 0;
 }
 
-static int write_point(void *ud, uint32_t idx, const struct pt_value *v,
-                       void (*done)(void *done_ud, const char *err), void *done_ud, char *err, size_t errlen)
+/* A driver's write outcome handed on as an HTTP-like status (api and forwarded writes). */
+struct write_relay {
+    void (*done)(void *ud, int status, const char *err);
+    void *ud;
+};
+
+static void relay_done(void *ud, const char *err)
+{
+    struct write_relay *w = ud;
+    w->done(w->ud, err ? 502 : 200, err);
+    free(w);
+}
+
+/* The driver (index) whose points carry owner id, or -1. */
+static long driver_of(const struct daemon *d, uint32_t owner)
+{
+    for (size_t i = 0; owner && i < d->ndrivers; i++)
+        if (d->drivers[i]->id == owner)
+            return (long)i;
+    return -1;
+}
+
+static int driver_write(struct daemon *d, size_t i, uint32_t idx, const struct pt_value *v,
+                        void (*done)(void *done_ud, int status, const char *err), void *done_ud, char *err,
+                        size_t errlen)
+{
+    struct driver *drv = d->drivers[i];
+    if (!drv->type->write) {
+        snprintf(err, errlen, "driver %s (%s) does not write to its devices", drv->name, drv->type->name);
+        return -1;
+    }
+    struct write_relay *w = xmalloc(sizeof *w);
+    *w = (struct write_relay){done, done_ud};
+    if (drv->type->write(drv, idx, v, relay_done, w, err, errlen) < 0) {
+        free(w);
+        return -1;
+    }
+    return 0;
+}
+
+static int write_point(void *ud, uint32_t idx, const struct pt_value *v, int64_t ts, enum pt_quality q,
+                       void (*done)(void *done_ud, int status, const char *err), void *done_ud, char *err,
+                       size_t errlen)
 {
     struct daemon *d = ud;
     struct pt_view pv;
-    if (live_view(d->live, idx, &pv) < 0 || pv.owner == 0)
+    if (live_view(d->live, idx, &pv) < 0)
         return 1;
-    for (size_t i = 0; i < d->ndrivers; i++) {
-        struct driver *drv = d->drivers[i];
-        if (drv->id != pv.owner)
-            continue;
-        if (!drv->type->write) {
-            snprintf(err, errlen, "driver %s (%s) does not write to its devices", drv->name, drv->type->name);
-            return -1;
-        }
-        return drv->type->write(drv, idx, v, done, done_ud, err, errlen) == 0 ? 0 : -1;
+    long i = driver_of(d, pv.owner);
+    if (pv.owner && i < 0)
+        return 1;
+    size_t unit = (size_t)(i + 1); /* 0: the points unit */
+    if (d->cl && !cluster_owns(d->cl, unit)) {
+        cluster_forward_write(d->cl, unit, pv.name, v, ts, q, done, done_ud); /* to the unit's owner */
+        return 0;
     }
-    return 1;
+    if (d->cl && cluster_may_write(d->cl, unit, err, errlen) < 0)
+        return -1; /* isolated */
+    return i < 0 ? 1 : driver_write(d, (size_t)i, idx, v, done, done_ud, err, errlen);
+}
+
+/* Another node's write to a point of a unit this node runs (cluster_hooks.write_unit). */
+static void write_unit(void *ud, size_t unit, const char *name, const struct pt_value *v, int64_t ts,
+                       enum pt_quality q, cluster_write_done_fn done, void *done_ud)
+{
+    struct daemon *d = ud;
+    char err[256];
+    struct pt_view pv;
+    uint32_t idx = live_find(d->live, name);
+    uint32_t owner = unit == 0 ? 0 : (unit <= d->ndrivers ? d->drivers[unit - 1]->id : UINT32_MAX);
+    if (idx == LIVE_NONE || live_view(d->live, idx, &pv) < 0) {
+        snprintf(err, sizeof err, "no point named '%s'", name);
+        return done(done_ud, 404, err);
+    }
+    if (pv.owner != owner || live_is_calculated(d->live, idx) || !pv.writable) {
+        snprintf(err, sizeof err, "point '%s' is not writable", name);
+        return done(done_ud, 409, err);
+    }
+    if (v->type != pv.type) {
+        snprintf(err, sizeof err, "point '%s' is %s", name, pt_type_name(pv.type));
+        return done(done_ud, 400, err);
+    }
+    if (unit == 0) {
+        live_set(d->live, idx, v, ts, q, q == Q_GOOD ? NULL : "set by a client");
+        log_info("cluster", "point %s written for another node", name);
+        return done(done_ud, 200, NULL);
+    }
+    if (driver_write(d, unit - 1, idx, v, done, done_ud, err, sizeof err) < 0)
+        done(done_ud, 409, err);
+}
+
+static int cluster_json(void *ud, struct buf *out)
+{
+    struct daemon *d = ud;
+    if (!d->cl)
+        return -1;
+    cluster_status_json(d->cl, out);
+    return 0;
 }
 
 /* ---- loop plumbing ---- */
@@ -526,7 +678,21 @@ int main(int argc, char **argv)
     d.loop = uv_default_loop();
     d.live = live_new();
     d.stream = live_stream_new(d.live);
+    if (d.cfg.cluster.present) {
+        char url[160];
+        snprintf(url, sizeof url, "%s://%s/", d.cfg.api.tls_cert ? "https" : "http", d.cfg.listen);
+        struct cluster_hooks ch = {&d, start_unit, stop_unit, write_unit};
+        if (cluster_open(&d.cl, &d.cfg.cluster, url, d.loop, d.live, &ch) < 0) {
+            cluster_stop(d.cl);
+            uv_run(d.loop, UV_RUN_DEFAULT);
+            cluster_free(d.cl);
+            return 2;
+        }
+        cluster_set_config_hash(d.cl, d.cfg_hash);
+    }
     apply_points_and_drivers(&d, &d.cfg);
+    if (d.cl)
+        cluster_units(&d);
 
     int rc = 0;
     if (d.cfg.history.present && hist_open(&d.hist, &d.cfg.history, d.cfg.data_dir, d.loop, d.live) < 0) {
@@ -549,7 +715,7 @@ int main(int argc, char **argv)
         rc = 2;
         goto shutdown;
     }
-    struct api_hooks hooks = {&d, status_json, metrics_text, drivers_json, write_point};
+    struct api_hooks hooks = {&d, status_json, metrics_text, drivers_json, write_point, cluster_json};
     d.api = api_new(&d.cfg.api, d.loop, d.live, d.stream, &hooks);
     if (!d.api) {
         rc = 2;
@@ -599,6 +765,7 @@ int main(int argc, char **argv)
     free(d.cfg_dir);
     free(d.cfg_base);
 shutdown:
+    cluster_stop(d.cl); /* stops what this node owns, gives the leases up */
     stop_drivers(&d);
     hist_stop(d.hist); /* everything recorded becomes durable; waiting producers are answered */
     jnl_stop(d.jnl);   /* consumers stop (the broker keeps what was not acked); queued batches commit */
@@ -608,6 +775,7 @@ shutdown:
     uv_run(d.loop, UV_RUN_DEFAULT); /* let every handle finish closing */
     api_free(d.api);
     hist_free(d.hist);
+    cluster_free(d.cl);
     jnl_free(d.jnl);
     reg_free(d.reg);
     alarm_free(d.alarms);

@@ -46,13 +46,18 @@ struct api_hooks {
     /* GET /api/v1/drivers (name NULL: {"drivers":[...]}) and /api/v1/drivers/{name} (one
      * object): appends the health of the drivers; -1 when no driver has that name. */
     int (*drivers_json)(void *ud, const char *name, struct buf *out);
-    /* PUT /api/v1/points/{name} on a point a driver owns: the driver writes it to its device.
-     * Returns 0 when the write started (done(done_ud, err) follows later, once, on the loop),
-     * 1 when no driver owns the point (the value is set in the table), -1 when the driver
-     * refuses (err says why). v is valid for the call only. */
-    int (*write_point)(void *ud, uint32_t idx, const struct pt_value *v,
-                       void (*done)(void *done_ud, const char *err), void *done_ud, char *err,
+    /* PUT /api/v1/points/{name}: a point a driver owns is written to its device; in a cluster
+     * a point whose unit runs on another node is written there. Returns 0 when the write
+     * started (done(done_ud, status, err) follows later, once, on the loop: status 200, or an
+     * HTTP status with the reason), 1 when the value is to be set in the table here (a point
+     * fed from outside), -1 when refused (err says why). v is valid for the call only; ts and
+     * q are the sample's time and quality. */
+    int (*write_point)(void *ud, uint32_t idx, const struct pt_value *v, int64_t ts, enum pt_quality q,
+                       void (*done)(void *done_ud, int status, const char *err), void *done_ud, char *err,
                        size_t errlen);
+    /* GET /api/v1/cluster: appends the cluster's state as one JSON object; -1 when this node
+     * is not in a cluster (NULL: never). */
+    int (*cluster_json)(void *ud, struct buf *out);
 };
 
 struct api;

@@ -183,9 +183,11 @@ void metrics_write(struct api *api, struct buf *out);
 
 /* rest_drivers.c */
 void rest_get_drivers(struct http_req *r, const char *name);
-/* Hands a PUT to the driver owning the point: returns 0 when answered or deferred, 1 when no
- * driver takes it (set the value in the table). */
-int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const struct pt_value *v);
+void rest_get_cluster(struct http_req *r);
+/* Hands a PUT to the driver owning the point, or (in a cluster) to the node running its unit:
+ * returns 0 when answered or deferred, 1 when nobody takes it (set the value in the table). */
+int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const struct pt_value *v, int64_t ts,
+                      enum pt_quality q);
 
 /* static.c: the web UI's files at / and /ui/... (see the file's comment) */
 #define STATIC_FILE_MAX (32u << 20)

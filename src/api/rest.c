@@ -231,8 +231,9 @@ static void put_point(struct http_req *r, const char *name)
                    pt_type_name(v.type), why);
     } else if ((why = sample_meta(j, now_ms(), &ts, &q))) {
         rest_error(r, 400, "bad_request", "%s", why);
-    } else if (v.owner && rest_driver_write(r, name, idx, &val) == 0) {
-        log_info("api", "point %s: write sent to its driver (role %s)", name, api_role_name(r->role));
+    } else if (rest_driver_write(r, name, idx, &val, ts, q) == 0) { /* a driver's point, or refused (cluster) */
+        if (v.owner)
+            log_info("api", "point %s: write sent to its driver (role %s)", name, api_role_name(r->role));
     } else {
         live_set(l, idx, &val, ts, q, q == Q_GOOD ? NULL : "set by a client");
         r->api->m.samples_ingested++;
@@ -638,6 +639,9 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/drivers") == 0 || strncmp(p, "/api/v1/drivers/", 16) == 0) {
         if (get)
             return rest_get_drivers(r, p[15] ? p + 16 : NULL);
+    } else if (strcmp(p, "/api/v1/cluster") == 0) {
+        if (get)
+            return rest_get_cluster(r);
     } else if (strcmp(p, "/api/v1/history") == 0) {
         if (get)
             return rest_get_history(r);

@@ -1,4 +1,5 @@
-/* rest_drivers.c - GET /api/v1/drivers[/{name}] (driver and device health) and the driver
+/* rest_drivers.c - GET /api/v1/drivers[/{name}] (driver and device health), GET
+ * /api/v1/cluster (units, their owners and the nodes, from the daemon's hook) and the driver
  * side of PUT /api/v1/points/{name}: a writable point a driver owns is written to its device.
  *
  * The daemon answers both through api_hooks (it holds the running drivers). A device write
@@ -30,6 +31,17 @@ void rest_get_drivers(struct http_req *r, const char *name)
     rest_json(r, 200);
 }
 
+void rest_get_cluster(struct http_req *r)
+{
+    struct api *api = r->api;
+    if (!api->hooks.cluster_json || api->hooks.cluster_json(api->hooks.ud, &r->resp) < 0) {
+        buf_reset(&r->resp);
+        return rest_error(r, 404, "no_cluster", "this node is not in a cluster (no cluster: section)");
+    }
+    jw_raw(&r->resp, "\n");
+    rest_json(r, 200);
+}
+
 struct pending_write {
     struct rest_deferred *d;
     struct api *api;
@@ -37,15 +49,26 @@ struct pending_write {
     char name[LIVE_NAME_MAX + 1];
 };
 
-static void write_done(void *ud, const char *err)
+static void write_done(void *ud, int status, const char *err)
 {
+    static const struct {
+        int status;
+        const char *code;
+    } codes[] = {{400, "bad_request"}, {404, "unknown_point"}, {409, "not_writable"}, {503, "no_owner"},
+                 {504, "owner_timeout"}};
     struct pending_write *w = ud;
     struct http_req *r = w->d->req;
-    if (err)
-        log_warn("api", "point %s: the device write failed: %s", w->name, err);
-    if (r && err) {
+    if (status != 200)
+        log_warn("api", "point %s: the write failed: %s", w->name, err ? err : "?");
+    if (r && status == 502) {
         rest_error(r, 502, "write_failed", "point '%s': the device refused or did not answer the write: %s",
-                   w->name, err);
+                   w->name, err ? err : "?");
+    } else if (r && status != 200) {
+        const char *code = "write_failed";
+        for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+            if (codes[i].status == status)
+                code = codes[i].code;
+        rest_error(r, status >= 400 && status <= 599 ? status : 502, code, "point '%s': %s", w->name, err ? err : "?");
     } else if (r) {
         jw_raw(&r->resp, "{\"written\":true,\"point\":");
         live_json_point(w->api->live, w->idx, &r->resp);
@@ -56,7 +79,8 @@ static void write_done(void *ud, const char *err)
     free(w);
 }
 
-int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const struct pt_value *v)
+int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const struct pt_value *v, int64_t ts,
+                      enum pt_quality q)
 {
     struct api *api = r->api;
     if (!api->hooks.write_point)
@@ -66,7 +90,7 @@ int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const 
     w->idx = idx;
     snprintf(w->name, sizeof w->name, "%s", name);
     char err[256] = "";
-    int rc = api->hooks.write_point(api->hooks.ud, idx, v, write_done, w, err, sizeof err);
+    int rc = api->hooks.write_point(api->hooks.ud, idx, v, ts, q, write_done, w, err, sizeof err);
     if (rc == 1) {
         free(w);
         return 1;

@@ -159,6 +159,9 @@ int cmd_alarms_shelve(struct ctl *c, const struct opts *o);
 int cmd_alarms_unshelve(struct ctl *c, const struct opts *o);
 int cmd_alarms_deployment(struct ctl *c, const struct opts *o);
 
+/* cluster.c */
+int cmd_cluster_status(struct ctl *c, const struct opts *o);
+
 /* devices.c */
 int cmd_devices_list(struct ctl *c, const struct opts *o);
 int cmd_devices_show(struct ctl *c, const struct opts *o);

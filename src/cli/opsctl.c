@@ -142,6 +142,9 @@ static void usage(FILE *f)
           "  alarms shelve NAME...|group=G duration=D [comment=TEXT]\n"
           "  alarms unshelve NAME...|group=G [comment=TEXT]\n"
           "  alarms deployment [STATE]         show the deployment states, or switch (admin)\n"
+          "  cluster status [--json]           the cluster's nodes and the owner of every unit\n"
+          "                                    (drivers, the points: section): candidates,\n"
+          "                                    lease revision, owner since\n"
           "  devices list [--json]             the registry's cm handles: id, state, module\n"
           "                                    set tag, alternate id, lock reason\n"
           "  devices show ID [--json]          one cm handle with its state and modules\n"
@@ -1663,6 +1666,7 @@ static const struct command {
     {"alarms", "unshelve", 1, 100000, OPT(O_JSON), cmd_alarms_unshelve,
      "alarms unshelve NAME...|group=G [comment=TEXT] [--json]"},
     {"alarms", "deployment", 0, 1, OPT(O_JSON), cmd_alarms_deployment, "alarms deployment [STATE] [--json]"},
+    {"cluster", "status", 0, 0, OPT(O_JSON), cmd_cluster_status, "cluster status [--json]"},
     {"devices", "list", 0, 0, OPT(O_JSON), cmd_devices_list, "devices list [--json]"},
     {"devices", "show", 1, 1, OPT(O_JSON), cmd_devices_show, "devices show ID [--json]"},
     {"devices", "search", 1, 100, OPT(O_JSON), cmd_devices_search,
@@ -1717,6 +1721,8 @@ static int run(int argc, char **argv)
                                  "deployment");
         else if (strcmp(o.args[0], "devices") == 0)
             rc = cli_usage_error("'devices' needs a command: list, show, search, register or remove");
+        else if (strcmp(o.args[0], "cluster") == 0)
+            rc = cli_usage_error("'cluster' needs a command: status");
         else if (strcmp(o.args[0], "history") == 0)
             rc = cli_usage_error("'history' needs a command: query, export, partitions or "
                                  "verify");

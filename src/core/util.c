@@ -331,3 +331,15 @@ void time_text_ncmp(int64_t ms, char out[32])
     size_t n = strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(out + n, 32 - n, ".%03d+0000", (int)((ms % 1000 + 1000) % 1000));
 }
+
+bool node_name_valid(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.'))
+            return false;
+    }
+    return n >= 1 && n <= 64;
+}

@@ -57,6 +57,9 @@ void uuid4_text(char out[37]);
 /* A time as Java's "yyyy-MM-dd'T'HH:mm:ss.SSSZ" in UTC (2026-12-04T16:00:00.000+0000; NCMP's
  * events), 28 characters and a NUL. */
 void time_text_ncmp(int64_t ms, char out[32]);
+/* A cluster node name: 1 to 64 letters, digits, '-', '_' or '.' (they become parts of NATS
+ * key-value keys). */
+bool node_name_valid(const char *s);
 /* Splits "host:port" or "[v6]:port". Returns 0 or -1. host gets at most hostlen-1 bytes. */
 int split_host_port(const char *s, char *host, size_t hostlen, int *port);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -309,4 +310,38 @@ int yn_get_duration(struct yconf *y, const ynode *map, const char *key, const ch
         return -1;
     }
     return 0;
+}
+
+int yn_get_str_list(struct yconf *y, const ynode *map, const char *key, const char *path,
+                    char ***out, size_t *n)
+{
+    const ynode *v = yn_get(y, map, key);
+    if (!v)
+        return 1;
+    if (!yn_is_seq(v)) {
+        yconf_error(y, v, path, "'%s' must be a list, like [a, b]", key);
+        return -1;
+    }
+    size_t len = yn_len(v);
+    for (size_t i = 0; i < len; i++) {
+        const char *t = yn_scalar(yn_at(y, v, i));
+        if (!t || !*t) {
+            yconf_error(y, yn_at(y, v, i), path, "'%s' must be a list of names", key);
+            return -1;
+        }
+    }
+    char **list = xnew(char *, len + 1);
+    for (size_t i = 0; i < len; i++)
+        list[i] = xstrdup(yn_scalar(yn_at(y, v, i)));
+    list[len] = NULL;
+    *out = list;
+    *n = len;
+    return 0;
+}
+
+void yn_str_list_free(char **list)
+{
+    for (size_t i = 0; list && list[i]; i++)
+        free(list[i]);
+    free(list);
 }

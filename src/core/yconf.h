@@ -65,5 +65,10 @@ int yn_get_bool(struct yconf *y, const ynode *map, const char *key, const char *
                 bool required, bool *out);
 int yn_get_duration(struct yconf *y, const ynode *map, const char *key, const char *path,
                     bool required, int64_t *out_ms);
+/* A list of strings (`key: [a, b]`): *out gets a NULL-terminated array of copies (free with
+ * yn_str_list_free), *n their count. Absent: 1, *out untouched. Malformed: -1. */
+int yn_get_str_list(struct yconf *y, const ynode *map, const char *key, const char *path,
+                    char ***out, size_t *n);
+void yn_str_list_free(char **list);
 
 #endif

@@ -198,7 +198,7 @@ struct bn_state {
     struct rpm_ctx rpm;          /* decoding one RPM answer (reused: no allocation per answer) */
 };
 
-static const char *const drv_keys[] = {"type", "name", "bind", "broadcast", "timeout", "retries",
+static const char *const drv_keys[] = {DRIVER_COMMON_KEYS, "bind", "broadcast", "timeout", "retries",
                                        "poll", "discover", "cov_lifetime", "cov_confirmed",
                                        "devices", "points", NULL};
 static const char *const dev_keys[] = {"instance", "name", "address", "network", "mac", "max_apdu",

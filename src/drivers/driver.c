@@ -58,13 +58,37 @@ struct driver *driver_parse(struct yconf *y, const ynode *n, const char *path)
                     "driver name '%s' must be letters, digits and - _ . : / only", name);
         return NULL;
     }
+    int errs_before = y->nerrors;
+    char **nodes = NULL;
+    size_t nnodes = 0;
+    bool failback = false;
+    if (yn_get_str_list(y, n, "nodes", path, &nodes, &nnodes) == 0) {
+        for (size_t i = 0; i < nnodes; i++) {
+            if (!node_name_valid(nodes[i]))
+                yconf_error(y, yn_get(y, n, "nodes"), path,
+                            "node name '%s' must be 1 to 64 letters, digits, '-', '_' or '.'", nodes[i]);
+            for (size_t k = 0; k < i; k++)
+                if (strcmp(nodes[i], nodes[k]) == 0)
+                    yconf_error(y, yn_get(y, n, "nodes"), path, "node '%s' is listed twice", nodes[i]);
+        }
+    }
+    yn_get_bool(y, n, "failback", path, false, &failback);
     void *cfg = t->parse(y, n, path);
-    if (!cfg)
+    if (cfg && y->nerrors != errs_before) {
+        t->free_config(cfg);
+        cfg = NULL;
+    }
+    if (!cfg) {
+        yn_str_list_free(nodes);
         return NULL;
+    }
     struct driver *d = xzalloc(sizeof *d);
     d->type = t;
     d->name = xstrdup(name);
     d->cfg = cfg;
+    d->nodes = nodes;
+    d->nnodes = nnodes;
+    d->failback = failback;
     return d;
 }
 
@@ -108,6 +132,11 @@ uint64_t driver_point_count(const struct driver *d)
     return n;
 }
 
+bool driver_may_run(const struct driver *d)
+{
+    return !d->gate || (int64_t)(mono_ns() / 1000000) < atomic_load(d->gate);
+}
+
 void driver_free(struct driver *d)
 {
     if (!d)
@@ -119,6 +148,7 @@ void driver_free(struct driver *d)
         free(d->devices[i]);
     }
     free(d->devices);
+    yn_str_list_free(d->nodes);
     free(d->name);
     free(d);
 }

@@ -13,6 +13,7 @@
 #ifndef OPSD_DRIVERS_DRIVER_H
 #define OPSD_DRIVERS_DRIVER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -64,7 +65,24 @@ struct driver {
     uint64_t malformed;     /* frames or payloads that could not be decoded */
     uint64_t dropped;       /* batches dropped because the loop was behind */
     uint64_t skipped;       /* polls skipped because the previous one was still running */
+    /* In a cluster (the config's cluster: section): the candidate owner nodes in order
+     * (`nodes:`, NULL-terminated; NULL: any node) and whether the first candidate takes the
+     * driver back when it returns (`failback:`). Ignored on a single node. */
+    char **nodes;
+    size_t nnodes;
+    bool failback;
+    /* In a cluster, the lease gate: a driver's own thread talks to its devices only while
+     * driver_may_run(d), i.e. before the monotonic time (ms) *gate, so that a process woken
+     * from a freeze past its lease sends nothing before its unit is stopped. NULL: always.
+     * Set before start; outlives the driver. */
+    const _Atomic int64_t *gate;
 };
+
+/* Any thread: whether the driver may talk to its devices now (see driver.gate). */
+bool driver_may_run(const struct driver *d);
+
+/* The keys every driver entry accepts besides its type's own: type, name, nodes, failback. */
+#define DRIVER_COMMON_KEYS "type", "name", "nodes", "failback"
 
 const struct driver_type *driver_type_find(const char *name);
 /* A comma-separated list of the known types, for error messages. */

@@ -462,7 +462,7 @@ static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct 
 
 static void *mb_parse(struct yconf *y, const ynode *n, const char *path)
 {
-    static const char *const keys[] = {"type", "name", "host", "port", "unit_id", "period", "timeout",
+    static const char *const keys[] = {DRIVER_COMMON_KEYS, "host", "port", "unit_id", "period", "timeout",
                                        "backoff_max", "max_gap", "word_order", "byte_order", "points", NULL};
     int errs = y->nerrors;
     yn_check_keys(y, n, path, keys);
@@ -788,6 +788,10 @@ static void mb_thread(void *arg)
     uint64_t skipped = 0;
     int64_t next = mono_ms(), retry_at = 0;
     while (!stopping(st)) {
+        if (!driver_may_run(st->d)) { /* a cluster lease past its stop time: the unit is being stopped */
+            wait_until(st, mono_ms() + 50, true);
+            continue;
+        }
         if (!ctx && mono_ms() >= retry_at) {
             ctx = mb_connect(st);
             if (!ctx) {

@@ -564,7 +564,7 @@ static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct 
 
 static void *mq_parse(struct yconf *y, const ynode *n, const char *path)
 {
-    static const char *const keys[] = {"type", "name", "host", "port", "client_id", "username", "password",
+    static const char *const keys[] = {DRIVER_COMMON_KEYS, "host", "port", "client_id", "username", "password",
                                        "keepalive", "qos", "backoff_max", "sparkplug", "points", NULL};
     int errs = y->nerrors;
     yn_check_keys(y, n, path, keys);

@@ -76,7 +76,7 @@ static void sim_free_config(void *p)
 
 static void *sim_parse(struct yconf *y, const ynode *n, const char *path)
 {
-    static const char *const keys[] = {"type", "name", "points", NULL};
+    static const char *const keys[] = {DRIVER_COMMON_KEYS, "points", NULL};
     int errs = y->nerrors;
     yn_check_keys(y, n, path, keys);
     const ynode *pts = yn_get(y, n, "points");

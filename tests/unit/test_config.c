@@ -339,7 +339,7 @@ static void unknown_keys(void **state)
     (void)state;
     EXPECT_ERRORS("serer:\n  listen: x\n",
                   "@:1: unknown key 'serer' (known: server, drivers, points, history, alarms, deployment, "
-                  "journal, registry)");
+                  "journal, registry, cluster)");
     EXPECT_ERRORS("server:\n  listen: 127.0.0.1:1\n  lisen: 127.0.0.1:2\n",
                   "@:3: server: unknown key 'lisen' (known: listen, data_dir, log_level, tls, auth, limits, ui_dir)");
     EXPECT_ERRORS("server:\n  limits:\n    max_client: 5\n",
@@ -353,7 +353,7 @@ static void unknown_keys(void **state)
                   "  - type: simulator\n"
                   "    name: d\n"
                   "    ponits: []\n",
-                  "@:4: drivers[0]: unknown key 'ponits' (known: type, name, points)",
+                  "@:4: drivers[0]: unknown key 'ponits' (known: type, name, nodes, failback, points)",
                   "@:2: drivers[0]: 'points' must be a non-empty list of point entries");
     EXPECT_ERRORS("drivers:\n"
                   "  - type: simulator\n"
@@ -630,7 +630,7 @@ static void all_errors_at_once(void **state)
                   "  - {type: simulator, name: p, points: [{name: c, pattern: saw}]}\n"
                   "extra: 1\n",
                   "@:9: unknown key 'extra' (known: server, drivers, points, history, alarms, deployment, "
-                  "journal, registry)",
+                  "journal, registry, cluster)",
                   "@:2: server: unknown log_level 'loud' (debug, info, warn, error)",
                   "@:3: server.limits: max_clients must be 1 to 100000",
                   "@:5: points[0]: name 'a{2..1}': range {2..1} ends before it starts",
@@ -686,6 +686,81 @@ static void server_differs(void **state)
     buf_release(&ea);
 }
 
+/* The cluster: section and nodes:/failback: on drivers; without it nothing is kept. */
+static void cluster_section(void **state)
+{
+    (void)state;
+    struct opsd_config c;
+    struct buf errors;
+    assert_int_equal(load_text("cl.yaml",
+                               "cluster:\n"
+                               "  name: plant-1\n"
+                               "  node: a\n"
+                               "  servers: [nats://127.0.0.1:4222, nats://127.0.0.1:4223]\n"
+                               "  lease: 4s\n"
+                               "  user: u\n"
+                               "  password: p\n"
+                               "  isolated: keep\n"
+                               "  points: {nodes: [b, a], failback: true}\n"
+                               "drivers:\n"
+                               "  - {type: simulator, name: s1, nodes: [a, b], failback: true, points: [{name: x}]}\n"
+                               "  - {type: simulator, name: s2, points: [{name: y}]}\n",
+                               &c, &errors),
+                     0);
+    assert_true(c.cluster.present);
+    assert_string_equal(c.cluster.name, "plant-1");
+    assert_string_equal(c.cluster.node, "a");
+    assert_int_equal(c.cluster.nservers, 2);
+    assert_int_equal(c.cluster.replicas, 2); /* default 3, at most the servers listed */
+    assert_int_equal(c.cluster.lease_ms, 4000);
+    assert_int_equal(c.cluster.isolated, CLUSTER_ISOLATED_KEEP);
+    assert_int_equal(c.cluster.npoints_nodes, 2);
+    assert_string_equal(c.cluster.points_nodes[0], "b");
+    assert_true(c.cluster.points_failback);
+    assert_int_equal(c.drivers[0]->nnodes, 2);
+    assert_string_equal(c.drivers[0]->nodes[1], "b");
+    assert_true(c.drivers[0]->failback);
+    assert_null(c.drivers[1]->nodes);
+    assert_false(c.drivers[1]->failback);
+    /* A driver can be made again from the kept document. */
+    struct driver *again = opsd_config_driver_again(&c, 1);
+    assert_non_null(again);
+    assert_string_equal(again->name, "s2");
+    driver_free(again);
+    opsd_config_release(&c);
+    buf_release(&errors);
+
+    assert_int_equal(load_text("nocl.yaml", "drivers:\n  - {type: simulator, name: s1, nodes: [a], points: [{name: x}]}\n",
+                               &c, &errors),
+                     0);
+    assert_false(c.cluster.present);
+    assert_null(c.doc);
+    assert_null(opsd_config_driver_again(&c, 0));
+    opsd_config_release(&c);
+    buf_release(&errors);
+}
+
+static void cluster_errors(void **state)
+{
+    (void)state;
+    EXPECT_ERRORS("cluster:\n  node: a\n  servers: [nats://x:1]\n",
+                  "@:2: cluster: missing 'name' (the cluster's name, the same on every node)");
+    EXPECT_ERRORS("cluster:\n  name: a.b\n  node: a\n  servers: [nats://x:1]\n",
+                  "@:2: cluster: name 'a.b' must be 1 to 64 letters, digits, '-' or '_'");
+    EXPECT_ERRORS("cluster:\n  name: p\n  node: a\n",
+                  "@:2: cluster: 'servers' must list the NATS server URLs, like [nats://127.0.0.1:4222]");
+    EXPECT_ERRORS("cluster:\n  name: p\n  node: a\n  servers: [http://x:1]\n  lease: 1s\n",
+                  "@:4: cluster: server 'http://x:1' must be a nats:// or tls:// URL",
+                  "@:5: cluster: lease must be 3s to 10m");
+    EXPECT_ERRORS("cluster:\n  name: p\n  node: a\n  servers: [nats://x:1]\n  token: t\n  creds: f\n",
+                  "@:2: cluster: give one of user/password, token or creds");
+    EXPECT_ERRORS("drivers:\n  - {type: simulator, name: s1, nodes: [a, 'b c', a], points: [{name: x}]}\n",
+                  "@:2: drivers[0]: node name 'b c' must be 1 to 64 letters, digits, '-', '_' or '.'",
+                  "@:2: drivers[0]: node 'a' is listed twice");
+    EXPECT_ERRORS("drivers:\n  - {type: simulator, name: s1, nodes: a, points: [{name: x}]}\n",
+                  "@:2: drivers[0]: 'nodes' must be a list, like [a, b]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -709,6 +784,8 @@ int main(void)
         cmocka_unit_test(all_errors_at_once),
         cmocka_unit_test(calculated_points),
         cmocka_unit_test(server_differs),
+        cmocka_unit_test(cluster_section),
+        cmocka_unit_test(cluster_errors),
     };
     return cmocka_run_group_tests_name("config", tests, group_setup, group_teardown);
 }

@@ -11,6 +11,7 @@ export class ModbusServer {
     this.size = size;
     this.units = new Map(); // unit id -> {holding, input, coils, discrete}
     this.requests = [];     // register reads served: [fc, unit, address, count]
+    this.times = [];        // when each read request arrived (Date.now()), any function code
     this.silent = false;
     this.unreachable = new Set(); // unit ids answered "gateway target device failed to respond"
     this.server = null;
@@ -31,6 +32,7 @@ export class ModbusServer {
   _get(table, fc) {
     return (addr, unitID, cb) => {
       if (this.silent) return; // never answers: the client times out
+      this.times.push(Date.now());
       if (fc >= 3) this.requests.push([fc, unitID, addr, 1]);
       if (this.unreachable.has(unitID)) {
         cb({ modbusErrorCode: 0x0B, msg: 'Gateway target device failed to respond' });
@@ -48,6 +50,7 @@ export class ModbusServer {
   _getMany(table, fc) {
     return (addr, length, unitID, cb) => {
       if (this.silent) return;
+      this.times.push(Date.now());
       this.requests.push([fc, unitID, addr, length]);
       if (this.unreachable.has(unitID)) {
         cb({ modbusErrorCode: 0x0B, msg: 'Gateway target device failed to respond' });

@@ -1,0 +1,123 @@
+/* cluster.c - opsctl cluster status: the nodes of the cluster and the owner of every unit,
+ * from GET /api/v1/cluster on the node opsctl talks to (any node answers for the cluster).
+ *
+ *   cluster status [--json]
+ *
+ * Prints a line on this node and its link to NATS, a table of the nodes (name, address,
+ * connected, age of the last heartbeat, configuration hash, units owned) and a table of the
+ * units (name, owner, lease revision, owner since, candidates). A node not in a cluster
+ * answers 404, printed as the server's error (exit status 1). */
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/mem.h"
+
+static char *text(struct buf *b, const json_t *o, const char *key)
+{
+    buf_reset(b);
+    const char *s = cli_member_text(b, o, key);
+    return xstrdup(s && *s ? s : "-");
+}
+
+/* A JSON array of strings as "a,b,c" (or the value itself when not an array). */
+static char *list(struct buf *b, const json_t *v)
+{
+    buf_reset(b);
+    if (!json_is_array(v)) {
+        cli_value_text(b, v, CELL_MAX_COLS);
+    } else {
+        size_t i;
+        const json_t *x;
+        json_array_foreach(v, i, x) {
+            if (i)
+                buf_putc(b, ',');
+            cli_value_text(b, x, CELL_MAX_COLS);
+        }
+    }
+    return xstrdup(b->len ? cli_bstr(b) : "-");
+}
+
+static char *since(const json_t *u)
+{
+    char t[40] = "-";
+    json_int_t ms = json_integer_value(json_object_get(u, "since"));
+    if (ms > 0)
+        cli_fmt_clock(t, sizeof t, (int64_t)ms, true);
+    return xstrdup(t);
+}
+
+int cmd_cluster_status(struct ctl *c, const struct opts *o)
+{
+    json_t *j = NULL;
+    int rc = ctl_request(c, "GET", "/api/v1/cluster", NULL, &j);
+    if (rc != CTL_OK)
+        return rc;
+    if (o->seen & OPT(O_JSON)) {
+        cli_print_json(j);
+        json_decref(j);
+        return CTL_OK;
+    }
+    struct buf b;
+    buf_init(&b, 1u << 16);
+    const json_t *nats = json_object_get(j, "nats");
+    printf("cluster %s, node %s: NATS %s", cli_member_text(&b, j, "cluster"), json_string_value(json_object_get(j, "node")),
+           json_string_value(json_object_get(nats, "state")));
+    buf_reset(&b);
+    const char *srv = cli_member_text(&b, nats, "server");
+    if (*srv)
+        printf(" at %s (rtt %.1f ms)", srv, json_number_value(json_object_get(nats, "rtt_ms")));
+    buf_reset(&b);
+    const char *err = cli_member_text(&b, nats, "last_error");
+    printf("%s%s\n\n", *err ? "; last error: " : "", err);
+
+    enum { N_NAME, N_ADDR, N_CONN, N_AGE, N_CFG, N_UNITS, N_N };
+    static const char *const ntitles[N_N] = {"NODE", "ADDRESS", "CONNECTED", "HEARTBEAT", "CONFIG", "UNITS"};
+    struct cli_table t;
+    cli_table_init(&t, N_N, ntitles, 0);
+    size_t i;
+    const json_t *n;
+    json_array_foreach(json_object_get(j, "nodes"), i, n) {
+        char *row[N_N];
+        row[N_NAME] = text(&b, n, "name");
+        if (json_is_true(json_object_get(n, "self"))) {
+            char *s = xmalloc(strlen(row[N_NAME]) + 8);
+            memcpy(s, row[N_NAME], strlen(row[N_NAME]));
+            memcpy(s + strlen(row[N_NAME]), " (here)", 8);
+            free(row[N_NAME]);
+            row[N_NAME] = s;
+        }
+        row[N_ADDR] = text(&b, n, "address");
+        row[N_CONN] = xstrdup(json_is_true(json_object_get(n, "connected")) ? "yes" : "no");
+        const json_t *age = json_object_get(n, "heartbeat_age_ms");
+        buf_reset(&b);
+        if (age)
+            buf_printf(&b, "%.1f s ago", (double)json_integer_value(age) / 1000);
+        row[N_AGE] = xstrdup(age ? cli_bstr(&b) : "-");
+        row[N_CFG] = text(&b, n, "config");
+        row[N_UNITS] = list(&b, json_object_get(n, "units"));
+        cli_table_add(&t, row);
+    }
+    cli_table_flush(&t);
+    cli_table_release(&t);
+    printf("\n");
+
+    enum { U_NAME, U_OWNER, U_REV, U_SINCE, U_CANDS, U_N };
+    static const char *const utitles[U_N] = {"UNIT", "OWNER", "REVISION", "SINCE", "CANDIDATES"};
+    cli_table_init(&t, U_N, utitles, 1u << U_REV);
+    const json_t *u;
+    json_array_foreach(json_object_get(j, "units"), i, u) {
+        char *row[U_N];
+        row[U_NAME] = text(&b, u, "name");
+        const json_t *owner = json_object_get(u, "owner");
+        row[U_OWNER] = json_is_string(owner) ? text(&b, u, "owner") : xstrdup("(none)");
+        row[U_REV] = text(&b, u, "revision");
+        row[U_SINCE] = since(u);
+        row[U_CANDS] = list(&b, json_object_get(u, "candidates"));
+        cli_table_add(&t, row);
+    }
+    cli_table_flush(&t);
+    cli_table_release(&t);
+    buf_release(&b);
+    json_decref(j);
+    return CTL_OK;
+}
