@@ -233,3 +233,44 @@ export const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : String(x))
 export function errCode(r) {
   return r && r.json && r.json.error ? r.json.error.code : '';
 }
+
+// Reads the history of each point over the range of the wanted times: Map point -> Map ts -> value.
+export async function readHistory(d, points, want) {
+  const got = new Map();
+  for (const p of points) {
+    const tss = [...want.get(p).keys()];
+    let from = Infinity;
+    let to = -Infinity;
+    for (const t of tss) { if (t < from) from = t; if (t > to) to = t; }
+    const m = new Map();
+    got.set(p, m);
+    if (!tss.length) continue;
+    let cursor = '';
+    for (let page = 0; page < 1000; page++) {
+      const q = `/api/v1/history?points=${encodeURIComponent(p)}&from=${from}&to=${to}&limit=1000000${cursor ? `&cursor=${cursor}` : ''}`;
+      const r = await request(d, 'GET', q, undefined, {}, 60000);
+      if (r.status !== 200) throw new Error(`GET ${q}: ${r.status} ${r.text.slice(0, 200)}`);
+      for (const s of r.json.series[0].samples) m.set(s[0], s[1]);
+      if (!r.json.next) break;
+      cursor = r.json.next;
+    }
+  }
+  return got;
+}
+
+export async function checkHistory(d, want) {
+  const got = await readHistory(d, [...want.keys()], want);
+  let n = 0;
+  const missing = [];
+  const wrong = [];
+  for (const [p, tv] of want) {
+    for (const [t, v] of tv) {
+      n++;
+      if (!got.get(p).has(t)) missing.push(`${p}@${t}`);
+      else if (got.get(p).get(t) !== v) wrong.push(`${p}@${t}: ${JSON.stringify(got.get(p).get(t))} != ${JSON.stringify(v)}`);
+    }
+  }
+  if (missing.length) return [false, `${missing.length} of ${n} acknowledged samples missing (first: ${missing.slice(0, 3).join(', ')})`];
+  if (wrong.length) return [false, `${wrong.length} of ${n} samples with another value (first: ${wrong.slice(0, 2).join('; ')})`];
+  return [true, '', `${n} samples`];
+}
