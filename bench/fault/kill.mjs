@@ -48,7 +48,7 @@ function liveModule() {
     { name: 'lv-int', type: 'int' }, { name: 'lv-bool', type: 'bool' }, { name: 'lv-str', type: 'string' },
   ];
   const putPts = Array.from({ length: 5 }, (_, i) => `lp-${i}`);
-  const acked = []; // per round: Map point -> Map ts -> value
+  const acked = []; // per round: [kind, t0, n] of each acknowledged request
   const puts = []; // per round: [{point, ts, value}]
   let ts = T_BASE;
   const valueOf = (p, t) => {
@@ -59,6 +59,7 @@ function liveModule() {
       default: return (t % 10000) / 4;
     }
   };
+  const rows = (kind, t) => points.map((p) => [p.name, valueOf(p, t)]);
   return {
     name: 'live',
     config: (p, data) => `server: {listen: 127.0.0.1:${p}, data_dir: ${data}}
@@ -67,22 +68,18 @@ ${points.map((x) => `  - {name: "${x.name}", type: ${x.type}, writable: true}`).
   - {name: "lp-{0..4}", type: double, writable: true}
 ${historyCfg(['lv-*', 'lp-*'])}`,
     async load(ctx, round) {
-      const mine = new Map();
+      const mine = [];
       acked[round] = mine;
       puts[round] = [];
       const poster = async () => {
         while (!ctx.stop) {
+          const t0 = ts;
+          ts += 5;
           const samples = [];
-          for (let j = 0; j < 5; j++) {
-            const t = ts++;
-            for (const p of points) samples.push({ point: p.name, ts: t, value: valueOf(p, t) });
-          }
+          for (let t = t0; t < t0 + 5; t++) for (const [point, value] of rows('', t)) samples.push({ point, ts: t, value });
           const r = await request(ctx.d, 'POST', '/api/v1/samples', { samples }).catch(() => null);
           if (r && r.status === 200) {
-            for (const s of samples) {
-              if (!mine.has(s.point)) mine.set(s.point, new Map());
-              mine.get(s.point).set(s.ts, s.value);
-            }
+            mine.push(['', t0, 5]);
             ctx.acked += samples.length;
           } else if (r) ctx.refused(r);
         }
@@ -100,7 +97,7 @@ ${historyCfg(['lv-*', 'lp-*'])}`,
       await Promise.all([poster(), poster(), putter()]);
     },
     async check(d, round) {
-      const r1 = await checkHistory(d, acked[round]);
+      const r1 = await checkHistory(d, expand(acked[round], rows));
       if (!r1[0]) return r1;
       // PUT: reported, not failed (answered before durable).
       const byPoint = new Map();
@@ -115,31 +112,50 @@ ${historyCfg(['lv-*', 'lp-*'])}`,
       this.putsLost = (this.putsLost || 0) + lost;
       return [true, '', `${r1[2]}; PUT: ${puts[round].length} acknowledged, ${lost} not in history`];
     },
-    async checkAll(d) {
-      return checkHistory(d, mergeRounds(acked));
-    },
+    checkAll: (d) => checkRounds(d, acked, rows),
     extra() {
       return `PUT values acknowledged ${this.putsAcked || 0}, not in history after the kill ${this.putsLost || 0} (PUT is answered before durable)`;
     },
   };
 }
 
-function mergeRounds(rounds) {
-  const all = new Map();
-  for (const m of rounds) {
-    if (!m) continue;
-    for (const [p, tv] of m) {
-      if (!all.has(p)) all.set(p, new Map());
-      for (const [t, v] of tv) all.get(p).set(t, v);
+// Acknowledged samples are kept as [kind, t0, n] per request (each value is a function of the
+// point and the time: rows(kind, t) -> [[point, value]...]) and expanded into
+// Map point -> Map ts -> value only for a check, one round at a time.
+function expand(entries, rows) {
+  const m = new Map();
+  for (const [kind, t0, n] of entries) {
+    for (let t = t0; t < t0 + n; t++) {
+      for (const [p, v] of rows(kind, t)) {
+        if (!m.has(p)) m.set(p, new Map());
+        m.get(p).set(t, v);
+      }
     }
   }
-  return all;
+  return m;
+}
+
+async function checkRounds(d, rounds, rows) {
+  let n = 0;
+  for (let round = 0; round < rounds.length; round++) {
+    const want = expand(rounds[round] || [], rows);
+    const [ok, why] = await checkHistory(d, want);
+    if (!ok) return [false, `round ${round + 1}: ${why}`];
+    for (const m of want.values()) n += m.size;
+  }
+  return [true, '', `${n} samples`];
 }
 
 function historyModule() {
   const N_SERIES = 50;
-  const acked = [];
+  const acked = []; // per round: [kind, t0, n] of each acknowledged request
   let ts = T_BASE;
+  const series_ = (i) => `hs-${String(i).padStart(3, '0')}`;
+  const colValue = (i, t) => (t % 100000) / 8 + i;
+  const lineValue = (h, t) => (t % 100000) / 4 + h;
+  const rows = (kind, t) => (kind === 'c'
+    ? Array.from({ length: N_SERIES }, (_, i) => [series_(i), colValue(i, t)])
+    : Array.from({ length: 5 }, (_, h) => [`lp.h${h}.v`, lineValue(h, t)]));
   return {
     name: 'history',
     config: (p, data) => `server: {listen: 127.0.0.1:${p}, data_dir: ${data}}
@@ -148,23 +164,19 @@ points:
   - {name: "lp.h{0..4}.v", type: double, writable: true}
 ${historyCfg(['hs-*', 'lp.*'])}`,
     async load(ctx, round) {
-      const mine = new Map();
+      const mine = [];
       acked[round] = mine;
-      const add = (p, t, v) => {
-        if (!mine.has(p)) mine.set(p, new Map());
-        mine.get(p).set(t, v);
-      };
       const columnar = async () => {
         while (!ctx.stop) {
           const t0 = ts;
           ts += 10;
           const tsl = Array.from({ length: 10 }, (_, j) => t0 + j);
           const series = Array.from({ length: N_SERIES }, (_, i) => ({
-            point: `hs-${String(i).padStart(3, '0')}`, ts: tsl, values: tsl.map((t) => (t % 100000) / 8 + i),
+            point: series_(i), ts: tsl, values: tsl.map((t) => colValue(i, t)),
           }));
           const r = await request(ctx.d, 'POST', '/api/v1/samples', { series }).catch(() => null);
           if (r && r.status === 200) {
-            for (const s of series) s.ts.forEach((t, j) => add(s.point, t, s.values[j]));
+            mine.push(['c', t0, 10]);
             ctx.acked += N_SERIES * tsl.length;
           } else if (r) ctx.refused(r);
         }
@@ -173,22 +185,19 @@ ${historyCfg(['hs-*', 'lp.*'])}`,
         while (!ctx.stop) {
           const t0 = ts;
           ts += 20;
-          const rows = [];
-          for (let j = 0; j < 20; j++) {
-            for (let h = 0; h < 5; h++) rows.push([`lp.h${h}.v`, t0 + j, ((t0 + j) % 100000) / 4 + h]);
-          }
-          const body = rows.map(([p, t, v]) => `lp,host=h${p[4]} v=${v} ${t}`).join('\n');
-          const r = await request(ctx.d, 'POST', '/write?precision=ms', body, { 'Content-Type': 'text/plain' }).catch(() => null);
+          const lp = [];
+          for (let t = t0; t < t0 + 20; t++) for (let h = 0; h < 5; h++) lp.push(`lp,host=h${h} v=${lineValue(h, t)} ${t}`);
+          const r = await request(ctx.d, 'POST', '/write?precision=ms', lp.join('\n'), { 'Content-Type': 'text/plain' }).catch(() => null);
           if (r && r.status === 204) {
-            for (const [p, t, v] of rows) add(p, t, v);
-            ctx.acked += rows.length;
+            mine.push(['l', t0, 20]);
+            ctx.acked += lp.length;
           } else if (r) ctx.refused(r);
         }
       };
       await Promise.all([columnar(), lines()]);
     },
-    check: (d, round) => checkHistory(d, acked[round]),
-    checkAll: (d) => checkHistory(d, mergeRounds(acked)),
+    check: (d, round) => checkHistory(d, expand(acked[round], rows)),
+    checkAll: (d) => checkRounds(d, acked, rows),
   };
 }
 
@@ -353,42 +362,44 @@ registry: {retry_initial: 10m, retry_max: 1h, plugin_timeout: 1s, sync_concurren
 }
 
 function journalModule() {
-  const acked = []; // per round: Map id -> body
+  const acked = []; // per round: the numbers of the acknowledged messages
   let n = 0;
+  const idOf = (i) => `fj-${String(i).padStart(8, '0')}`;
+  const bodyOf = (i, round) => (i % 10 ? JSON.stringify({ i, round }) : JSON.stringify({ i, pad: `${i}-`.repeat(3000).slice(0, 20000) }));
   const BASE = Date.now() - 3600000;
   const wire = (ms) => new Date(ms).toISOString().replace('T', ' ').replace(/\.(\d{3})Z$/, ':$1000 Z');
-  const msg = (i, round) => {
-    const id = `fj-${String(i).padStart(8, '0')}`;
-    const body = i % 10 ? JSON.stringify({ i, round }) : JSON.stringify({ i, pad: `${i}-`.repeat(3000).slice(0, 20000) });
-    return {
-      headers: {
-        'NServiceBus.MessageId': id,
-        'NServiceBus.ConversationId': `fc-${round}`,
-        'NServiceBus.EnclosedMessageTypes': 'Fault.Test, Fault',
-        'NServiceBus.OriginatingEndpoint': 'Load',
-        'NServiceBus.ProcessingEndpoint': 'Sink',
-        'NServiceBus.ContentType': 'application/json',
-        'NServiceBus.TimeSent': wire(BASE + i),
-        'NServiceBus.ProcessingStarted': wire(BASE + i + 1),
-        'NServiceBus.ProcessingEnded': wire(BASE + i + 2),
-      },
-      body,
-    };
-  };
+  // Conversations of 2,000 messages (an answer lists at most 10,000).
+  const convOf = (i) => `fc-${Math.floor(i / 2000)}`;
+  const msg = (i, round) => ({
+    headers: {
+      'NServiceBus.MessageId': idOf(i),
+      'NServiceBus.ConversationId': convOf(i),
+      'NServiceBus.EnclosedMessageTypes': 'Fault.Test, Fault',
+      'NServiceBus.OriginatingEndpoint': 'Load',
+      'NServiceBus.ProcessingEndpoint': 'Sink',
+      'NServiceBus.ContentType': 'application/json',
+      'NServiceBus.TimeSent': wire(BASE + i),
+      'NServiceBus.ProcessingStarted': wire(BASE + i + 1),
+      'NServiceBus.ProcessingEnded': wire(BASE + i + 2),
+    },
+    body: bodyOf(i, round),
+  });
   return {
     name: 'journal',
     config: (p, data) => `server: {listen: 127.0.0.1:${p}, data_dir: ${data}}
 journal: {retention: 7d, partition: 1h, disk_floor: 0}
 `,
     async load(ctx, round) {
-      const mine = new Map();
+      const mine = [];
       acked[round] = mine;
       const worker = async () => {
         while (!ctx.stop) {
-          const batch = Array.from({ length: 25 }, () => msg(n++, round));
+          const i0 = n;
+          n += 25;
+          const batch = Array.from({ length: 25 }, (_, k) => msg(i0 + k, round));
           const r = await request(ctx.d, 'POST', '/api/v1/messages', { messages: batch }).catch(() => null);
           if (r && r.status === 200) {
-            for (const m of batch) mine.set(m.headers['NServiceBus.MessageId'], m.body);
+            for (let k = 0; k < 25; k++) mine.push(i0 + k);
             ctx.acked += batch.length;
           } else if (r) ctx.refused(r);
         }
@@ -397,22 +408,27 @@ journal: {retention: 7d, partition: 1h, disk_floor: 0}
     },
     async checkRound(d, round, bodies) {
       const want = acked[round];
-      if (!want || !want.size) return [true, '', '0 messages'];
-      const r = await request(d, 'GET', `/api/v1/conversations/fc-${round}`, undefined, {}, 60000);
-      if (r.status !== 200) return [false, `conversation fc-${round}: ${r.status} ${r.text.slice(0, 200)}`];
-      const have = new Set(r.json.messages.map((m) => m.id));
-      const missing = [...want.keys()].filter((id) => !have.has(id));
-      if (missing.length) return [false, `round ${round}: ${missing.length} of ${want.size} acknowledged messages missing (first: ${missing.slice(0, 3)})`];
+      if (!want || !want.length) return [true, '', '0 messages'];
+      const have = new Set();
+      for (const c of new Set(want.map(convOf))) {
+        const r = await request(d, 'GET', `/api/v1/conversations/${c}`, undefined, {}, 60000);
+        if (r.status !== 200) return [false, `conversation ${c}: ${r.status} ${r.text.slice(0, 200)}`];
+        for (const m of r.json.messages) have.add(m.id);
+      }
+      const missing = want.map(idOf).filter((id) => !have.has(id));
+      if (missing.length) return [false, `round ${round + 1}: ${missing.length} of ${want.length} acknowledged messages missing (first: ${missing.slice(0, 3)})`];
       let nb = 0;
       if (bodies) {
-        for (const [id, body] of want) {
-          if (body.length < 1000) continue;
+        for (const i of want) {
+          if (i % 10) continue;
+          const id = idOf(i);
+          const body = bodyOf(i, round);
           const b = await request(d, 'GET', `/api/v1/messages/${id}/body`);
           if (b.status !== 200 || b.text !== body) return [false, `body of ${id}: ${b.status}, ${b.text.length} bytes, not as sent`];
           nb++;
         }
       }
-      return [true, '', `${want.size} messages, ${nb} bodies of 20 KB read back`];
+      return [true, '', `${want.length} messages, ${nb} bodies of 20 KB read back`];
     },
     check(d, round) {
       return this.checkRound(d, round, true);
@@ -422,7 +438,7 @@ journal: {retention: 7d, partition: 1h, disk_floor: 0}
       for (let round = 0; round < acked.length; round++) {
         const r = await this.checkRound(d, round, false);
         if (!r[0]) return r;
-        total += acked[round] ? acked[round].size : 0;
+        total += acked[round] ? acked[round].length : 0;
       }
       return [true, '', `${total} messages`];
     },
