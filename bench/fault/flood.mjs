@@ -6,13 +6,14 @@
 // would), and a live WebSocket subscriber counts its updates; a new subscriber connects in the
 // middle of the flood.
 //
-//   node bench/fault/flood.mjs [--conns 300] [--hold-s 15] [--kinds head,ws,idle]
+//   node bench/fault/flood.mjs [--conns 300] [--hold-s 15] [--kinds head,ws,idle] [--target-ms 100]
 //
 // Target (issue "Reliability"): with 2,000 hostile connections held open, /api/v1/status
 // answers in under 100 ms (checked on the p99, every request must be answered), the subscriber
 // keeps getting updates and a new one is served. opsd starts with a soft RLIMIT_NOFILE of
 // FAULT_OPSD_NOFILE (default 1024, the usual default of a service); the client needs about
-// N + 100 descriptors (run.sh raises its limit).
+// N + 100 descriptors (run.sh raises its limit). --target-ms: the p99 bound (100 ms, the
+// issue's target for a Release build; run.sh gives a sanitizer build 500 ms).
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { Daemon, workDir, port, request, sleep, check, diag, finish, parseArgs, summary, fmt } from './lib.mjs';
@@ -23,7 +24,7 @@ const N = Number(args.conns || 300);
 const HOLD_S = Number(args['hold-s'] || 15);
 const KINDS = String(args.kinds || 'head,ws,idle').split(',');
 const NOFILE = Number(process.env.FAULT_OPSD_NOFILE || 1024);
-const TARGET_MS = 100;
+const TARGET_MS = Number(args['target-ms'] || 100);
 const VIEW = { Authorization: 'Bearer flood-view' };
 
 const dir = workDir('flood');
