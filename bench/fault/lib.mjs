@@ -228,7 +228,7 @@ export function summary(values) {
   return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s.length ? s[s.length - 1] : NaN };
 }
 
-export const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : String(x));
+export const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 
 export function errCode(r) {
   return r && r.json && r.json.error ? r.json.error.code : '';

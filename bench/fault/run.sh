@@ -41,21 +41,25 @@ fi
 # The flood holds thousands of sockets in one client process.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
+# The latency target of the flood (the issue's) is for a Release build; a sanitizer build
+# answers several times slower.
+target=100
+grep -q '^OPSD_SANITIZE:BOOL=ON' "$(dirname "$OPSD")/CMakeCache.txt" 2>/dev/null && target=500
 seed=${SEED:-$(($(date +%s) % 100000))}
 if [ "$mode" = long ]; then
   runs=(
     "kill.mjs --kills 100 --seed $seed"
     "diskfull.mjs --rounds 3 --full-s 40"
-    "flood.mjs --conns 2000 --hold-s 60"
-    "flood.mjs --conns 2000 --hold-s 30 --kinds head"
-    "flood.mjs --conns 2000 --hold-s 30 --kinds ws"
-    "flood.mjs --conns 2000 --hold-s 30 --kinds idle"
+    "flood.mjs --conns 2000 --hold-s 60 --target-ms $target"
+    "flood.mjs --conns 2000 --hold-s 30 --kinds head --target-ms $target"
+    "flood.mjs --conns 2000 --hold-s 30 --kinds ws --target-ms $target"
+    "flood.mjs --conns 2000 --hold-s 30 --kinds idle --target-ms $target"
   )
 else
   runs=(
     "kill.mjs --kills 5 --min-ms 200 --max-ms 1500 --seed $seed"
     "diskfull.mjs --rounds 1 --full-s 20"
-    "flood.mjs --conns 300 --hold-s 10"
+    "flood.mjs --conns 300 --hold-s 10 --target-ms $target"
   )
 fi
 
