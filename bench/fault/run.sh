@@ -46,7 +46,10 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 target=100
 grep -q '^OPSD_SANITIZE:BOOL=ON' "$(dirname "$OPSD")/CMakeCache.txt" 2>/dev/null && target=500
 seed=${SEED:-$(($(date +%s) % 100000))}
+# Each part is stopped after $limit seconds (it then stops its opsd and unmounts its tmpfs).
+limit=300
 if [ "$mode" = long ]; then
+  limit=3600
   runs=(
     "kill.mjs --kills 100 --seed $seed"
     "diskfull.mjs --rounds 3 --full-s 40"
@@ -79,9 +82,9 @@ for r in "${runs[@]}"; do
       [0-9]*" passed, "*" failed") summary=1 ;;
       *) echo "$line" ;;
     esac
-  done < <(cd "$ROOT" && node bench/fault/$r 2>&1)
+  done < <(cd "$ROOT" && exec timeout -k 10 "$limit" node bench/fault/$r 2>&1)
   if [ -z "$summary" ]; then
-    echo "not ok - fault: node bench/fault/$r ended without its summary line"
+    echo "not ok - fault: node bench/fault/$r ended without its summary line (time limit $limit s)"
     failed=$((failed + 1))
   fi
   echo "# $r: $(($(date +%s) - t0)) s"
