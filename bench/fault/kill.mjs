@@ -266,7 +266,9 @@ alarms:
       const missing = want.filter((e) => !have.has(`${e.kind} ${e.alarm} ${e.comment}`));
       if (r.json.more) diag('alarm-events: more than 100,000 events in a round, only the first read');
       if (missing.length) return [false, `${missing.length} of ${want.length} acknowledged actions without their event (first: ${missing.slice(0, 3).map((e) => `${e.kind} ${e.alarm} '${e.comment}'`).join(', ')})`];
-      return [true, '', `${want.length} actions`];
+      const kinds = {};
+      for (const e of want) kinds[e.kind] = (kinds[e.kind] || 0) + 1;
+      return [true, '', `${want.length} actions: ${Object.entries(kinds).map(([k, v]) => `${k} ${v}`).join(', ')}`];
     },
     async check(d, round) {
       const r = await this.checkEvents(d, round);
