@@ -463,6 +463,7 @@ for (const name of MODULES) {
   const killedAfter = [];
   const refusals = new Map();
   let acked = 0;
+  let emptyRounds = 0;
   let okRounds = 0;
   let firstFailure = '';
   const t0 = Date.now();
@@ -485,6 +486,7 @@ for (const name of MODULES) {
       await loading;
       if (e.signal !== 'SIGKILL') throw new Error(`opsd was not killed by SIGKILL: ${JSON.stringify(e)}`);
       acked += ctx.acked;
+      if (!ctx.acked) emptyRounds++;
       restarts.push(await d.start());
       const [ok, why, what] = await mod.check(d, round);
       if (ok) okRounds++;
@@ -497,7 +499,8 @@ for (const name of MODULES) {
       `${KILLS - okRounds} of ${KILLS} rounds lost acknowledged items; first: ${firstFailure}`);
     const [ok, why, what] = await mod.checkAll(d);
     check(`kill -9 ${name}: every item of every round there at the end (${what || 'see reason'})`, ok, why);
-    check(`kill -9 ${name}: load acknowledged items in every round`, acked > 0, 'nothing was acknowledged: the check proves nothing');
+    check(`kill -9 ${name}: the load got items acknowledged (${KILLS - emptyRounds} of ${KILLS} rounds)`, acked > 0,
+      'nothing was acknowledged: the checks prove nothing');
     const st = await d.stop('SIGTERM', 15000);
     check(`kill -9 ${name}: a clean stop at the end (exit 0)`, st && st.code === 0 && !st.killed, JSON.stringify(st));
     const rep = d.sanitizerReport();
