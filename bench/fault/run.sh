@@ -7,7 +7,7 @@
 #   --short   (default) a few minutes: 5 kills per module, one disk-full round, 300 hostile
 #             connections; what scripts/test.sh runs
 #   --long    100 kills per module, 3 disk-full rounds, 2,000 hostile connections (mixed,
-#             then each kind alone); about 30-40 minutes
+#             then each kind alone); about 30 minutes
 #   BUILD_DIR holds opsd (default: build)
 # Environment: FAULT_PORT (first port, default free ports), FAULT_KEEP=1 (keep work dirs),
 # FAULT_OPSD_NOFILE (opsd's soft descriptor limit in the flood, default 1024), SEED.
