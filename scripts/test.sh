@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds opsd with AddressSanitizer and UndefinedBehaviorSanitizer (warnings are errors) and
 # runs every test: cmocka unit tests, integration tests against the real daemon with real
-# clients, and a short run of each fuzz target. Installs what it needs (Debian packages, npm
-# packages for the test clients). Ends with one line: "N passed, N failed".
+# clients, the short form of the fault harness (bench/fault), and a short run of each fuzz
+# target. Installs what it needs (Debian packages, npm packages for the test clients). Ends
+# with one line: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test || { echo "test: installing dependencies failed"; exit 1; }
@@ -31,14 +32,28 @@ else
   failed=$((failed + 1))
 fi
 
+# Adds the closing "N passed, N failed" of a runner's output ($1, its exit status $2) to the
+# totals; a failing runner without a failure in that line counts as one failure.
+add_counts() {
+  local line
+  if line=$(echo "$1" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1); then
+    passed=$((passed + $(echo "$line" | cut -d' ' -f1))); failed=$((failed + $(echo "$line" | cut -d' ' -f3)))
+  fi
+  [ "$2" -ne 0 ] && ! echo "$1" | grep -qE '^[0-9]+ passed, [1-9][0-9]* failed' && failed=$((failed + 1))
+}
+
 echo "== integration tests"
 if [ -x tests/integration/run.sh ]; then
   out=$(tests/integration/run.sh "$build" 2>&1); rc=$?
   echo "$out"
-  if line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1); then
-    passed=$((passed + $(echo "$line" | cut -d' ' -f1))); failed=$((failed + $(echo "$line" | cut -d' ' -f3)))
-  fi
-  [ $rc -ne 0 ] && ! echo "$out" | grep -qE '^[0-9]+ passed, [1-9][0-9]* failed' && failed=$((failed + 1))
+  add_counts "$out" "$rc"
+fi
+
+echo "== fault harness, short form (bench/fault)"
+if [ -x bench/fault/run.sh ]; then
+  out=$(bench/fault/run.sh --short "$build" 2>&1); rc=$?
+  echo "$out"
+  add_counts "$out" "$rc"
 fi
 
 echo "== fuzz targets (short run)"
