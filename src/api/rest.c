@@ -198,6 +198,19 @@ static const char *sample_meta(json_t *o, int64_t now, int64_t *ts, enum pt_qual
     return NULL;
 }
 
+static void put_durable(void *ud, int status)
+{
+    struct rest_deferred *d = ud;
+    struct http_req *r = d->req;
+    if (r && status == 0)
+        rest_json(r, 200);
+    else if (r)
+        rest_error(r, 500, "not_durable",
+                   "the value was set but could not be made durable in history (%s): send it again",
+                   strerror(-status));
+    rest_complete(d);
+}
+
 static void put_point(struct http_req *r, const char *name)
 {
     if (!need_role(r, ROLE_OPERATOR))
@@ -241,6 +254,13 @@ static void put_point(struct http_req *r, const char *name)
         live_json_point(l, idx, &r->resp);
         jw_raw(&r->resp, "\n");
         rest_json(r, 200);
+        struct hist *h = r->api->hist;
+        if (h) {
+            /* Answered once history holds the value, as for samples: the change goes to the
+             * recorder now (its rules decide whether it is kept), then a barrier. */
+            live_flush(l);
+            hist_barrier(h, put_durable, rest_defer(r));
+        }
     }
     json_decref(j);
 }

@@ -31,7 +31,7 @@ struct cl_msg {
     enum cl_msg_kind kind;
     char unit[LIVE_NAME_MAX + 1];
     uint64_t epoch;                   /* CLM_ACQUIRED */
-    char why[96];                     /* CLM_LOST */
+    char why[128];                     /* CLM_LOST */
     char reply[CL_SUBJECT_MAX];       /* CLM_WRITE: where the answer goes */
     size_t len;
     uint8_t data[];                   /* CLM_LIVE: the batch */

@@ -416,7 +416,7 @@ static void unit_stopped(struct cluster *c, const char *name)
 
 static void handle(struct cluster *c, struct cl_msg *m)
 {
-    size_t i;
+    size_t i = 0;
     struct cl_lunit *u = m->kind == CLM_LIVE ? NULL : lunit_find(c, m->unit, &i);
     switch (m->kind) {
     case CLM_LIVE: apply_batch(c, m); break;
