@@ -559,7 +559,7 @@ static void on_house(uv_timer_t *t)
 /* Descriptors for lws: every number the process may hand out (lws indexes its table by
  * descriptor number, and stores and files take numbers too). Raises the soft limit towards
  * max_connections + API_FD_RESERVE; where the hard limit is lower, max_connections shrinks to
- * fit, with a warning. */
+ * fit (keeping API_FD_RESERVE, or a quarter of a small limit, for files), with a warning. */
 static unsigned fd_budget(struct api_config *cfg)
 {
     struct rlimit rl;
@@ -573,7 +573,9 @@ static unsigned fd_budget(struct api_config *cfg)
             rl = up;
     }
     if (rl.rlim_cur < want) {
-        uint32_t fit = rl.rlim_cur > API_FD_RESERVE + 64 ? (uint32_t)(rl.rlim_cur - API_FD_RESERVE) : 64;
+        /* A quarter kept for files when the limit is small (1024: 768 connections). */
+        rlim_t reserve = rl.rlim_cur >= 4 * API_FD_RESERVE ? API_FD_RESERVE : rl.rlim_cur / 4;
+        uint32_t fit = rl.rlim_cur > reserve + 64 ? (uint32_t)(rl.rlim_cur - reserve) : 64;
         log_warn("api", "server.limits.max_connections %u lowered to %u: the descriptor limit is %llu "
                  "(raise it: LimitNOFILE= in the unit, or ulimit -n)",
                  cfg->max_connections, fit, (unsigned long long)rl.rlim_cur);
