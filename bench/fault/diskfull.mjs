@@ -122,7 +122,7 @@ const writers = {
 const clearErrors = {
   history: ['500 not_durable', '503 busy'],
   alarm: ['500 not_durable'],
-  registry: ['500 not_durable', '503 busy'],
+  registry: ['500 INTERNAL_SERVER_ERROR', '503 SERVICE_UNAVAILABLE'], // NCMP's error shape
   journal: ['507 insufficient_storage', '503 not_durable', '503 busy'],
 };
 const ok2xx = (r) => r.status >= 200 && r.status < 300;

@@ -230,8 +230,11 @@ export function summary(values) {
 
 export const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 
+// opsd's {"error":{"code"}}, or on the NCMP paths NCMP's {"status":"500 INTERNAL_SERVER_ERROR"}.
 export function errCode(r) {
-  return r && r.json && r.json.error ? r.json.error.code : '';
+  if (!r || !r.json) return '';
+  if (r.json.error) return r.json.error.code;
+  return typeof r.json.status === 'string' ? r.json.status.replace(/^\d+ /, '') : '';
 }
 
 // Reads the history of each point over the range of the wanted times: Map point -> Map ts -> value.
