@@ -37,7 +37,7 @@ struct api {
     uv_timer_t tick;                  /* stream intervals */
     uv_timer_t house;                 /* slow clients, loop lag */
     uint64_t house_expected_ns;
-    bool tick_armed;
+    int64_t tick_at;                  /* monotonic ms the tick timer is armed for, -1: off */
     struct ws_client *clients;        /* doubly linked list */
     uint32_t nclients;
     struct api_metrics m;

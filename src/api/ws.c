@@ -59,34 +59,43 @@ static int64_t mono_ms(void) { return (int64_t)(mono_ns() / 1000000u); }
 
 /* ---- the stream timer: subscriptions waiting for their interval ---- */
 
+static void on_tick(uv_timer_t *t);
+
+/* Arms the timer `next` ms from now (-1: nothing waits, leave it off). */
+static void tick_arm(struct api *api, int64_t next)
+{
+    if (next < 0) {
+        api->tick_at = -1;
+        return;
+    }
+    api->tick_at = mono_ms() + next;
+    uv_timer_start(&api->tick, on_tick, (uint64_t)next, 0);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     struct api *api = t->data;
-    int64_t next = live_stream_tick(api->stream);
-    if (next >= 0) {
-        uv_timer_start(&api->tick, on_tick, (uint64_t)(next > 0 ? next : 1), 0);
-    } else {
-        api->tick_armed = false;
-    }
+    api->tick_at = -1;
+    tick_arm(api, live_stream_tick(api->stream));
 }
 
-/* Runs after the stream engine saw changes: make sure waiting subscriptions get a tick. */
+/* Runs after the stream engine saw changes: a subscription that started waiting gets a tick
+ * by its time, also when the timer is armed for a later one. */
 static void after_changes(void *ud, struct live *l, const uint32_t *changed, size_t n)
 {
     struct api *api = ud;
-    if (api->tick_armed || !api->ctx)
+    if (!api->ctx)
         return;
-    int64_t next = live_stream_tick(api->stream);
-    if (next >= 0) {
-        api->tick_armed = true;
-        uv_timer_start(&api->tick, on_tick, (uint64_t)(next > 0 ? next : 1), 0);
-    }
+    int64_t next = live_stream_next(api->stream);
+    if (next >= 0 && (api->tick_at < 0 || mono_ms() + next < api->tick_at))
+        tick_arm(api, next);
 }
 
 void ws_init(struct api *api)
 {
     uv_timer_init(api->loop, &api->tick);
     api->tick.data = api;
+    api->tick_at = -1;
     api->house.data = api;
     live_listen(api->live, after_changes, api);
 }

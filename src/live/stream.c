@@ -9,7 +9,23 @@
  * Invariants: member m is in pend[] iff members[m].pending; a sub is in waiting[] iff its
  * state is WAITING; points.subs[members[m].refpos] == {sub, m}.
  * Cost: a change costs one step per subscription holding the point; a frame costs one step
- * per value it carries. Nothing here walks all points or all subscriptions. */
+ * per value it carries. Nothing here walks all points or all subscriptions.
+ *
+ * Pacing. A subscription's intervals follow one another on its clock, each starting where
+ * the previous one ended (next_due is the start of the next one), from its first change
+ * after the snapshot. At most one frame goes in each interval. A change that arrives when
+ * the current interval has had no frame goes at once; one that arrives after it waits for
+ * the next interval. How late a frame actually went (a busy loop, a late timer, a slow
+ * socket) moves no boundary: the interval limits the rate of frames, so one late frame
+ * never makes the following ones late. (When the interval counted from the frame, one late
+ * frame put the next scan of the source inside the interval, that scan's frame went late
+ * in turn, and a subscription could stay most of an interval behind its source.)
+ * Around a boundary, 2% of the interval (pace_tol) absorbs jitter and follows a source whose
+ * clock drifts: a change up to pace_tol early opens the next interval, which then starts
+ * at that change; one that comes late moves the boundary later by at most pace_tol / 2. A
+ * waiting subscription is released pace_tol after its boundary, not at it, so that the next
+ * scan of a source whose changes arrive in parts (several drivers, batches) takes the
+ * previous scan's leftovers along in one frame instead of finding its interval used. */
 #include "live/stream.h"
 
 #include <math.h>
@@ -43,8 +59,8 @@ struct live_sub {
     uint32_t npend;
     int64_t interval_ms;
     double deadband;
-    int64_t next_due;     /* earliest time of the next frame */
-    int64_t ready_at;     /* when the sub last became READY */
+    int64_t next_due;     /* start of the next interval; 0: none since the snapshot */
+    int64_t due_after;    /* next_due once the frame made ready goes out */
     enum sub_state state;
     bool snapshot;        /* the first frame (every current value) is still being sent */
     uint32_t wait_pos;
@@ -57,6 +73,7 @@ struct live_stream {
     live_clock_fn clock;
     struct live_sub **waiting;
     uint32_t nwaiting, waitcap;
+    int64_t wake_at;      /* no waiting sub is due before this (-1: none waits); may be early */
     struct live_stream_stats st;
 };
 
@@ -69,6 +86,7 @@ struct live_stream *live_stream_new(struct live *l)
     struct live_stream *s = xzalloc(sizeof *s);
     s->l = l;
     s->clock = mono_ms;
+    s->wake_at = -1;
     live_listen(l, on_changes, s);
     return s;
 }
@@ -84,6 +102,44 @@ void live_stream_free(struct live_stream *s)
 void live_stream_set_clock(struct live_stream *s, live_clock_fn clock) { s->clock = clock; }
 void live_stream_stats(const struct live_stream *s, struct live_stream_stats *out) { *out = s->st; }
 
+static int64_t pace_tol(const struct live_sub *sub) { return sub->interval_ms / 50; }
+
+/* When the tick releases a waiting sub. */
+static int64_t pace_release_at(const struct live_sub *sub) { return sub->next_due + pace_tol(sub); }
+
+/* A frame may go at `now`: the current interval has had none. */
+static bool pace_open(const struct live_sub *sub, int64_t now)
+{
+    return now >= sub->next_due - pace_tol(sub);
+}
+
+/* The start of the interval `now` falls in, with now >= next_due (whole intervals skipped
+ * when nothing was sent for a while). */
+static int64_t pace_current(const struct live_sub *sub, int64_t now)
+{
+    return sub->next_due + (now - sub->next_due) / sub->interval_ms * sub->interval_ms;
+}
+
+/* next_due after a frame made ready at `now` by a change, pace_open(now). */
+static int64_t pace_after_change(const struct live_sub *sub, int64_t now)
+{
+    int64_t iv = sub->interval_ms, tol = pace_tol(sub);
+    if (iv <= 0 || sub->next_due == 0)
+        return now + iv;
+    if (now < sub->next_due)
+        return now + iv; /* early: the interval starts with this change */
+    int64_t start = pace_current(sub, now);
+    return start + (now - start < tol / 2 ? now - start : tol / 2) + iv;
+}
+
+/* next_due after a frame released by the tick at `now` (>= pace_release_at). */
+static int64_t pace_after_release(const struct live_sub *sub, int64_t now)
+{
+    if (sub->interval_ms <= 0)
+        return now;
+    return pace_current(sub, now) + sub->interval_ms;
+}
+
 static void wait_add(struct live_stream *s, struct live_sub *sub)
 {
     if (s->nwaiting == s->waitcap) {
@@ -93,6 +149,9 @@ static void wait_add(struct live_stream *s, struct live_sub *sub)
     sub->wait_pos = s->nwaiting;
     s->waiting[s->nwaiting++] = sub;
     sub->state = SUB_WAITING;
+    int64_t at = pace_release_at(sub);
+    if (s->wake_at < 0 || at < s->wake_at)
+        s->wake_at = at;
 }
 
 static void wait_remove(struct live_stream *s, struct live_sub *sub)
@@ -102,14 +161,22 @@ static void wait_remove(struct live_stream *s, struct live_sub *sub)
     last->wait_pos = sub->wait_pos;
 }
 
-/* A member became pending while the sub was idle: send now or when the interval allows. */
+static void make_ready(struct live_sub *sub, int64_t due_after)
+{
+    sub->state = SUB_READY;
+    sub->due_after = due_after;
+    sub->ready(sub->ud, sub);
+}
+
+/* A change reached a sub that is IDLE or WAITING: it goes now if its interval is open, else
+ * it waits for the next one. */
 static void sub_wake(struct live_sub *sub, int64_t now)
 {
-    if (now >= sub->next_due) {
-        sub->state = SUB_READY;
-        sub->ready_at = now;
-        sub->ready(sub->ud, sub);
-    } else {
+    if (pace_open(sub, now)) {
+        if (sub->state == SUB_WAITING)
+            wait_remove(sub->s, sub);
+        make_ready(sub, pace_after_change(sub, now));
+    } else if (sub->state == SUB_IDLE) {
         wait_add(sub->s, sub);
     }
 }
@@ -126,12 +193,14 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
         for (uint32_t r = 0; r < p->nsubs; r++) {
             struct live_sub *sub = p->subs[r].sub;
             struct member *m = &sub->members[p->subs[r].member];
-            if (m->pending)
-                continue;
-            m->pending = 1;
-            sub->pend[sub->npend++] = p->subs[r].member;
-            s->st.pending++;
-            if (sub->state == SUB_IDLE) {
+            if (!m->pending) {
+                m->pending = 1;
+                sub->pend[sub->npend++] = p->subs[r].member;
+                s->st.pending++;
+            }
+            /* Also when the point was pending already: a WAITING sub whose interval has
+             * opened goes now, with whatever waited. */
+            if (sub->state != SUB_READY) {
                 if (now < 0)
                     now = s->clock();
                 sub_wake(sub, now);
@@ -146,19 +215,26 @@ int64_t live_stream_tick(struct live_stream *s)
     int64_t next = -1;
     for (uint32_t i = 0; i < s->nwaiting;) {
         struct live_sub *sub = s->waiting[i];
-        if (now >= sub->next_due) {
+        int64_t at = pace_release_at(sub);
+        if (now >= at) {
             wait_remove(s, sub);
-            sub->state = SUB_READY;
-            sub->ready_at = now;
-            sub->ready(sub->ud, sub);
+            make_ready(sub, pace_after_release(sub, now));
             continue; /* slot i now holds another sub */
         }
-        int64_t d = sub->next_due - now;
-        if (next < 0 || d < next)
-            next = d;
+        if (next < 0 || at - now < next)
+            next = at - now;
         i++;
     }
+    s->wake_at = next < 0 ? -1 : now + next;
     return next;
+}
+
+int64_t live_stream_next(const struct live_stream *s)
+{
+    if (s->wake_at < 0)
+        return -1;
+    int64_t d = s->wake_at - s->clock();
+    return d > 0 ? d : 0;
 }
 
 static uint32_t subref_add(struct live *l, uint32_t idx, struct live_sub *sub, uint32_t member)
@@ -218,7 +294,6 @@ struct live_sub *live_sub_new(struct live_stream *s, const char *id, const uint3
     s->st.subs++;
     sub->state = SUB_READY;
     sub->snapshot = true;
-    sub->ready_at = s->clock();
     return sub;
 }
 
@@ -298,13 +373,12 @@ size_t live_sub_encode(struct live_sub *sub, struct buf *out, size_t max_bytes, 
         jw_raw(out, "]}");
         s->st.values_sent += count;
         s->st.frames_sent++;
-        /* The interval counts from when the changes arrived, not from when the socket took
-         * the frame, so a source that changes every interval is not delayed by a drift
-         * that would grow with every frame; a 2% tolerance absorbs timer jitter. The
-         * snapshot does not start the interval: the first changes after it go out at once,
-         * which puts the subscription in phase with its source. */
+        /* The interval was chosen when the sub became ready, not when the socket took the
+         * frame (see Pacing at the top). The snapshot does not take an interval: the
+         * first change after it goes at once and starts the subscription's intervals,
+         * which puts them in phase with its source. */
         if (!sub->snapshot)
-            sub->next_due = sub->ready_at + sub->interval_ms - sub->interval_ms / 50;
+            sub->next_due = sub->due_after;
     }
     if (*more) {
         sub->state = SUB_READY; /* the caller sends the rest right away */
