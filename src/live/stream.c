@@ -3,10 +3,12 @@
  * Structures:
  *   point.subs[]     (live_int.h) one subref {sub, member} per subscription holding the point
  *   sub.members[]    one per point: point index, position of its subref in point.subs[],
- *                    pending flag, last value and quality sent (for the deadband)
+ *                    last value and quality sent (for the deadband)
+ *   sub.pflag[]      one byte per member: pending (apart from members[], so that the
+ *                    fan-out of a change touches one byte of each subscription, not a line)
  *   sub.pend[]       member numbers with the pending flag set, in arrival order
  *   stream.waiting[] subscriptions in state WAITING
- * Invariants: member m is in pend[] iff members[m].pending; a sub is in waiting[] iff its
+ * Invariants: member m is in pend[] iff pflag[m]; a sub is in waiting[] iff its
  * state is WAITING; points.subs[members[m].refpos] == {sub, m}.
  * Cost: a change costs one step per subscription holding the point; a frame costs one step
  * per value it carries. Nothing here walks all points or all subscriptions.
@@ -44,7 +46,6 @@ struct member {
     uint32_t point;
     uint32_t refpos;
     double last;          /* numeric value last sent */
-    uint8_t pending;
     uint8_t sent;         /* last/last_q are meaningful */
     uint8_t last_q;
 };
@@ -54,6 +55,7 @@ struct live_sub {
     char id[STREAM_ID_MAX + 1];
     char *id_json;        /* the id as a JSON string, for the frame header */
     struct member *members;
+    uint8_t *pflag;
     uint32_t nmembers;
     uint32_t *pend;
     uint32_t npend;
@@ -192,9 +194,9 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
         struct point *p = &l->pts[changed[i]];
         for (uint32_t r = 0; r < p->nsubs; r++) {
             struct live_sub *sub = p->subs[r].sub;
-            struct member *m = &sub->members[p->subs[r].member];
-            if (!m->pending) {
-                m->pending = 1;
+            uint8_t *pf = &sub->pflag[p->subs[r].member];
+            if (!*pf) {
+                *pf = 1;
                 sub->pend[sub->npend++] = p->subs[r].member;
                 s->st.pending++;
             }
@@ -276,6 +278,7 @@ struct live_sub *live_sub_new(struct live_stream *s, const char *id, const uint3
     sub->id_json = b.data ? b.data : xstrdup("\"\"");
     sub->members = xnew(struct member, n ? n : 1);
     sub->pend = xnew(uint32_t, n ? n : 1);
+    sub->pflag = xzalloc(n ? n : 1);
     sub->interval_ms = interval_ms;
     sub->deadband = deadband;
     sub->ready = ready;
@@ -286,7 +289,8 @@ struct live_sub *live_sub_new(struct live_stream *s, const char *id, const uint3
         if (p->nsubs && p->subs[p->nsubs - 1].sub == sub)
             continue; /* duplicate within this subscription */
         uint32_t m = sub->nmembers++;
-        sub->members[m] = (struct member){.point = points[i], .pending = 1};
+        sub->members[m] = (struct member){.point = points[i]};
+        sub->pflag[m] = 1;
         sub->members[m].refpos = subref_add(l, points[i], sub, m);
         sub->pend[sub->npend++] = m;
     }
@@ -310,6 +314,7 @@ void live_sub_free(struct live_sub *sub)
     s->st.subs--;
     free(sub->id_json);
     free(sub->members);
+    free(sub->pflag);
     free(sub->pend);
     free(sub);
 }
@@ -346,19 +351,18 @@ size_t live_sub_encode(struct live_sub *sub, struct buf *out, size_t max_bytes, 
             *more = true;
             break;
         }
-        struct member *m = &sub->members[sub->pend[i]];
+        uint32_t mi = sub->pend[i];
+        struct member *m = &sub->members[mi];
         struct point *p = &l->pts[m->point];
-        m->pending = 0;
+        sub->pflag[mi] = 0;
         if (within_deadband(sub, m, p))
             continue;
         if (count == 0) {
             jw_raw(out, "{\"op\":\"update\",\"id\":");
             jw_raw(out, sub->id_json);
             jw_raw(out, ",\"values\":[");
-        } else {
-            buf_putc(out, ',');
         }
-        live_json_tuple(l, m->point, out);
+        live_json_tuple(l, m->point, count ? ',' : 0, out);
         count++;
         m->sent = 1;
         m->last_q = p->quality;
