@@ -22,11 +22,19 @@
  * never makes the following ones late. (When the interval counted from the frame, one late
  * frame put the next scan of the source inside the interval, that scan's frame went late
  * in turn, and a subscription could stay most of an interval behind its source.)
- * Around a boundary, 2% of the interval (pace_tol) absorbs jitter and follows a source whose
- * clock drifts: a change up to pace_tol early opens the next interval, which then starts
- * at that change; one that comes late moves the boundary later by at most pace_tol / 2. A
- * waiting subscription is released pace_tol after its boundary, not at it, so that the next
- * scan of a source whose changes arrive in parts (several drivers, batches) takes the
+ * Boundaries only move earlier, to stay in phase with the source, by pace_tol (2% of the
+ * interval) at most a frame, so frames stay at most one per interval less 2%:
+ * - a change up to pace_tol before a boundary opens the next interval, which then starts at
+ *   that change (timer jitter, a source whose clock runs fast);
+ * - a waiting change released by the tick moves the next boundary earlier, towards when it
+ *   came, when it came in the second half of its interval or the previous frame was a
+ *   release too: the source's period begins before the subscription's interval (its first
+ *   change after the snapshot came late, or the source's phase moved), and a subscription
+ *   that only ever sends released frames is behind its source. It catches up by pace_tol a
+ *   frame; a second part of a scan (early in the interval, after a frame sent at once) moves
+ *   nothing.
+ * A waiting subscription is released pace_tol after its boundary, not at it, so that the
+ * next scan of a source whose changes arrive in parts (several drivers, batches) takes the
  * previous scan's leftovers along in one frame instead of finding its interval used. */
 #include "live/stream.h"
 
@@ -63,6 +71,11 @@ struct live_sub {
     double deadband;
     int64_t next_due;     /* start of the next interval; 0: none since the snapshot */
     int64_t due_after;    /* next_due once the frame made ready goes out */
+    int64_t ready_at;     /* when the frame being sent was made ready */
+    int64_t sent_at;      /* when the last frame (not the snapshot) was made ready */
+    int64_t wait_since;   /* when the sub turned WAITING */
+    bool released;        /* the frame being sent was released by the tick */
+    bool last_released;   /* ... and so was the last one */
     enum sub_state state;
     bool snapshot;        /* the first frame (every current value) is still being sent */
     uint32_t wait_pos;
@@ -125,21 +138,24 @@ static int64_t pace_current(const struct live_sub *sub, int64_t now)
 /* next_due after a frame made ready at `now` by a change, pace_open(now). */
 static int64_t pace_after_change(const struct live_sub *sub, int64_t now)
 {
-    int64_t iv = sub->interval_ms, tol = pace_tol(sub);
-    if (iv <= 0 || sub->next_due == 0)
-        return now + iv;
-    if (now < sub->next_due)
-        return now + iv; /* early: the interval starts with this change */
-    int64_t start = pace_current(sub, now);
-    return start + (now - start < tol / 2 ? now - start : tol / 2) + iv;
+    if (sub->interval_ms <= 0 || sub->next_due == 0 || now < sub->next_due)
+        return now + sub->interval_ms; /* the first, or early: the interval starts now */
+    return pace_current(sub, now) + sub->interval_ms;
 }
 
 /* next_due after a frame released by the tick at `now` (>= pace_release_at). */
 static int64_t pace_after_release(const struct live_sub *sub, int64_t now)
 {
-    if (sub->interval_ms <= 0)
+    int64_t iv = sub->interval_ms;
+    if (iv <= 0)
         return now;
-    return pace_current(sub, now) + sub->interval_ms;
+    int64_t start = pace_current(sub, now);
+    if (start == sub->next_due && (sub->last_released || sub->wait_since - sub->sent_at >= iv / 2)) {
+        /* The source's period begins before the interval: follow it, by pace_tol at most. */
+        int64_t early = sub->next_due - sub->wait_since;
+        start -= early < pace_tol(sub) ? early : pace_tol(sub);
+    }
+    return start + iv;
 }
 
 static void wait_add(struct live_stream *s, struct live_sub *sub)
@@ -151,6 +167,7 @@ static void wait_add(struct live_stream *s, struct live_sub *sub)
     sub->wait_pos = s->nwaiting;
     s->waiting[s->nwaiting++] = sub;
     sub->state = SUB_WAITING;
+    sub->wait_since = s->clock();
     int64_t at = pace_release_at(sub);
     if (s->wake_at < 0 || at < s->wake_at)
         s->wake_at = at;
@@ -163,9 +180,11 @@ static void wait_remove(struct live_stream *s, struct live_sub *sub)
     last->wait_pos = sub->wait_pos;
 }
 
-static void make_ready(struct live_sub *sub, int64_t due_after)
+static void make_ready(struct live_sub *sub, int64_t now, int64_t due_after, bool released)
 {
     sub->state = SUB_READY;
+    sub->ready_at = now;
+    sub->released = released;
     sub->due_after = due_after;
     sub->ready(sub->ud, sub);
 }
@@ -177,7 +196,7 @@ static void sub_wake(struct live_sub *sub, int64_t now)
     if (pace_open(sub, now)) {
         if (sub->state == SUB_WAITING)
             wait_remove(sub->s, sub);
-        make_ready(sub, pace_after_change(sub, now));
+        make_ready(sub, now, pace_after_change(sub, now), false);
     } else if (sub->state == SUB_IDLE) {
         wait_add(sub->s, sub);
     }
@@ -220,7 +239,7 @@ int64_t live_stream_tick(struct live_stream *s)
         int64_t at = pace_release_at(sub);
         if (now >= at) {
             wait_remove(s, sub);
-            make_ready(sub, pace_after_release(sub, now));
+            make_ready(sub, now, pace_after_release(sub, now), true);
             continue; /* slot i now holds another sub */
         }
         if (next < 0 || at - now < next)
@@ -381,8 +400,11 @@ size_t live_sub_encode(struct live_sub *sub, struct buf *out, size_t max_bytes, 
          * frame (see Pacing at the top). The snapshot does not take an interval: the
          * first change after it goes at once and starts the subscription's intervals,
          * which puts them in phase with its source. */
-        if (!sub->snapshot)
+        if (!sub->snapshot && sub->next_due != sub->due_after) { /* once a frame */
             sub->next_due = sub->due_after;
+            sub->sent_at = sub->ready_at;
+            sub->last_released = sub->released;
+        }
     }
     if (*more) {
         sub->state = SUB_READY; /* the caller sends the rest right away */
