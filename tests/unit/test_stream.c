@@ -862,6 +862,24 @@ static int64_t pace_sent_at(const struct pace *p, int k, const char *name, int64
     return -1;
 }
 
+/* A transport with the clock at `now`. */
+static struct pace *pace_new(struct fx *f, int64_t now)
+{
+    struct pace *p = calloc(1, sizeof *p);
+    p->f = f;
+    p->tick_at = -1;
+    g_now = now;
+    return p;
+}
+
+/* Subscription k to the points, its snapshot sent. */
+static void pace_sub(struct pace *p, int k, const uint32_t *pts, size_t n, int64_t interval)
+{
+    p->sub[k] = live_sub_new(p->f->s, k ? "other" : "s", pts, n, interval, 0, pace_on_ready, p);
+    p->ready[k] = true;
+    pace_drain(p);
+}
+
 static void pace_free(struct pace *p)
 {
     for (int k = 0; k < PACE_SUBS; k++) {
@@ -869,6 +887,7 @@ static void pace_free(struct pace *p)
             free(p->frame[k][i]);
         live_sub_free(p->sub[k]);
     }
+    free(p);
 }
 
 /* Frames of sub k: at most one in any interval of the subscription's own sequence, so at
@@ -898,14 +917,9 @@ static void two_parts_a_scan_stay_in_phase(void **state)
         b[k] = live_declare(f->l, name, &M_DOUBLE);
     }
     uint32_t all[6] = {a[0], a[1], a[2], b[0], b[1], b[2]};
-    struct pace *p = calloc(1, sizeof *p);
-    p->f = f;
-    p->tick_at = -1;
     const int64_t iv = 1000, t0 = 2000000;
-    g_now = t0 - 500;
-    p->sub[0] = live_sub_new(f->s, "s", all, 6, iv, 0, pace_on_ready, p);
-    p->ready[0] = true;
-    pace_drain(p); /* the snapshot */
+    struct pace *p = pace_new(f, t0 - 500);
+    pace_sub(p, 0, all, 6, iv);
     for (int scan = 0; scan < 30; scan++) {
         int64_t T = t0 + scan * iv;
         /* The parts come a few ms apart, the first with a little jitter either way. */
@@ -923,7 +937,6 @@ static void two_parts_a_scan_stay_in_phase(void **state)
     }
     assert_rate(p, 0, iv);
     pace_free(p);
-    free(p);
 }
 
 /* A frame that went late (the loop was busy when a scan came) does not delay the next
@@ -934,15 +947,10 @@ static void late_frame_does_not_delay_the_next(void **state)
     struct fx *f = *state;
     uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
     uint32_t b = live_declare(f->l, "b", &M_DOUBLE);
-    struct pace *p = calloc(1, sizeof *p);
-    p->f = f;
-    p->tick_at = -1;
     const int64_t iv = 1000, t0 = 3000000;
-    g_now = t0 - 300;
-    p->sub[0] = live_sub_new(f->s, "s", &a, 1, iv, 0, pace_on_ready, p);
-    p->sub[1] = live_sub_new(f->s, "other", &b, 1, iv, 0, pace_on_ready, p);
-    p->ready[0] = p->ready[1] = true;
-    pace_drain(p);
+    struct pace *p = pace_new(f, t0 - 300);
+    pace_sub(p, 0, &a, 1, iv);
+    pace_sub(p, 1, &b, 1, iv);
     for (int scan = 0; scan < 10; scan++) {
         int64_t T = t0 + scan * iv;
         /* Scans 3 and 6 reach the subscription late: 400 ms and 950 ms. */
@@ -965,7 +973,6 @@ static void late_frame_does_not_delay_the_next(void **state)
     assert_rate(p, 0, iv);
     assert_rate(p, 1, iv);
     pace_free(p);
-    free(p);
 }
 
 /* A change that arrives once the interval has passed goes at once, also when the
@@ -978,14 +985,9 @@ static void interval_limits_the_rate(void **state)
     uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
     uint32_t b = live_declare(f->l, "b", &M_DOUBLE);
     uint32_t pts[2] = {a, b};
-    struct pace *p = calloc(1, sizeof *p);
-    p->f = f;
-    p->tick_at = -1;
     const int64_t iv = 500, t0 = 4000000;
-    g_now = t0 - 100;
-    p->sub[0] = live_sub_new(f->s, "s", pts, 2, iv, 0, pace_on_ready, p);
-    p->ready[0] = true;
-    pace_drain(p);
+    struct pace *p = pace_new(f, t0 - 100);
+    pace_sub(p, 0, pts, 2, iv);
     pace_change(p, t0, &a, 1, 1);
     assert_int_equal(pace_sent_at(p, 0, "a", t0), t0);
     pace_change(p, t0 + 100, &b, 1, 1); /* waits */
@@ -1008,7 +1010,6 @@ static void interval_limits_the_rate(void **state)
         assert_true(gap <= iv + iv / 50 + 7);
     }
     pace_free(p);
-    free(p);
 }
 
 /* A source that changes once a scan, reaching the subscription late by a varying amount
@@ -1021,14 +1022,9 @@ static void single_part_source_never_falls_behind(void **state)
     struct fx *f = *state;
     uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
     for (int first_late = 300; first_late <= 700; first_late += 400) {
-        struct pace *p = calloc(1, sizeof *p);
-        p->f = f;
-        p->tick_at = -1;
         const int64_t iv = 1000, t0 = 5000000 + first_late * 1000;
-        g_now = t0 - 400;
-        p->sub[0] = live_sub_new(f->s, "s", &a, 1, iv, 0, pace_on_ready, p);
-        p->ready[0] = true;
-        pace_drain(p);
+        struct pace *p = pace_new(f, t0 - 400);
+        pace_sub(p, 0, &a, 1, iv);
         uint64_t rng = 42;
         int held = 0;
         const int catch_up = first_late / (iv / 50) + 2;
@@ -1054,7 +1050,6 @@ static void single_part_source_never_falls_behind(void **state)
         assert_true(held > 0 && held <= catch_up);
         assert_rate(p, 0, iv);
         pace_free(p);
-        free(p);
     }
 }
 
