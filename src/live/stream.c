@@ -150,11 +150,10 @@ static int64_t pace_after_release(const struct live_sub *sub, int64_t now)
     if (iv <= 0)
         return now;
     int64_t start = pace_current(sub, now);
-    if (start == sub->next_due && (sub->last_released || sub->wait_since - sub->sent_at >= iv / 2)) {
-        /* The source's period begins before the interval: follow it, by pace_tol at most. */
-        int64_t early = sub->next_due - sub->wait_since;
-        start -= early < pace_tol(sub) ? early : pace_tol(sub);
-    }
+    /* The source's period begins before the interval: follow it by pace_tol (the change
+     * came more than that before the boundary, else it would not have waited). */
+    if (start == sub->next_due && (sub->last_released || sub->wait_since - sub->sent_at >= iv / 2))
+        start -= pace_tol(sub);
     return start + iv;
 }
 
