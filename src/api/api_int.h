@@ -10,6 +10,7 @@
 #define API_BODY_MAX      (16u << 20)
 #define WS_RX_MAX         (1u << 20)
 #define WS_FRAME_BUDGET   (1u << 20)   /* values per frame stop once it passes this size */
+#define WS_WRITE_PIECE    (64u << 10)  /* a larger update goes as fragments of this size */
 #define WS_CTL_PAUSE      64           /* queued replies at which reading from a client pauses */
 #define WS_CTL_MAX        1024         /* queued replies per client before it is dropped */
 #define WS_KILL_GRACE_S   5            /* time a closing client has to take the close frame */
