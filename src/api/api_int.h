@@ -12,6 +12,7 @@
 #define API_FD_RESERVE    1024         /* descriptors kept for stores, files and the listener */
 #define WS_RX_MAX         (1u << 20)
 #define WS_FRAME_BUDGET   (1u << 20)   /* values per frame stop once it passes this size */
+#define WS_WRITE_PIECE    (64u << 10)  /* a larger update goes as fragments of this size */
 #define WS_CTL_PAUSE      64           /* queued replies at which reading from a client pauses */
 #define WS_CTL_MAX        1024         /* queued replies per client before it is dropped */
 #define WS_KILL_GRACE_S   5            /* time a closing client has to take the close frame */
@@ -40,7 +41,7 @@ struct api {
     uv_timer_t tick;                  /* stream intervals */
     uv_timer_t house;                 /* slow clients, loop lag */
     uint64_t house_expected_ns;
-    bool tick_armed;
+    int64_t tick_at;                  /* monotonic ms the tick timer is armed for, -1: off */
     struct ws_client *clients;        /* doubly linked list */
     uint32_t nclients;
     struct api_metrics m;

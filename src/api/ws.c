@@ -4,7 +4,10 @@
  * ready to send, and a short queue of replies (errors, acknowledgements). Each writeable
  * callback sends one message: a reply first, else one update frame encoded right then from
  * the point table, so what is sent is always the latest value and a slow reader never makes
- * values pile up. Per client memory: the subscriptions, one frame being written, at most
+ * values pile up. An update larger than WS_WRITE_PIECE goes as fragments of one message, a
+ * piece a callback (nothing else is sent in between but a close): every client gets its
+ * turn at the sockets while a large scan goes out, and libwebsockets does not have to copy
+ * the part of a large write that the socket did not take. Per client memory: the subscriptions, one frame being written, at most
  * WS_CTL_MAX replies and one incoming message of at most WS_RX_MAX bytes.
  *
  * A client that has had something to send for slow_client_timeout without the socket taking
@@ -40,6 +43,7 @@ struct ws_client {
     struct buf rx;
     bool rx_too_big;
     struct buf tx;                  /* LWS_PRE head */
+    size_t tx_off;                  /* bytes of an update in tx already sent; 0: none under way */
     struct live_sub **subs;
     uint32_t nsubs;
     struct live_sub **ready;        /* FIFO ring of subs to send */
@@ -59,34 +63,43 @@ static int64_t mono_ms(void) { return (int64_t)(mono_ns() / 1000000u); }
 
 /* ---- the stream timer: subscriptions waiting for their interval ---- */
 
+static void on_tick(uv_timer_t *t);
+
+/* Arms the timer `next` ms from now (-1: nothing waits, leave it off). */
+static void tick_arm(struct api *api, int64_t next)
+{
+    if (next < 0) {
+        api->tick_at = -1;
+        return;
+    }
+    api->tick_at = mono_ms() + next;
+    uv_timer_start(&api->tick, on_tick, (uint64_t)next, 0);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     struct api *api = t->data;
-    int64_t next = live_stream_tick(api->stream);
-    if (next >= 0) {
-        uv_timer_start(&api->tick, on_tick, (uint64_t)(next > 0 ? next : 1), 0);
-    } else {
-        api->tick_armed = false;
-    }
+    api->tick_at = -1;
+    tick_arm(api, live_stream_tick(api->stream));
 }
 
-/* Runs after the stream engine saw changes: make sure waiting subscriptions get a tick. */
+/* Runs after the stream engine saw changes: a subscription that started waiting gets a tick
+ * by its time, also when the timer is armed for a later one. */
 static void after_changes(void *ud, struct live *l, const uint32_t *changed, size_t n)
 {
     struct api *api = ud;
-    if (api->tick_armed || !api->ctx)
+    if (!api->ctx)
         return;
-    int64_t next = live_stream_tick(api->stream);
-    if (next >= 0) {
-        api->tick_armed = true;
-        uv_timer_start(&api->tick, on_tick, (uint64_t)(next > 0 ? next : 1), 0);
-    }
+    int64_t next = live_stream_next(api->stream);
+    if (next >= 0 && (api->tick_at < 0 || mono_ms() + next < api->tick_at))
+        tick_arm(api, next);
 }
 
 void ws_init(struct api *api)
 {
     uv_timer_init(api->loop, &api->tick);
     api->tick.data = api;
+    api->tick_at = -1;
     api->house.data = api;
     live_listen(api->live, after_changes, api);
 }
@@ -458,6 +471,22 @@ int ws_receive(struct ws_client *c, const void *in, size_t len)
 
 bool ws_close_sent(const struct ws_client *c) { return c->kill_sent; }
 
+/* Writes the next piece of the update in c->tx (the first when tx_off is 0). The LWS_PRE
+ * bytes lws writes the header into are, after the first piece, bytes already sent. */
+static int send_piece(struct ws_client *c)
+{
+    size_t left = c->tx.len - c->tx_off;
+    size_t n = left < WS_WRITE_PIECE ? left : WS_WRITE_PIECE;
+    int how = c->tx_off ? LWS_WRITE_CONTINUATION : LWS_WRITE_TEXT;
+    if (n < left)
+        how |= LWS_WRITE_NO_FIN;
+    if (lws_write(c->wsi, (unsigned char *)c->tx.data + c->tx_off, n, (enum lws_write_protocol)how) < 0)
+        return -1;
+    c->api->m.ws_bytes_sent += n;
+    c->tx_off = n < left ? c->tx_off + n : 0;
+    return 0;
+}
+
 int ws_writeable(struct ws_client *c)
 {
     if (c->kill) {
@@ -478,7 +507,10 @@ int ws_writeable(struct ws_client *c)
         lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, WS_KILL_GRACE_S);
         return 0;
     }
-    if (c->ctl_head) {
+    if (c->tx_off) {
+        if (send_piece(c) < 0)
+            return -1;
+    } else if (c->ctl_head) {
         struct ctl_msg *m = c->ctl_head;
         c->ctl_head = m->next;
         if (!c->ctl_head)
@@ -520,13 +552,13 @@ int ws_writeable(struct ws_client *c)
                 log_error("ws", "update frame over its cap; dropping the client");
                 return -1;
             }
-            if (lws_write(c->wsi, (unsigned char *)c->tx.data, c->tx.len, LWS_WRITE_TEXT) < 0)
+            if (send_piece(c) < 0)
                 return -1;
-            c->api->m.ws_bytes_sent += c->tx.len;
             break;
         }
     }
-    if (c->ctl_head || c->rcount || ws_registry_ready(c->devices) || ws_alarm_ready(c->alarms)) {
+    if (c->tx_off || c->ctl_head || c->rcount || ws_registry_ready(c->devices) ||
+        ws_alarm_ready(c->alarms)) {
         c->stuck_since = mono_ms(); /* progress: count from now */
         lws_callback_on_writable(c->wsi);
     } else {

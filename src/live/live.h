@@ -127,9 +127,10 @@ size_t live_range(struct live *l, const char *prefix, const char *after, uint32_
                   size_t *total);
 
 /* Appends the point as a JSON object (REST form) or as a stream tuple
- * ["name",value,ts,"quality"(,"reason")]; the tuple is cached until the point changes. */
+ * ["name",value,ts,"quality"(,"reason")], after the byte sep unless it is 0; the tuple is
+ * cached until the point changes. */
 int live_json_point(struct live *l, uint32_t idx, struct buf *out);
-int live_json_tuple(struct live *l, uint32_t idx, struct buf *out);
+int live_json_tuple(struct live *l, uint32_t idx, char sep, struct buf *out);
 /* Appends a value as JSON (null when the point has none). */
 int live_json_value(const struct pt_value *v, bool has_value, struct buf *out);
 

@@ -3,13 +3,39 @@
  * Structures:
  *   point.subs[]     (live_int.h) one subref {sub, member} per subscription holding the point
  *   sub.members[]    one per point: point index, position of its subref in point.subs[],
- *                    pending flag, last value and quality sent (for the deadband)
+ *                    last value and quality sent (for the deadband)
+ *   sub.pflag[]      one byte per member: pending (apart from members[], so that the
+ *                    fan-out of a change touches one byte of each subscription, not a line)
  *   sub.pend[]       member numbers with the pending flag set, in arrival order
  *   stream.waiting[] subscriptions in state WAITING
- * Invariants: member m is in pend[] iff members[m].pending; a sub is in waiting[] iff its
+ * Invariants: member m is in pend[] iff pflag[m]; a sub is in waiting[] iff its
  * state is WAITING; points.subs[members[m].refpos] == {sub, m}.
  * Cost: a change costs one step per subscription holding the point; a frame costs one step
- * per value it carries. Nothing here walks all points or all subscriptions. */
+ * per value it carries. Nothing here walks all points or all subscriptions.
+ *
+ * Pacing. A subscription's intervals follow one another on its clock, each starting where
+ * the previous one ended (next_due is the start of the next one), from its first change
+ * after the snapshot. At most one frame goes in each interval. A change that arrives when
+ * the current interval has had no frame goes at once; one that arrives after it waits for
+ * the next interval. How late a frame actually went (a busy loop, a late timer, a slow
+ * socket) moves no boundary: the interval limits the rate of frames, so one late frame
+ * never makes the following ones late. (When the interval counted from the frame, one late
+ * frame put the next scan of the source inside the interval, that scan's frame went late
+ * in turn, and a subscription could stay most of an interval behind its source.)
+ * Boundaries only move earlier, to stay in phase with the source, by pace_tol (2% of the
+ * interval) at most a frame, so frames stay at most one per interval less 2%:
+ * - a change up to pace_tol before a boundary opens the next interval, which then starts at
+ *   that change (timer jitter, a source whose clock runs fast);
+ * - a waiting change released by the tick moves the next boundary earlier, towards when it
+ *   came, when it came in the second half of its interval or the previous frame was a
+ *   release too: the source's period begins before the subscription's interval (its first
+ *   change after the snapshot came late, or the source's phase moved), and a subscription
+ *   that only ever sends released frames is behind its source. It catches up by pace_tol a
+ *   frame; a second part of a scan (early in the interval, after a frame sent at once) moves
+ *   nothing.
+ * A waiting subscription is released pace_tol after its boundary, not at it, so that the
+ * next scan of a source whose changes arrive in parts (several drivers, batches) takes the
+ * previous scan's leftovers along in one frame instead of finding its interval used. */
 #include "live/stream.h"
 
 #include <math.h>
@@ -28,7 +54,6 @@ struct member {
     uint32_t point;
     uint32_t refpos;
     double last;          /* numeric value last sent */
-    uint8_t pending;
     uint8_t sent;         /* last/last_q are meaningful */
     uint8_t last_q;
 };
@@ -38,13 +63,19 @@ struct live_sub {
     char id[STREAM_ID_MAX + 1];
     char *id_json;        /* the id as a JSON string, for the frame header */
     struct member *members;
+    uint8_t *pflag;
     uint32_t nmembers;
     uint32_t *pend;
     uint32_t npend;
     int64_t interval_ms;
     double deadband;
-    int64_t next_due;     /* earliest time of the next frame */
-    int64_t ready_at;     /* when the sub last became READY */
+    int64_t next_due;     /* start of the next interval; 0: none since the snapshot */
+    int64_t due_after;    /* next_due once the frame made ready goes out */
+    int64_t ready_at;     /* when the frame being sent was made ready */
+    int64_t sent_at;      /* when the last frame (not the snapshot) was made ready */
+    int64_t wait_since;   /* when the sub turned WAITING */
+    bool released;        /* the frame being sent was released by the tick */
+    bool last_released;   /* ... and so was the last one */
     enum sub_state state;
     bool snapshot;        /* the first frame (every current value) is still being sent */
     uint32_t wait_pos;
@@ -57,6 +88,7 @@ struct live_stream {
     live_clock_fn clock;
     struct live_sub **waiting;
     uint32_t nwaiting, waitcap;
+    int64_t wake_at;      /* no waiting sub is due before this (-1: none waits); may be early */
     struct live_stream_stats st;
 };
 
@@ -69,6 +101,7 @@ struct live_stream *live_stream_new(struct live *l)
     struct live_stream *s = xzalloc(sizeof *s);
     s->l = l;
     s->clock = mono_ms;
+    s->wake_at = -1;
     live_listen(l, on_changes, s);
     return s;
 }
@@ -84,6 +117,46 @@ void live_stream_free(struct live_stream *s)
 void live_stream_set_clock(struct live_stream *s, live_clock_fn clock) { s->clock = clock; }
 void live_stream_stats(const struct live_stream *s, struct live_stream_stats *out) { *out = s->st; }
 
+static int64_t pace_tol(const struct live_sub *sub) { return sub->interval_ms / 50; }
+
+/* When the tick releases a waiting sub. */
+static int64_t pace_release_at(const struct live_sub *sub) { return sub->next_due + pace_tol(sub); }
+
+/* A frame may go at `now`: the current interval has had none. */
+static bool pace_open(const struct live_sub *sub, int64_t now)
+{
+    return now >= sub->next_due - pace_tol(sub);
+}
+
+/* The start of the interval `now` falls in, with now >= next_due (whole intervals skipped
+ * when nothing was sent for a while). */
+static int64_t pace_current(const struct live_sub *sub, int64_t now)
+{
+    return sub->next_due + (now - sub->next_due) / sub->interval_ms * sub->interval_ms;
+}
+
+/* next_due after a frame made ready at `now` by a change, pace_open(now). */
+static int64_t pace_after_change(const struct live_sub *sub, int64_t now)
+{
+    if (sub->interval_ms <= 0 || sub->next_due == 0 || now < sub->next_due)
+        return now + sub->interval_ms; /* the first, or early: the interval starts now */
+    return pace_current(sub, now) + sub->interval_ms;
+}
+
+/* next_due after a frame released by the tick at `now` (>= pace_release_at). */
+static int64_t pace_after_release(const struct live_sub *sub, int64_t now)
+{
+    int64_t iv = sub->interval_ms;
+    if (iv <= 0)
+        return now;
+    int64_t start = pace_current(sub, now);
+    /* The source's period begins before the interval: follow it by pace_tol (the change
+     * came more than that before the boundary, else it would not have waited). */
+    if (start == sub->next_due && (sub->last_released || sub->wait_since - sub->sent_at >= iv / 2))
+        start -= pace_tol(sub);
+    return start + iv;
+}
+
 static void wait_add(struct live_stream *s, struct live_sub *sub)
 {
     if (s->nwaiting == s->waitcap) {
@@ -93,6 +166,10 @@ static void wait_add(struct live_stream *s, struct live_sub *sub)
     sub->wait_pos = s->nwaiting;
     s->waiting[s->nwaiting++] = sub;
     sub->state = SUB_WAITING;
+    sub->wait_since = s->clock();
+    int64_t at = pace_release_at(sub);
+    if (s->wake_at < 0 || at < s->wake_at)
+        s->wake_at = at;
 }
 
 static void wait_remove(struct live_stream *s, struct live_sub *sub)
@@ -102,14 +179,24 @@ static void wait_remove(struct live_stream *s, struct live_sub *sub)
     last->wait_pos = sub->wait_pos;
 }
 
-/* A member became pending while the sub was idle: send now or when the interval allows. */
+static void make_ready(struct live_sub *sub, int64_t now, int64_t due_after, bool released)
+{
+    sub->state = SUB_READY;
+    sub->ready_at = now;
+    sub->released = released;
+    sub->due_after = due_after;
+    sub->ready(sub->ud, sub);
+}
+
+/* A change reached a sub that is IDLE or WAITING: it goes now if its interval is open, else
+ * it waits for the next one. */
 static void sub_wake(struct live_sub *sub, int64_t now)
 {
-    if (now >= sub->next_due) {
-        sub->state = SUB_READY;
-        sub->ready_at = now;
-        sub->ready(sub->ud, sub);
-    } else {
+    if (pace_open(sub, now)) {
+        if (sub->state == SUB_WAITING)
+            wait_remove(sub->s, sub);
+        make_ready(sub, now, pace_after_change(sub, now), false);
+    } else if (sub->state == SUB_IDLE) {
         wait_add(sub->s, sub);
     }
 }
@@ -125,13 +212,15 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
         struct point *p = &l->pts[changed[i]];
         for (uint32_t r = 0; r < p->nsubs; r++) {
             struct live_sub *sub = p->subs[r].sub;
-            struct member *m = &sub->members[p->subs[r].member];
-            if (m->pending)
-                continue;
-            m->pending = 1;
-            sub->pend[sub->npend++] = p->subs[r].member;
-            s->st.pending++;
-            if (sub->state == SUB_IDLE) {
+            uint8_t *pf = &sub->pflag[p->subs[r].member];
+            if (!*pf) {
+                *pf = 1;
+                sub->pend[sub->npend++] = p->subs[r].member;
+                s->st.pending++;
+            }
+            /* Also when the point was pending already: a WAITING sub whose interval has
+             * opened goes now, with whatever waited. */
+            if (sub->state != SUB_READY) {
                 if (now < 0)
                     now = s->clock();
                 sub_wake(sub, now);
@@ -146,19 +235,26 @@ int64_t live_stream_tick(struct live_stream *s)
     int64_t next = -1;
     for (uint32_t i = 0; i < s->nwaiting;) {
         struct live_sub *sub = s->waiting[i];
-        if (now >= sub->next_due) {
+        int64_t at = pace_release_at(sub);
+        if (now >= at) {
             wait_remove(s, sub);
-            sub->state = SUB_READY;
-            sub->ready_at = now;
-            sub->ready(sub->ud, sub);
+            make_ready(sub, now, pace_after_release(sub, now), true);
             continue; /* slot i now holds another sub */
         }
-        int64_t d = sub->next_due - now;
-        if (next < 0 || d < next)
-            next = d;
+        if (next < 0 || at - now < next)
+            next = at - now;
         i++;
     }
+    s->wake_at = next < 0 ? -1 : now + next;
     return next;
+}
+
+int64_t live_stream_next(const struct live_stream *s)
+{
+    if (s->wake_at < 0)
+        return -1;
+    int64_t d = s->wake_at - s->clock();
+    return d > 0 ? d : 0;
 }
 
 static uint32_t subref_add(struct live *l, uint32_t idx, struct live_sub *sub, uint32_t member)
@@ -200,6 +296,7 @@ struct live_sub *live_sub_new(struct live_stream *s, const char *id, const uint3
     sub->id_json = b.data ? b.data : xstrdup("\"\"");
     sub->members = xnew(struct member, n ? n : 1);
     sub->pend = xnew(uint32_t, n ? n : 1);
+    sub->pflag = xzalloc(n ? n : 1);
     sub->interval_ms = interval_ms;
     sub->deadband = deadband;
     sub->ready = ready;
@@ -210,7 +307,8 @@ struct live_sub *live_sub_new(struct live_stream *s, const char *id, const uint3
         if (p->nsubs && p->subs[p->nsubs - 1].sub == sub)
             continue; /* duplicate within this subscription */
         uint32_t m = sub->nmembers++;
-        sub->members[m] = (struct member){.point = points[i], .pending = 1};
+        sub->members[m] = (struct member){.point = points[i]};
+        sub->pflag[m] = 1;
         sub->members[m].refpos = subref_add(l, points[i], sub, m);
         sub->pend[sub->npend++] = m;
     }
@@ -218,7 +316,6 @@ struct live_sub *live_sub_new(struct live_stream *s, const char *id, const uint3
     s->st.subs++;
     sub->state = SUB_READY;
     sub->snapshot = true;
-    sub->ready_at = s->clock();
     return sub;
 }
 
@@ -235,6 +332,7 @@ void live_sub_free(struct live_sub *sub)
     s->st.subs--;
     free(sub->id_json);
     free(sub->members);
+    free(sub->pflag);
     free(sub->pend);
     free(sub);
 }
@@ -271,19 +369,18 @@ size_t live_sub_encode(struct live_sub *sub, struct buf *out, size_t max_bytes, 
             *more = true;
             break;
         }
-        struct member *m = &sub->members[sub->pend[i]];
+        uint32_t mi = sub->pend[i];
+        struct member *m = &sub->members[mi];
         struct point *p = &l->pts[m->point];
-        m->pending = 0;
+        sub->pflag[mi] = 0;
         if (within_deadband(sub, m, p))
             continue;
         if (count == 0) {
             jw_raw(out, "{\"op\":\"update\",\"id\":");
             jw_raw(out, sub->id_json);
             jw_raw(out, ",\"values\":[");
-        } else {
-            buf_putc(out, ',');
         }
-        live_json_tuple(l, m->point, out);
+        live_json_tuple(l, m->point, count ? ',' : 0, out);
         count++;
         m->sent = 1;
         m->last_q = p->quality;
@@ -298,13 +395,15 @@ size_t live_sub_encode(struct live_sub *sub, struct buf *out, size_t max_bytes, 
         jw_raw(out, "]}");
         s->st.values_sent += count;
         s->st.frames_sent++;
-        /* The interval counts from when the changes arrived, not from when the socket took
-         * the frame, so a source that changes every interval is not delayed by a drift
-         * that would grow with every frame; a 2% tolerance absorbs timer jitter. The
-         * snapshot does not start the interval: the first changes after it go out at once,
-         * which puts the subscription in phase with its source. */
-        if (!sub->snapshot)
-            sub->next_due = sub->ready_at + sub->interval_ms - sub->interval_ms / 50;
+        /* The interval was chosen when the sub became ready, not when the socket took the
+         * frame (see Pacing at the top). The snapshot does not take an interval: the
+         * first change after it goes at once and starts the subscription's intervals,
+         * which puts them in phase with its source. */
+        if (!sub->snapshot && sub->next_due != sub->due_after) { /* once a frame */
+            sub->next_due = sub->due_after;
+            sub->sent_at = sub->ready_at;
+            sub->last_released = sub->released;
+        }
     }
     if (*more) {
         sub->state = SUB_READY; /* the caller sends the rest right away */

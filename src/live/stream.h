@@ -7,8 +7,11 @@
  * never by the update rate.
  *
  * A subscription's life: READY (the transport must send) -> live_sub_encode() -> IDLE, or
- * WAITING when changes arrive before its interval has passed since the last frame; the engine's
- * tick moves WAITING subscriptions whose time has come to READY and calls the ready callback.
+ * WAITING when changes arrive after the frame of its current interval; the next change once
+ * the next interval has begun makes it READY at once, else the engine's tick does, shortly
+ * after the interval began; both call the ready callback. The interval limits the rate of
+ * frames (at most one per interval, intervals following one another on the subscription's
+ * clock): how late a frame went does not delay the next one (stream.c, Pacing).
  * A new subscription starts READY with every point pending (the first update carries every
  * current value); the ready callback is not called for it: the creator queues it.
  *
@@ -46,9 +49,12 @@ void live_stream_free(struct live_stream *s);
 void live_stream_set_clock(struct live_stream *s, live_clock_fn clock);
 void live_stream_stats(const struct live_stream *s, struct live_stream_stats *out);
 
-/* Moves WAITING subscriptions whose interval has passed to READY (calling their callback).
+/* Moves WAITING subscriptions whose time has come to READY (calling their callback).
  * Returns milliseconds until the next one is due, or -1 when none waits. */
 int64_t live_stream_tick(struct live_stream *s);
+/* Milliseconds until live_stream_tick() has something to do (0: now), or -1 when no
+ * subscription waits; without walking them (it may answer early, never late). */
+int64_t live_stream_next(const struct live_stream *s);
 
 /* Creates a subscription to `points` (duplicates are ignored). id is copied. */
 struct live_sub *live_sub_new(struct live_stream *s, const char *id, const uint32_t *points,

@@ -70,7 +70,7 @@ static const char *json_tuple(struct live *l, uint32_t idx)
     static char out[2048];
     struct buf b;
     buf_init(&b, 1u << 20);
-    assert_int_equal(live_json_tuple(l, idx, &b), 0);
+    assert_int_equal(live_json_tuple(l, idx, 0, &b), 0);
     snprintf(out, sizeof out, "%s", b.data);
     buf_release(&b);
     return out;
@@ -747,16 +747,22 @@ static void json_tuple_forms(void **state)
     v = sv("x\"y");
     live_set(l, s, &v, 3, Q_UNCERTAIN, "manual");
     assert_string_equal(json_tuple(l, s), "[\"s\",\"x\\\"y\",3,\"uncertain\",\"manual\"]");
-    /* Appends after what the buffer holds. */
+    /* Appends after what the buffer holds, after a separator when one is given: encoded
+     * then (the cache holds the tuple alone) and from the cache. */
+    uint32_t e = live_declare(l, "e", &M_DOUBLE);
+    v = dv(7);
+    live_set(l, e, &v, 5, Q_GOOD, NULL);
     struct buf b;
     buf_init(&b, 1024);
     buf_append(&b, "[", 1);
-    live_json_tuple(l, d, &b);
-    buf_putc(&b, ',');
-    live_json_tuple(l, d, &b); /* the cached copy */
+    live_json_tuple(l, d, 0, &b);
+    live_json_tuple(l, d, ',', &b); /* the cached copy */
+    live_json_tuple(l, e, ',', &b); /* encoded now */
+    live_json_tuple(l, e, ',', &b);
     buf_putc(&b, ']');
     assert_string_equal(b.data, "[[\"tank1-0001\",12.5,1764460800000,\"good\"],"
-                                "[\"tank1-0001\",12.5,1764460800000,\"good\"]]");
+                                "[\"tank1-0001\",12.5,1764460800000,\"good\"],"
+                                "[\"e\",7,5,\"good\"],[\"e\",7,5,\"good\"]]");
     buf_release(&b);
 }
 

@@ -209,7 +209,7 @@ static void conflation_keeps_one_value_per_point(void **state)
     }
     assert_int_equal(r.calls, 1);
     assert_int_equal(live_sub_pending(sub), 1);
-    g_now += 1000;
+    g_now += 1000 + 1000 / 50; /* the interval, and the release's 2% after it */
     live_stream_tick(f->s);
     assert_int_equal(r.calls, 2);
     frame = encode(f, sub, 1u << 20, NULL, &n);
@@ -241,7 +241,7 @@ static void snapshot_does_not_start_interval(void **state)
     live_flush(f->l);
     assert_int_equal(r.calls, 1);
     int64_t d = live_stream_tick(f->s);
-    assert_true(d > 900 && d < 1000);
+    assert_true(d > 900 && d <= 1000 + 1000 / 50 - 1);
     g_now += d;
     live_stream_tick(f->s);
     assert_int_equal(r.calls, 2);
@@ -277,7 +277,7 @@ static void interval_waits_for_tick(void **state)
     assert_int_equal(live_sub_pending(sub), 1);
     int64_t d = live_stream_tick(f->s);
     assert_int_equal(r.calls, 0);
-    assert_true(d > 0 && d <= 900);
+    assert_true(d > 0 && d <= 900 + 1000 / 50);
     g_now = t0 + 500;
     int64_t d2 = live_stream_tick(f->s);
     assert_true(d2 == d - 400);
@@ -291,8 +291,9 @@ static void interval_waits_for_tick(void **state)
     assert_true(live_stream_tick(f->s) == -1);
     assert_int_equal(r.calls, 1);
     assert_ptr_equal(r.last, sub);
-    /* The interval counts from the previous frame, less a small timer tolerance. */
-    assert_true(g_now - t0 >= 950 && g_now - t0 <= 1000);
+    /* The next interval begins one interval after the previous frame's; what waited is
+     * released 2% into it (a change at its start would have taken it at once). */
+    assert_int_equal(g_now - t0, 1000 + 1000 / 50);
     /* Ticks with nothing due do not call again. */
     assert_true(live_stream_tick(f->s) == -1);
     assert_int_equal(r.calls, 1);
@@ -329,12 +330,12 @@ static void tick_reports_the_nearest_due(void **state)
     live_flush(f->l);
     assert_int_equal(r1.calls + r2.calls, 0);
     int64_t d = live_stream_tick(f->s);
-    assert_true(d > 0 && d <= 990);
+    assert_true(d > 0 && d <= 1000 + 1000 / 50 - 10);
     g_now += d;
     d = live_stream_tick(f->s);
     assert_int_equal(r2.calls, 1);
     assert_int_equal(r1.calls, 0);
-    assert_true(d >= 9000 - 990 && d <= 10000 - 990);
+    assert_true(d >= 9000 - 1010 && d <= 10000 + 10000 / 50 - 1010);
     g_now += d;
     assert_true(live_stream_tick(f->s) == -1);
     assert_int_equal(r1.calls, 1);
@@ -774,6 +775,320 @@ static void many_subs_one_change_each_called_once(void **state)
         live_sub_free(subs[k]);
 }
 
+
+/* ---- pacing: a simulated transport on the fake clock ----
+ * Every sub that becomes ready is encoded at once (a socket that always takes its frame);
+ * the tick runs when the delay it returned has passed, as the api's timer would. */
+
+enum { PACE_MAX_FRAMES = 512, PACE_SUBS = 2 };
+
+struct pace {
+    struct fx *f;
+    struct live_sub *sub[PACE_SUBS];
+    bool ready[PACE_SUBS];
+    int64_t frame_at[PACE_SUBS][PACE_MAX_FRAMES];
+    char *frame[PACE_SUBS][PACE_MAX_FRAMES];
+    int nframes[PACE_SUBS];
+    int64_t tick_at; /* -1: no tick armed */
+};
+
+static void pace_on_ready(void *ud, struct live_sub *sub)
+{
+    struct pace *p = ud;
+    for (int k = 0; k < PACE_SUBS; k++)
+        if (p->sub[k] == sub)
+            p->ready[k] = true;
+}
+
+/* Sends what is ready, then arms the tick as ws.c does. */
+static void pace_drain(struct pace *p)
+{
+    for (int k = 0; k < PACE_SUBS; k++) {
+        while (p->sub[k] && p->ready[k]) {
+            p->ready[k] = false;
+            size_t n;
+            bool more;
+            const char *text = encode(p->f, p->sub[k], 1u << 20, &more, &n);
+            if (more)
+                p->ready[k] = true;
+            if (n) {
+                assert_true(p->nframes[k] < PACE_MAX_FRAMES);
+                p->frame_at[k][p->nframes[k]] = g_now;
+                p->frame[k][p->nframes[k]++] = strdup(text);
+            }
+        }
+    }
+    int64_t next = live_stream_next(p->f->s);
+    if (next >= 0 && (p->tick_at < 0 || g_now + next < p->tick_at))
+        p->tick_at = g_now + next;
+}
+
+/* Moves the clock to t, running the tick whenever it is due on the way. */
+static void pace_advance(struct pace *p, int64_t t)
+{
+    while (p->tick_at >= 0 && p->tick_at <= t) {
+        g_now = p->tick_at;
+        p->tick_at = -1;
+        int64_t next = live_stream_tick(p->f->s);
+        if (next >= 0)
+            p->tick_at = g_now + next;
+        pace_drain(p);
+    }
+    g_now = t;
+}
+
+/* Sets the points at time t (stamped t) and flushes. */
+static void pace_change(struct pace *p, int64_t t, const uint32_t *pts, size_t n, double v)
+{
+    pace_advance(p, t);
+    for (size_t i = 0; i < n; i++)
+        live_set_double(p->f->l, pts[i], v, t);
+    live_flush(p->f->l);
+    pace_drain(p);
+}
+
+/* The time of the frame of sub k that carries point `name` stamped ts; -1 if none. */
+static int64_t pace_sent_at(const struct pace *p, int k, const char *name, int64_t ts)
+{
+    char want[96];
+    snprintf(want, sizeof want, "[\"%s\",", name);
+    char stamp[32];
+    snprintf(stamp, sizeof stamp, ",%lld,", (long long)ts);
+    for (int i = 0; i < p->nframes[k]; i++) {
+        const char *at = strstr(p->frame[k][i], want);
+        if (at && strncmp(strchr(at + strlen(want), ','), stamp, strlen(stamp)) == 0)
+            return p->frame_at[k][i];
+    }
+    return -1;
+}
+
+/* A transport with the clock at `now`. */
+static struct pace *pace_new(struct fx *f, int64_t now)
+{
+    struct pace *p = calloc(1, sizeof *p);
+    p->f = f;
+    p->tick_at = -1;
+    g_now = now;
+    return p;
+}
+
+/* Subscription k to the points, its snapshot sent. */
+static void pace_sub(struct pace *p, int k, const uint32_t *pts, size_t n, int64_t interval)
+{
+    p->sub[k] = live_sub_new(p->f->s, k ? "other" : "s", pts, n, interval, 0, pace_on_ready, p);
+    p->ready[k] = true;
+    pace_drain(p);
+}
+
+static void pace_free(struct pace *p)
+{
+    for (int k = 0; k < PACE_SUBS; k++) {
+        for (int i = 0; i < p->nframes[k]; i++)
+            free(p->frame[k][i]);
+        live_sub_free(p->sub[k]);
+    }
+    free(p);
+}
+
+/* Frames of sub k: at most one in any interval of the subscription's own sequence, so at
+ * most n + 1 in n intervals, whatever the phase. */
+static void assert_rate(const struct pace *p, int k, int64_t interval)
+{
+    int64_t tol = interval / 50;
+    for (int i = 0; i + 2 < p->nframes[k]; i++)
+        assert_true(p->frame_at[k][i + 2] - p->frame_at[k][i] >= interval - 2 * tol);
+}
+
+/* One source scan reaches the subscription in two parts (two drivers, two batches): the
+ * second part waits for the next interval, and the next scan's first part, which comes when
+ * the next interval has begun, goes at once with it; scan after scan, the subscription
+ * stays in phase with its source. Before, the second part's late frame started the next
+ * interval, the next scan waited for it, and the subscription stayed about one interval
+ * behind from then on. */
+static void two_parts_a_scan_stay_in_phase(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a[3], b[3];
+    for (int k = 0; k < 3; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "a%d", k);
+        a[k] = live_declare(f->l, name, &M_DOUBLE);
+        snprintf(name, sizeof name, "b%d", k);
+        b[k] = live_declare(f->l, name, &M_DOUBLE);
+    }
+    uint32_t all[6] = {a[0], a[1], a[2], b[0], b[1], b[2]};
+    const int64_t iv = 1000, t0 = 2000000;
+    struct pace *p = pace_new(f, t0 - 500);
+    pace_sub(p, 0, all, 6, iv);
+    for (int scan = 0; scan < 30; scan++) {
+        int64_t T = t0 + scan * iv;
+        /* The parts come a few ms apart, the first with a little jitter either way. */
+        int64_t j = (scan % 3) - 1;
+        pace_change(p, T + j, a, 3, scan);
+        assert_int_equal(pace_sent_at(p, 0, "a0", T + j), T + j); /* at once, every scan */
+        pace_change(p, T + 7, b, 3, scan);
+    }
+    pace_advance(p, t0 + 31 * iv);
+    for (int scan = 0; scan < 30; scan++) {
+        int64_t T = t0 + scan * iv;
+        int64_t sent = pace_sent_at(p, 0, "b1", T + 7);
+        assert_true(sent >= T + 7);
+        assert_true(sent - (T + 7) <= iv + iv / 50); /* never more than an interval late */
+    }
+    assert_rate(p, 0, iv);
+    pace_free(p);
+}
+
+/* A frame that went late (the loop was busy when a scan came) does not delay the next
+ * scan's frame, nor does a tick that fires late: the interval limits the rate of frames and
+ * counts from where the subscription's intervals are, not from the late frame. */
+static void late_frame_does_not_delay_the_next(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    uint32_t b = live_declare(f->l, "b", &M_DOUBLE);
+    const int64_t iv = 1000, t0 = 3000000;
+    struct pace *p = pace_new(f, t0 - 300);
+    pace_sub(p, 0, &a, 1, iv);
+    pace_sub(p, 1, &b, 1, iv);
+    for (int scan = 0; scan < 10; scan++) {
+        int64_t T = t0 + scan * iv;
+        /* Scans 3 and 6 reach the subscription late: 400 ms and 950 ms. */
+        int64_t late = scan == 3 ? 400 : scan == 6 ? 950 : 0;
+        pace_change(p, T + late, &a, 1, scan);
+        assert_int_equal(pace_sent_at(p, 0, "a", T + late), T + late);
+    }
+    /* A change after the frame of its interval waits for the next interval; when the
+     * timer that releases it fires late, the next change is still not held back. */
+    int64_t T = t0 + 10 * iv;
+    pace_change(p, T, &b, 1, 100);   /* b's intervals now start at T */
+    pace_change(p, T + 300, &b, 1, 101);
+    assert_int_equal(pace_sent_at(p, 1, "b", T + 300), -1);
+    assert_true(p->tick_at > T + iv && p->tick_at <= T + iv + iv / 50);
+    p->tick_at += 250; /* the timer fires 250 ms late */
+    pace_advance(p, T + iv + 300);
+    assert_int_equal(pace_sent_at(p, 1, "b", T + 300), T + iv + iv / 50 + 250);
+    pace_change(p, T + 2 * iv, &b, 1, 102);
+    assert_int_equal(pace_sent_at(p, 1, "b", T + 2 * iv), T + 2 * iv);
+    assert_rate(p, 0, iv);
+    assert_rate(p, 1, iv);
+    pace_free(p);
+}
+
+/* A change that arrives once the interval has passed goes at once, also when the
+ * subscription was waiting with older changes (they go with it); one that arrives within
+ * the interval never waits more than one interval; a source changing all the time gets one
+ * frame per interval. */
+static void interval_limits_the_rate(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    uint32_t b = live_declare(f->l, "b", &M_DOUBLE);
+    uint32_t pts[2] = {a, b};
+    const int64_t iv = 500, t0 = 4000000;
+    struct pace *p = pace_new(f, t0 - 100);
+    pace_sub(p, 0, pts, 2, iv);
+    pace_change(p, t0, &a, 1, 1);
+    assert_int_equal(pace_sent_at(p, 0, "a", t0), t0);
+    pace_change(p, t0 + 100, &b, 1, 1); /* waits */
+    assert_int_equal(pace_sent_at(p, 0, "b", t0 + 100), -1);
+    pace_change(p, t0 + iv, &a, 1, 2);  /* the next interval: both go now */
+    assert_int_equal(pace_sent_at(p, 0, "a", t0 + iv), t0 + iv);
+    assert_int_equal(pace_sent_at(p, 0, "b", t0 + 100), t0 + iv);
+    /* Changes every 7 ms for 20 intervals. */
+    int64_t start = t0 + iv + 1;
+    int before = p->nframes[0];
+    for (int64_t t = start; t < start + 20 * iv; t += 7)
+        pace_change(p, t, &a, 1, (double)t);
+    pace_advance(p, start + 22 * iv);
+    int frames = p->nframes[0] - before;
+    assert_true(frames >= 20 && frames <= 22);
+    assert_rate(p, 0, iv);
+    /* Every value waited at most an interval (and the tolerance) before a frame took it. */
+    for (int i = before; i < p->nframes[0]; i++) {
+        int64_t gap = p->frame_at[0][i] - p->frame_at[0][i - 1];
+        assert_true(gap <= iv + iv / 50 + 7);
+    }
+    pace_free(p);
+}
+
+/* A source that changes once a scan, reaching the subscription late by a varying amount
+ * (a busy loop): late scans never accumulate into a lag. When the first change after the
+ * snapshot came late, the intervals start behind the source and the next scans wait;
+ * the subscription catches up by 2% of an interval a scan, and from then on every scan goes
+ * at once. */
+static void single_part_source_never_falls_behind(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    for (int first_late = 300; first_late <= 700; first_late += 400) {
+        const int64_t iv = 1000, t0 = 5000000 + first_late * 1000;
+        struct pace *p = pace_new(f, t0 - 400);
+        pace_sub(p, 0, &a, 1, iv);
+        uint64_t rng = 42;
+        int held = 0;
+        const int catch_up = first_late / (iv / 50) + 2;
+        for (int scan = 0; scan < 300; scan++) {
+            int64_t T = t0 + scan * iv;
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            unsigned r = (unsigned)(rng >> 33) % 100;
+            int64_t late = r < 70 ? r % 8 : r < 97 ? 20 + r % 100 : 400 + r * 3;
+            if (scan == 0)
+                late = first_late;
+            pace_change(p, T + late, &a, 1, scan);
+            int64_t sent = pace_sent_at(p, 0, "a", T + late);
+            if (sent != T + late) {
+                pace_advance(p, T + iv - 1);
+                sent = pace_sent_at(p, 0, "a", T + late);
+                assert_true(sent > T + late);
+                /* Held until the interval began (2% after), less each time. */
+                assert_true(sent - T <= first_late + iv / 50);
+                assert_true(scan > 0 && scan < 3 * catch_up);
+                held++;
+            }
+        }
+        assert_true(held > 0 && held <= catch_up);
+        assert_rate(p, 0, iv);
+        pace_free(p);
+    }
+}
+
+/* The tick is due for the subscription that waits the least, also when it started waiting
+ * after one that waits longer (the api re-arms its timer from live_stream_next()). */
+static void next_reports_a_sub_that_waits_less(void **state)
+{
+    struct fx *f = *state;
+    uint32_t a = live_declare(f->l, "a", &M_DOUBLE);
+    struct ready_rec r1 = {0}, r2 = {0};
+    struct live_sub *slow = live_sub_new(f->s, "slow", &a, 1, 10000, 0, on_ready, &r1);
+    struct live_sub *fast = live_sub_new(f->s, "fast", &a, 1, 1000, 0, on_ready, &r2);
+    encode(f, slow, 1u << 20, NULL, NULL);
+    encode(f, fast, 1u << 20, NULL, NULL);
+    assert_true(live_stream_next(f->s) == -1);
+    const int64_t t0 = g_now;
+    set_d(f, "a", 1);
+    live_flush(f->l); /* both send: their intervals start */
+    encode(f, slow, 1u << 20, NULL, NULL);
+    g_now = t0 + 500;
+    set_d(f, "a", 2);
+    live_flush(f->l); /* slow waits, fast is ready */
+    assert_int_equal(r1.calls, 1);
+    int64_t d = live_stream_next(f->s);
+    assert_true(d > 9000 && d <= 9500 + 200);
+    encode(f, fast, 1u << 20, NULL, NULL);
+    g_now = t0 + 600;
+    set_d(f, "a", 3);
+    live_flush(f->l); /* now fast waits too, for less */
+    d = live_stream_next(f->s);
+    assert_true(d > 0 && d <= 400 + 20);
+    g_now += d;
+    live_stream_tick(f->s);
+    assert_int_equal(r2.calls, 2);
+    encode(f, fast, 1u << 20, NULL, NULL);
+    live_sub_free(fast);
+    live_sub_free(slow);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -794,6 +1109,11 @@ int main(void)
         T(free_waiting_and_ready_subs),
         T(removed_points_turn_bad),
         T(many_subs_one_change_each_called_once),
+        T(two_parts_a_scan_stay_in_phase),
+        T(late_frame_does_not_delay_the_next),
+        T(interval_limits_the_rate),
+        T(single_part_source_never_falls_behind),
+        T(next_reports_a_sub_that_waits_less),
     };
 #undef T
     return cmocka_run_group_tests_name("stream", tests, NULL, NULL);
