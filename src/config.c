@@ -223,7 +223,7 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
     c->api.max_subscriptions = 64;
     c->api.slow_client_timeout_ms = 10000;
     c->api.max_connections = 4096;
-    c->api.max_per_address = 1024;
+    c->api.max_per_address = API_PER_ADDRESS_HALF;
     c->api.head_timeout_ms = 10000;
     struct yconf y;
     yconf_load(&y, path);

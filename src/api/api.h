@@ -22,6 +22,8 @@ struct api_token {
     enum api_role role;
 };
 
+#define API_PER_ADDRESS_HALF UINT32_MAX
+
 struct api_config {
     char host[128];
     int port;
@@ -31,7 +33,8 @@ struct api_config {
     size_t ntokens;
     uint32_t max_clients;        /* WebSocket stream clients */
     uint32_t max_connections;    /* network connections of every kind */
-    uint32_t max_per_address;    /* ... from one peer address; 0: no limit */
+    uint32_t max_per_address;    /* ... from one peer address; 0: no limit;
+                                  * API_PER_ADDRESS_HALF: half of max_connections */
     int64_t head_timeout_ms;     /* time a connection has to send a complete request head */
     uint32_t max_subscriptions;
     int64_t slow_client_timeout_ms;

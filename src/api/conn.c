@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "api/api_int.h"
 #include "core/log.h"
@@ -155,10 +156,28 @@ static struct conn *conn_of(struct lws *wsi)
     return c && c->wsi == net ? c : NULL;
 }
 
-/* The connection to close for room in a scope: its oldest fresh one, else its oldest kept. */
-static struct conn *victim(struct conn_fifo *pending)
+/* Whether the peer's request is already waiting in the socket (sent, not yet read): such a
+ * connection is about to be busy, and closing it would fail a client that did nothing wrong. */
+static bool has_input(struct conn *c)
 {
-    return pending[FRESH].head ? pending[FRESH].head : pending[KEPT].head;
+    int n = 0;
+    lws_sockfd_type fd = lws_get_socket_fd(c->wsi);
+    return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/* The connection to close for room in a scope: its oldest fresh one, else its oldest kept;
+ * one with input waiting is passed over (looking at most VICTIM_LOOK of each). */
+static struct conn *victim(struct conn_fifo *pending, bool per_addr)
+{
+    enum { VICTIM_LOOK = 32 };
+    for (int k = FRESH; k <= KEPT; k++) {
+        int looked = 0;
+        for (struct conn *c = pending[k].head; c && looked < VICTIM_LOOK;
+             c = per_addr ? c->pnext : c->next, looked++)
+            if (!has_input(c))
+                return c;
+    }
+    return NULL;
 }
 
 void conns_accept(struct conns *cs, struct lws *wsi, int64_t now)
@@ -169,7 +188,7 @@ void conns_accept(struct conns *cs, struct lws *wsi, int64_t now)
     struct conn_peer **pp = peer_slot(cs, addr);
     struct conn_peer *p = *pp;
     if (cs->max_per_addr && p && p->n >= cs->max_per_addr) {
-        struct conn *v = victim(p->pending);
+        struct conn *v = victim(p->pending, true);
         if (!v) {
             cs->refused++;
             log_warn("api", "connection from %s refused: %u open from that address, none idle "
@@ -183,7 +202,7 @@ void conns_accept(struct conns *cs, struct lws *wsi, int64_t now)
         p = *pp;
     }
     if (cs->n >= cs->max) {
-        struct conn *v = victim(cs->pending);
+        struct conn *v = victim(cs->pending, false);
         if (!v) {
             cs->refused++;
             log_warn("api", "connection from %s refused: %u open, none idle (server.limits.max_connections)",

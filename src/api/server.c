@@ -652,6 +652,8 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
         free(api);
         return NULL;
     }
+    if (api->cfg.max_per_address == API_PER_ADDRESS_HALF)
+        api->cfg.max_per_address = api->cfg.max_connections / 2;
     api->conns = conns_new(api->cfg.max_connections, api->cfg.max_per_address, api->cfg.head_timeout_ms);
     static_init(api);
     ws_init(api);
