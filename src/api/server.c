@@ -429,7 +429,7 @@ static int on_confirm_upgrade(struct api *api, struct lws *wsi)
     if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) <= 0 || strcmp(uri, "/api/v1/stream") != 0)
         return refuse_upgrade(api, wsi, 404, "not_found", "the WebSocket stream is at /api/v1/stream");
     if (api_auth(api, wsi, true) == ROLE_NONE) {
-        log_info("ws", "stream upgrade refused: missing or unknown token");
+        log_debug("ws", "stream upgrade refused: missing or unknown token"); /* no line per attempt under a flood; opsd_stream_rejected_total counts them */
         return refuse_upgrade(api, wsi, 401, "unauthorized",
                               "a valid token is needed: send 'Authorization: Bearer TOKEN' or ?token=");
     }
