@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include "api/api_int.h"
 #include "core/log.h"
@@ -156,17 +156,22 @@ static struct conn *conn_of(struct lws *wsi)
     return c && c->wsi == net ? c : NULL;
 }
 
-/* Whether the peer's request is already waiting in the socket (sent, not yet read): such a
- * connection is about to be busy, and closing it would fail a client that did nothing wrong. */
-static bool has_input(struct conn *c)
+/* Whether a complete request head is already waiting in the socket (sent, not yet read):
+ * such a connection is about to be busy, and closing it would fail a client that did nothing
+ * wrong. Held heads never complete, so they stay evictable; TLS bytes cannot be read here,
+ * so a TLS connection counts as not waiting. */
+static bool head_waiting(struct conn *c)
 {
-    int n = 0;
+    char peek[4096];
     lws_sockfd_type fd = lws_get_socket_fd(c->wsi);
-    return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+    if (fd < 0)
+        return false;
+    ssize_t n = recv(fd, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT);
+    return n >= 4 && memmem(peek, (size_t)n, "\r\n\r\n", 4) != NULL;
 }
 
 /* The connection to close for room in a scope: its oldest fresh one, else its oldest kept;
- * one with input waiting is passed over (looking at most VICTIM_LOOK of each). */
+ * one with a complete head waiting is passed over (looking at most VICTIM_LOOK of each). */
 static struct conn *victim(struct conn_fifo *pending, bool per_addr)
 {
     enum { VICTIM_LOOK = 32 };
@@ -174,7 +179,7 @@ static struct conn *victim(struct conn_fifo *pending, bool per_addr)
         int looked = 0;
         for (struct conn *c = pending[k].head; c && looked < VICTIM_LOOK;
              c = per_addr ? c->pnext : c->next, looked++)
-            if (!has_input(c))
+            if (!head_waiting(c))
                 return c;
     }
     return NULL;
