@@ -117,6 +117,30 @@ await test('a viewer cannot make opsd buffer a body: 403 from the headers, memor
   assertEq(ok.status, 200, 'operator POST');
 }, { timeout: 20000 });
 
+// Bytes pipelined behind a refused upgrade (another request, WebSocket frames) are never read:
+// the refusal closes the connection (the kept-alive path after a refused upgrade is where
+// libwebsockets 4.1 has CVE-2025-11677).
+await test('a refused upgrade closes its connection: pipelined requests and frames behind it are not read', async () => {
+  const up = 'GET /api/v1/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
+    'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n';
+  const behind = ['GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', up, '\x81\x85abcdhello'.repeat(20)];
+  for (const tail of behind) {
+    const r = await new Promise((resolve) => {
+      const s = net.connect(d.port, '127.0.0.1');
+      let got = '';
+      const t = setTimeout(() => { s.destroy(); resolve({ got, closed: false }); }, 3000);
+      s.on('connect', () => s.write(up + tail));
+      s.on('data', (b) => { got += b.toString('latin1'); });
+      s.on('error', () => {});
+      s.on('close', () => { clearTimeout(t); resolve({ got, closed: true }); });
+    });
+    assertEq(statusOf(r.got), 401, 'refused upgrade');
+    assert(r.closed, 'connection closed after the refusal');
+    assertEq((r.got.match(/HTTP\/1\.[01] /g) || []).length, 1, `one answer only, got: ${r.got.slice(0, 300)}`);
+  }
+  assertEq((await http(d, 'GET', '/healthz')).status, 200, 'opsd still serving');
+}, { timeout: 20000 });
+
 await test('stream upgrades without a token: 401 before the upgrade, no client slot taken', async () => {
   const r = await raw('GET /api/v1/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
     'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
