@@ -148,6 +148,13 @@ struct hist {
     uint32_t *interval_pts;      /* the REC_INTERVAL points, for the interval timer */
     uint32_t ninterval;
     struct hbatch *cur;
+    /* Batches of a request's samples (hist_record) sealed at HBATCH_MAX_BYTES since the last
+     * batch_push, handed to the writer with it in one step: the writer takes them in one
+     * iteration, so a WAL fault keeps all or none of them (never the first part of a large
+     * samples request). Drivers' batches go to the writer as they fill, as before. */
+    struct hbatch *sealed, *sealed_tail;
+    uint64_t sealed_samples;
+    bool in_request;             /* the current batch holds samples of hist_record */
     struct hbatch *spare;        /* batches done with, kept to be filled again (HBATCH_SPARE) */
     uint32_t nspare;
     uv_async_t done_async;

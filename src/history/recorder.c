@@ -236,26 +236,43 @@ static void batch_done(struct hist *h, struct hbatch *b)
     h->nspare++;
 }
 
-/* Hands the current batch to the writer. */
-static void batch_push(struct hist *h)
+/* Closes the current batch: its entry count is patched in and it joins the sealed ones. */
+static void batch_seal(struct hist *h)
 {
     struct hbatch *b = h->cur;
-    if (!b)
-        return;
     h->cur = NULL;
     uint8_t *n = (uint8_t *)b->rec.data + 1;
     n[0] = (uint8_t)b->n;
     n[1] = (uint8_t)(b->n >> 8);
     n[2] = (uint8_t)(b->n >> 16);
     n[3] = (uint8_t)(b->n >> 24);
+    *(h->sealed_tail ? &h->sealed_tail->next : &h->sealed) = b;
+    h->sealed_tail = b;
+    h->sealed_samples += b->samples;
+}
+
+/* Hands the sealed batches and the current one to the writer, in one step. */
+static void batch_push(struct hist *h)
+{
+    if (h->cur)
+        batch_seal(h);
+    h->in_request = false;
+    if (!h->sealed)
+        return;
+    struct hbatch *first = h->sealed, *last = h->sealed_tail;
+    uint64_t samples = h->sealed_samples;
+    h->sealed = h->sealed_tail = NULL;
+    h->sealed_samples = 0;
+    int64_t now = now_ms();
+    for (struct hbatch *b = first; b; b = b->next)
+        b->pushed_ms = now;
     pthread_mutex_lock(&h->lock);
     if (h->queue_tail)
-        h->queue_tail->next = b;
+        h->queue_tail->next = first;
     else
-        h->queue = b;
-    h->queue_tail = b;
-    b->pushed_ms = now_ms();
-    h->queued_samples += b->samples;
+        h->queue = first;
+    h->queue_tail = last;
+    h->queued_samples += samples;
     h->st.queued = h->queued_samples;
     /* a quarter of the buffer: more than a checkpoint's pause piles up at 5 M samples/s */
     h->hold_above = h->cfg.buffer_max / 4;
@@ -265,10 +282,20 @@ static void batch_push(struct hist *h)
     pthread_mutex_unlock(&h->lock);
 }
 
+/* Samples of the loop not yet handed to the writer. */
+static uint64_t unpushed(const struct hist *h)
+{
+    return h->sealed_samples + (h->cur ? h->cur->samples : 0);
+}
+
 static struct hbatch *batch_cur(struct hist *h)
 {
-    if (h->cur && h->cur->rec.len > HBATCH_MAX_BYTES)
-        batch_push(h);
+    if (h->cur && h->cur->rec.len > HBATCH_MAX_BYTES) {
+        if (h->in_request)
+            batch_seal(h);
+        else
+            batch_push(h);
+    }
     if (!h->cur)
         h->cur = batch_new(h);
     return h->cur;
@@ -279,7 +306,7 @@ bool hist_has_room(struct hist *h, uint64_t n)
     pthread_mutex_lock(&h->lock);
     uint64_t q = h->queued_samples;
     pthread_mutex_unlock(&h->lock);
-    return q + (h->cur ? h->cur->samples : 0) + n <= h->cfg.buffer_max;
+    return q + unpushed(h) + n <= h->cfg.buffer_max;
 }
 
 static void put_sample(struct hist *h, uint32_t idx, int64_t ts, const struct pt_value *v,
@@ -357,6 +384,7 @@ int hist_record(struct hist *h, uint32_t idx, int64_t ts, const struct pt_value 
     if (idx >= h->npts || h->pts[idx].rule < 0)
         return -1;
     struct hpoint *p = &h->pts[idx];
+    h->in_request = true;
     put_sample(h, idx, ts, v, q);
     if (!p->has_last || ts >= p->last_ts) {
         p->has_last = 1;
@@ -373,7 +401,7 @@ static void on_changes(void *ud, struct live *l, const uint32_t *changed, size_t
     uint64_t t0 = mono_ns();
     /* Room is checked once per flush: how many samples the buffer can still take. */
     pthread_mutex_lock(&h->lock);
-    uint64_t queued = h->queued_samples + (h->cur ? h->cur->samples : 0);
+    uint64_t queued = h->queued_samples + unpushed(h);
     pthread_mutex_unlock(&h->lock);
     uint64_t room = queued < h->cfg.buffer_max ? h->cfg.buffer_max - queued : 0;
     bool full = false;
@@ -496,7 +524,7 @@ void hist_stats(struct hist *h, struct hist_stats *out)
 {
     pthread_mutex_lock(&h->lock);
     *out = h->st;
-    out->queued = h->queued_samples + (h->cur ? h->cur->samples : 0);
+    out->queued = h->queued_samples + unpushed(h);
     pthread_mutex_unlock(&h->lock);
     out->pool_bytes = cpool_bytes();
 }
@@ -575,6 +603,11 @@ void hist_free(struct hist *h)
         return;
     if (h->cur)
         batch_free(h->cur);
+    while (h->sealed) {
+        struct hbatch *next = h->sealed->next;
+        batch_free(h->sealed);
+        h->sealed = next;
+    }
     while (h->spare) {
         struct hbatch *next = h->spare->next;
         batch_free(h->spare);
