@@ -9,13 +9,17 @@
 //   node bench/fault/flood.mjs [--conns 300] [--hold-s 15] [--kinds head,ws,idle] [--target-ms 100]
 //
 // Target (issue "Reliability"): with 2,000 hostile connections held open, /api/v1/status
-// answers in under 100 ms (checked on the p99, every request must be answered), the subscriber
+// answers in under 100 ms (checked on the p99 of a client in a process of its own,
+// probe.mjs; the same client inside the attacker's process is reported beside it; every
+// request must be answered), the subscriber
 // keeps getting updates and a new one is served. opsd starts with a soft RLIMIT_NOFILE of
 // FAULT_OPSD_NOFILE (default 1024, the usual default of a service); the client needs about
 // N + 100 descriptors (run.sh raises its limit). --target-ms: the p99 bound (100 ms, the
 // issue's target for a Release build; run.sh gives a sanitizer build 500 ms).
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Daemon, workDir, port, request, sleep, check, diag, finish, parseArgs, summary, fmt } from './lib.mjs';
 import { Client } from '../../tests/integration/lib/opsd.mjs';
 
@@ -122,6 +126,21 @@ async function measure(ms) {
   return { ...summary(lat), fails };
 }
 
+// The same client in a process of its own (probe.mjs), for ms.
+function probe(ms) {
+  const script = fileURLToPath(new URL('./probe.mjs', import.meta.url));
+  return new Promise((resolve) => {
+    execFile(process.execPath, [script, String(p), 'flood-view', String(ms)], { timeout: ms + 30000 }, (err, out) => {
+      try {
+        const r = JSON.parse(out);
+        resolve({ ...summary(r.lat), fails: r.fails });
+      } catch {
+        resolve({ n: 0, p50: NaN, p99: NaN, max: NaN, fails: [`probe failed: ${err ? err.message : out}`] });
+      }
+    });
+  });
+}
+
 try {
   await d.start();
   const sub = await subscriber('s1');
@@ -141,6 +160,7 @@ try {
 
   const t0 = Date.now();
   const during = measure(HOLD_S * 1000);
+  const separate = probe(HOLD_S * 1000);
   await sleep((HOLD_S * 1000) / 2);
   let fresh = null;
   let freshWhy = '';
@@ -154,21 +174,24 @@ try {
     freshWhy = e.message;
   }
   const lat = await during;
+  const sep = await separate;
   const t1 = Date.now();
   const g = gaps(sub, t0, t1);
   const heldAtEnd = Object.values(stats).reduce((a, s) => a + s.open, 0);
   const health = await request(d, 'GET', '/healthz', undefined, {}, 5000).catch((e) => ({ status: 0, text: e.message }));
   for (const [k, s] of Object.entries(stats)) diag(`hostile ${k}: opened ${s.opened}, closed by opsd ${s.closedByServer}, connect errors ${s.errors}, open at the end ${s.open}`);
   diag(`during the flood (${HOLD_S} s, ${heldAtEnd} hostile connections open at the end): /api/v1/status p50 ${fmt(lat.p50)} ms, p99 ${fmt(lat.p99)} ms, max ${fmt(lat.max)} ms, ${lat.n} answered, ${lat.fails.length} failed`);
+  diag(`the same client in a process of its own: p50 ${fmt(sep.p50)} ms, p99 ${fmt(sep.p99)} ms, max ${fmt(sep.max)} ms, ${sep.n} answered, ${sep.fails.length} failed`);
   diag(`subscriber: ${g.updates} updates, longest gap ${g.maxGap} ms; new subscriber's first update after ${fresh === null ? '-' : fresh} ms`);
-  diag(`| hostile connections | kinds | held open at the end | status p50 ms | status p99 ms | status max ms | failed | subscriber longest gap ms | new subscriber ms |`);
-  diag(`| ${N} | ${KINDS.join(', ')} | ${heldAtEnd} | ${fmt(lat.p50)} | ${fmt(lat.p99)} | ${fmt(lat.max)} | ${lat.fails.length} / ${lat.n + lat.fails.length} | ${g.maxGap} | ${fresh === null ? `none (${freshWhy.slice(0, 60)})` : fresh} |`);
+  diag(`| hostile connections | kinds | held open at the end | status p50 / p99 / max ms (separate process) | (attacker's process) | failed | subscriber longest gap ms | new subscriber ms |`);
+  diag(`| ${N} | ${KINDS.join(', ')} | ${heldAtEnd} | ${fmt(sep.p50)} / ${fmt(sep.p99)} / ${fmt(sep.max)} | ${fmt(lat.p50)} / ${fmt(lat.p99)} / ${fmt(lat.max)} | ${sep.fails.length + lat.fails.length} / ${sep.n + lat.n + sep.fails.length + lat.fails.length} | ${g.maxGap} | ${fresh === null ? `none (${freshWhy.slice(0, 60)})` : fresh} |`);
 
   const tag = `flood ${N} (${KINDS.join(',')})`;
-  check(`${tag}: every /api/v1/status request answered 200 during the flood`, lat.fails.length === 0,
-    `${lat.fails.length} of ${lat.n + lat.fails.length} failed (first: ${lat.fails.slice(0, 2).join('; ')})`);
-  check(`${tag}: /api/v1/status p99 under ${TARGET_MS} ms during the flood (p99 ${fmt(lat.p99)} ms)`, lat.n > 0 && lat.p99 < TARGET_MS,
-    `p50 ${fmt(lat.p50)} ms, p99 ${fmt(lat.p99)} ms, max ${fmt(lat.max)} ms over ${lat.n} answers`);
+  const fails = [...sep.fails, ...lat.fails];
+  check(`${tag}: every /api/v1/status request answered 200 during the flood`, fails.length === 0,
+    `${fails.length} of ${sep.n + lat.n + fails.length} failed (first: ${fails.slice(0, 2).join('; ')})`);
+  check(`${tag}: /api/v1/status p99 under ${TARGET_MS} ms during the flood (p99 ${fmt(sep.p99)} ms)`, sep.n > 0 && sep.p99 < TARGET_MS,
+    `p50 ${fmt(sep.p50)} ms, p99 ${fmt(sep.p99)} ms, max ${fmt(sep.max)} ms over ${sep.n} answers`);
   check(`${tag}: the live subscriber kept getting updates (longest gap ${g.maxGap} ms)`, g.updates > 0 && g.maxGap < 2000,
     `${g.updates} updates, longest gap ${g.maxGap} ms (interval 200 ms)`);
   check(`${tag}: a new subscriber with a valid token gets its first update within 5 s`, fresh !== null && fresh <= 5000,
