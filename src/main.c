@@ -528,6 +528,117 @@ static void write_unit(void *ud, size_t unit, const char *name, const struct pt_
         done(done_ud, 409, err);
 }
 
+/* The unit (0: the points unit, 1 + i: driver i) of point idx; false when it has none. */
+static bool unit_of_point(const struct daemon *d, uint32_t idx, size_t *unit)
+{
+    struct pt_view pv;
+    if (live_view(d->live, idx, &pv) < 0)
+        return false;
+    long i = driver_of(d, pv.owner);
+    *unit = (size_t)(i + 1);
+    return !pv.owner || i >= 0;
+}
+
+/* POST /api/v1/samples and the line protocol (api_hooks.route_samples): the samples of units
+ * this node runs stay here, the others go to their owners. */
+static int route_samples(void *ud, struct staged *st, size_t n, size_t *nlocal, api_ingest_fn done, void *done_ud,
+                         int *status, const char **code, char *err, size_t errlen)
+{
+    struct daemon *d = ud;
+    *nlocal = n;
+    if (!d->cl)
+        return 0;
+    bool *remote = xnew(bool, n ? n : 1);
+    size_t nremote = 0, last_unit = SIZE_MAX;
+    uint32_t last_owner = UINT32_MAX;
+    int rc = 0;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        struct pt_view pv;
+        size_t unit = 0;
+        live_view(d->live, st[k].idx, &pv);
+        if (pv.owner == last_owner) {
+            unit = last_unit;
+        } else if (!unit_of_point(d, st[k].idx, &unit)) {
+            unit = SIZE_MAX;
+        }
+        last_owner = pv.owner;
+        last_unit = unit;
+        if (unit == SIZE_MAX)
+            continue; /* a point of no unit (a driver being replaced): here */
+        remote[k] = !cluster_owns(d->cl, unit);
+        nremote += remote[k];
+        if (!remote[k] && cluster_may_write(d->cl, unit, err, errlen) < 0)
+            rc = -1; /* run here without a renewed lease */
+    }
+    if (rc == 0 && nremote) {
+        struct staged *tmp = xnew(struct staged, n);
+        struct cluster_sample *cs = xnew(struct cluster_sample, nremote);
+        size_t nl = 0, nr = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (!remote[k]) {
+                tmp[nl++] = st[k];
+                continue;
+            }
+            size_t unit = 0;
+            unit_of_point(d, st[k].idx, &unit);
+            cs[nr++] = (struct cluster_sample){live_name(d->live, st[k].idx), st[k].v, st[k].ts, st[k].q, unit};
+        }
+        if (cluster_forward_samples(d->cl, cs, nr, done, done_ud, err, errlen) < 0) {
+            rc = -1;
+        } else {
+            memcpy(st, tmp, nl * sizeof *st);
+            *nlocal = nl;
+            rc = 1;
+        }
+        free(cs);
+        free(tmp);
+    }
+    if (rc < 0) {
+        *status = 503;
+        *code = "no_owner";
+    }
+    free(remote);
+    return rc;
+}
+
+/* Samples another node forwarded for a unit this node runs (cluster_hooks.ingest_unit):
+ * checked whole, then applied like samples posted here. */
+static void ingest_unit(void *ud, size_t unit, const struct cluster_sample *s, size_t n, cluster_ingest_fn done,
+                        void *done_ud)
+{
+    struct daemon *d = ud;
+    char err[400];
+    uint32_t owner = unit == 0 ? 0 : (unit <= d->ndrivers ? d->drivers[unit - 1]->id : UINT32_MAX);
+    if (!d->api)
+        return done(done_ud, 503, "no_owner", "the owner is starting: try again");
+    struct staged *st = xnew(struct staged, n ? n : 1);
+    for (size_t k = 0; k < n; k++) {
+        struct pt_view pv;
+        uint32_t idx = live_find(d->live, s[k].name);
+        const char *code = NULL;
+        if (idx == LIVE_NONE || live_view(d->live, idx, &pv) < 0) {
+            code = "unknown_point";
+            snprintf(err, sizeof err, "no point named '%.200s' on node %s, the owner", s[k].name, d->cfg.cluster.node);
+        } else if (pv.owner != owner || live_is_calculated(d->live, idx)) {
+            code = "not_writable";
+            snprintf(err, sizeof err, "point '%.200s' is not a point of unit %zu on node %s, or is calculated", s[k].name,
+                     unit, d->cfg.cluster.node);
+        } else if (s[k].v.type != pv.type) {
+            code = "wrong_type";
+            snprintf(err, sizeof err, "point '%.200s' is %s on node %s", s[k].name, pt_type_name(pv.type),
+                     d->cfg.cluster.node);
+        }
+        if (code) {
+            free(st);
+            return done(done_ud, strcmp(code, "unknown_point") == 0 ? 404 : strcmp(code, "not_writable") == 0 ? 409 : 400,
+                        code, err);
+        }
+        st[k] = (struct staged){idx, s[k].v, s[k].ts, s[k].q};
+    }
+    api_ingest(d->api, st, n, done, done_ud);
+    free(st);
+}
+
 static int cluster_json(void *ud, struct buf *out)
 {
     struct daemon *d = ud;
@@ -681,7 +792,7 @@ int main(int argc, char **argv)
     if (d.cfg.cluster.present) {
         char url[160];
         snprintf(url, sizeof url, "%s://%s/", d.cfg.api.tls_cert ? "https" : "http", d.cfg.listen);
-        struct cluster_hooks ch = {&d, start_unit, stop_unit, write_unit};
+        struct cluster_hooks ch = {&d, start_unit, stop_unit, write_unit, ingest_unit};
         if (cluster_open(&d.cl, &d.cfg.cluster, url, d.loop, d.live, &ch) < 0) {
             cluster_stop(d.cl);
             uv_run(d.loop, UV_RUN_DEFAULT);
@@ -715,7 +826,8 @@ int main(int argc, char **argv)
         rc = 2;
         goto shutdown;
     }
-    struct api_hooks hooks = {&d, status_json, metrics_text, drivers_json, write_point, cluster_json};
+    struct api_hooks hooks = {&d, status_json, metrics_text, drivers_json, write_point, cluster_json,
+                             d.cl ? route_samples : NULL, NULL, NULL};
     d.api = api_new(&d.cfg.api, d.loop, d.live, d.stream, &hooks);
     if (!d.api) {
         rc = 2;

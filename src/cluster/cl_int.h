@@ -24,7 +24,7 @@
 #define CL_STOP_MARGIN_MS 1500            /* an owner stops this long before its lease ends */
 
 /* Link -> loop. */
-enum cl_msg_kind { CLM_LIVE, CLM_SNAP, CLM_ACQUIRED, CLM_LOST, CLM_NO_OWNER, CLM_WRITE, CLM_REPLY };
+enum cl_msg_kind { CLM_LIVE, CLM_SNAP, CLM_ACQUIRED, CLM_LOST, CLM_NO_OWNER, CLM_WRITE, CLM_INGEST, CLM_REPLY };
 
 struct cl_msg {
     struct cl_msg *next;
@@ -32,7 +32,7 @@ struct cl_msg {
     char unit[LIVE_NAME_MAX + 1];
     uint64_t epoch;                   /* CLM_ACQUIRED */
     char why[128];                     /* CLM_LOST */
-    char reply[CL_SUBJECT_MAX];       /* CLM_WRITE: where the answer goes */
+    char reply[CL_SUBJECT_MAX];       /* CLM_WRITE, CLM_INGEST: where the answer goes */
     size_t len;
     uint8_t data[];                   /* CLM_LIVE: the batch */
 };
@@ -139,7 +139,7 @@ struct cluster {
     natsConnection *nc;               /* link thread creates; freed after both threads end */
     jsCtx *js;
     kvStore *kv;
-    natsSubscription *sub_live, *sub_snap, *sub_node, *sub_write, *sub_reply;
+    natsSubscription *sub_live, *sub_snap, *sub_node, *sub_write, *sub_ingest, *sub_reply;
 
     /* Loop side. */
     struct cl_pending *pending;       /* forwarded writes waiting for their owner */
@@ -158,6 +158,7 @@ struct cluster {
     atomic_ullong rejected_malformed, rejected_stale, rejected_points, in_dropped, out_dropped, pub_errors;
     atomic_ullong mirror_lag_us;
     atomic_ullong writes_forwarded, writes_served, writes_timed_out;
+    atomic_ullong samples_forwarded, samples_served;
 };
 
 /* link.c */

@@ -9,8 +9,9 @@
  * uv_async. The publisher thread (`cl-pub`) takes what the loop queued (cl_publish) and hands
  * it to natsConnection_Publish, which may block on a full socket: never on the loop; it also
  * sends the heartbeat every second and measures the round-trip time every 5 s. Forwarded
- * writes go out as requests on write.<unit> with a reply subject reply.<node>.<id>; every
- * node hears write.>, the owner of the unit answers.
+ * writes (and forwarded samples) go out as requests on write.<unit> (ingest.<unit>) with a
+ * reply subject reply.<node>.<id>; every node hears write.> and ingest.>, the owner of the
+ * unit answers.
  *
  * Both queues are bounded (messages and bytes): a full queue drops a live batch and counts it;
  * lease events always pass (there are few). */
@@ -55,7 +56,7 @@ struct cl_msg *cl_msg_new(enum cl_msg_kind kind, const char *unit, size_t len)
 void cl_post(struct cluster *c, struct cl_msg *m)
 {
     uv_mutex_lock(&c->lock);
-    bool droppable = m->kind == CLM_LIVE || m->kind == CLM_WRITE || m->kind == CLM_REPLY;
+    bool droppable = m->kind == CLM_LIVE || m->kind == CLM_WRITE || m->kind == CLM_INGEST || m->kind == CLM_REPLY;
     if (droppable && (c->in_count >= CL_IN_MAX || c->in_bytes + m->len > CL_QUEUE_BYTES)) {
         uv_mutex_unlock(&c->lock);
         atomic_fetch_add(&c->in_dropped, 1);
@@ -134,20 +135,31 @@ static void on_snap(natsConnection *nc, natsSubscription *sub, natsMsg *msg, voi
     natsMsg_Destroy(msg);
 }
 
-static void on_write(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+/* A request on write.<unit> or ingest.<unit>: queued for the loop with its reply subject. */
+static void on_request(natsMsg *msg, struct cluster *c, enum cl_msg_kind kind, size_t plen)
 {
-    struct cluster *c = closure;
     const char *subj = natsMsg_GetSubject(msg);
     const char *reply = natsMsg_GetReply(msg);
-    size_t plen = strlen(c->prefix) + 6; /* "write." */
     int len = natsMsg_GetDataLength(msg);
     if (strlen(subj) > plen && reply && strlen(reply) < CL_SUBJECT_MAX && len >= 0 && len <= (int)CLB_MAX_BYTES) {
-        struct cl_msg *m = cl_msg_new(CLM_WRITE, subj + plen, (size_t)len);
+        struct cl_msg *m = cl_msg_new(kind, subj + plen, (size_t)len);
         snprintf(m->reply, sizeof m->reply, "%s", reply);
         memcpy(m->data, natsMsg_GetData(msg), (size_t)len);
         cl_post(c, m);
     }
     natsMsg_Destroy(msg);
+}
+
+static void on_write(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    struct cluster *c = closure;
+    on_request(msg, c, CLM_WRITE, strlen(c->prefix) + 6); /* "write." */
+}
+
+static void on_ingest(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    struct cluster *c = closure;
+    on_request(msg, c, CLM_INGEST, strlen(c->prefix) + 7); /* "ingest." */
 }
 
 static void on_reply(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
@@ -323,6 +335,10 @@ static natsStatus subscribe_all(struct cluster *c)
     if (s == NATS_OK && !c->sub_write) {
         snprintf(subj, sizeof subj, "%swrite.>", c->prefix);
         s = natsConnection_Subscribe(&c->sub_write, c->nc, subj, on_write, c);
+    }
+    if (s == NATS_OK && !c->sub_ingest) {
+        snprintf(subj, sizeof subj, "%singest.>", c->prefix);
+        s = natsConnection_Subscribe(&c->sub_ingest, c->nc, subj, on_ingest, c);
     }
     if (s == NATS_OK && !c->sub_reply) {
         snprintf(subj, sizeof subj, "%sreply.%s.*", c->prefix, c->cfg.node);
@@ -518,8 +534,9 @@ void cl_link_stop(struct cluster *c)
     natsSubscription_Destroy(c->sub_snap);
     natsSubscription_Destroy(c->sub_node);
     natsSubscription_Destroy(c->sub_write);
+    natsSubscription_Destroy(c->sub_ingest);
     natsSubscription_Destroy(c->sub_reply);
-    c->sub_live = c->sub_snap = c->sub_node = c->sub_write = c->sub_reply = NULL;
+    c->sub_live = c->sub_snap = c->sub_node = c->sub_write = c->sub_ingest = c->sub_reply = NULL;
     kvStore_Destroy(c->kv);
     jsCtx_Destroy(c->js);
     natsConnection_Destroy(c->nc);
