@@ -244,10 +244,10 @@ await test('cluster: a clean stop of the owner hands the unit over at once', asy
   assert(ms < LEASE_MS, `handover took ${ms} ms: the lease was not given up`);
   // sim2 had no other candidate: samples for it are refused whole, nothing applied.
   await waitOwner(nodes.c, 'sim2', [null], 3000, 'sim2 after b stopped');
-  const r = await http(nodes.c, 'POST', '/api/v1/samples', { samples: [{ point: 'ext-1', value: 31 }, { point: 's2-1', value: 32 }] });
-  assertEq(r.status, 503, `samples for a unit without an owner (${r.text})`);
-  assertEq(r.json.error.code, 'no_owner', 'code');
-  assert(/unit sim2 \(point 's2-1'\) has no owner/.test(r.json.error.message), r.text);
+  const s2 = await http(nodes.c, 'POST', '/api/v1/samples', { samples: [{ point: 'ext-1', value: 31 }, { point: 's2-1', value: 32 }] });
+  assertEq(s2.status, 503, `samples for a unit without an owner (${s2.text})`);
+  assertEq(s2.json.error.code, 'no_owner', 'code');
+  assert(/unit sim2 \(point 's2-1'\) has no owner/.test(s2.json.error.message), s2.text);
   assert((await http(nodes.a, 'GET', '/api/v1/points/ext-1')).json.value !== 31, 'ext-1 was written');
 }, { timeout: 15000 });
 
