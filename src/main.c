@@ -639,6 +639,18 @@ static void ingest_unit(void *ud, size_t unit, const struct cluster_sample *s, s
     free(st);
 }
 
+static int move_unit(void *ud, const char *unit, const char *node, const char **code, char *msg, size_t len)
+{
+    struct daemon *d = ud;
+    return cluster_move(d->cl, unit, node, code, msg, len);
+}
+
+static int drain_node(void *ud, const char *node, bool drain, const char **code, char *msg, size_t len)
+{
+    struct daemon *d = ud;
+    return cluster_drain(d->cl, node, drain, code, msg, len);
+}
+
 static int cluster_json(void *ud, struct buf *out)
 {
     struct daemon *d = ud;
@@ -827,7 +839,7 @@ int main(int argc, char **argv)
         goto shutdown;
     }
     struct api_hooks hooks = {&d, status_json, metrics_text, drivers_json, write_point, cluster_json,
-                             d.cl ? route_samples : NULL, NULL, NULL};
+                             d.cl ? route_samples : NULL, d.cl ? move_unit : NULL, d.cl ? drain_node : NULL};
     d.api = api_new(&d.cfg.api, d.loop, d.live, d.stream, &hooks);
     if (!d.api) {
         rc = 2;

@@ -83,11 +83,11 @@ struct api_hooks {
      * renewed lease): *status, the code and err say why. */
     int (*route_samples)(void *ud, struct staged *st, size_t n, size_t *nlocal, api_ingest_fn done, void *done_ud,
                          int *status, const char **code, char *err, size_t errlen);
-    /* POST /api/v1/cluster/units/{unit}/move and /api/v1/cluster/nodes/{node}/drain (NULL or
-     * not in a cluster: 404). Return an HTTP status with err (200: started; err then says
-     * what). */
-    int (*cluster_move)(void *ud, const char *unit, const char *node, char *err, size_t errlen);
-    int (*cluster_drain)(void *ud, const char *node, bool drain, char *err, size_t errlen);
+    /* POST /api/v1/cluster/units/{unit}/move and /api/v1/cluster/nodes/{node}/drain (NULL:
+     * not in a cluster, 404). Return an HTTP status (202: under way) with an error code
+     * (when not 2xx) and a message in msg. */
+    int (*cluster_move)(void *ud, const char *unit, const char *node, const char **code, char *msg, size_t len);
+    int (*cluster_drain)(void *ud, const char *node, bool drain, const char **code, char *msg, size_t len);
 };
 
 struct api;

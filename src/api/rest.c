@@ -738,6 +738,9 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/cluster") == 0) {
         if (get)
             return rest_get_cluster(r);
+    } else if (strncmp(p, "/api/v1/cluster/", 16) == 0) {
+        if (m == LWSHUMETH_POST)
+            return rest_cluster_action(r, p + 16);
     } else if (strcmp(p, "/api/v1/history") == 0) {
         if (get)
             return rest_get_history(r);

@@ -1,5 +1,6 @@
 /* rest_drivers.c - GET /api/v1/drivers[/{name}] (driver and device health), GET
- * /api/v1/cluster (units, their owners and the nodes, from the daemon's hook) and the driver
+ * /api/v1/cluster (units, their owners and the nodes, from the daemon's hook), the cluster's
+ * move and drain requests, and the driver
  * side of PUT /api/v1/points/{name}: a writable point a driver owns is written to its device.
  *
  * The daemon answers both through api_hooks (it holds the running drivers). A device write
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "api/api_int.h"
 #include "core/jsonw.h"
@@ -40,6 +43,51 @@ void rest_get_cluster(struct http_req *r)
     }
     jw_raw(&r->resp, "\n");
     rest_json(r, 200);
+}
+
+/* POST /api/v1/cluster/units/{unit}/move {"node":"b"} and POST
+ * /api/v1/cluster/nodes/{node}/drain [{"drain":false}] (role admin): 202 once asked. */
+void rest_cluster_action(struct http_req *r, const char *rest)
+{
+    struct api *api = r->api;
+    if (r->role < ROLE_ADMIN)
+        return rest_error(r, 403, "forbidden", "this needs the admin role; the token has %s", api_role_name(r->role));
+    if (!api->hooks.cluster_move)
+        return rest_error(r, 404, "no_cluster", "this node is not in a cluster (no cluster: section)");
+    char name[LIVE_NAME_MAX + 1];
+    const char *slash = strrchr(rest, '/');
+    bool move = strncmp(rest, "units/", 6) == 0 && slash && strcmp(slash, "/move") == 0;
+    bool drain = strncmp(rest, "nodes/", 6) == 0 && slash && strcmp(slash, "/drain") == 0;
+    size_t nlen = slash ? (size_t)(slash - rest) - 6 : 0;
+    if ((!move && !drain) || nlen == 0 || nlen >= sizeof name)
+        return rest_error(r, 404, "not_found", "no such path: /api/v1/cluster/%.200s", rest);
+    memcpy(name, rest + 6, nlen);
+    name[nlen] = '\0';
+    json_error_t e;
+    json_t *j = r->body.len ? json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &e) : json_object();
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return rest_error(r, 400, "bad_request", move ? "the body is {\"node\": \"<node>\"}"
+                                                         : "the body is empty or {\"drain\": true|false}");
+    }
+    const json_t *node = json_object_get(j, "node"), *on = json_object_get(j, "drain");
+    if ((move && !json_is_string(node)) || (drain && on && !json_is_boolean(on))) {
+        json_decref(j);
+        return rest_error(r, 400, "bad_request", move ? "the body is {\"node\": \"<node>\"}"
+                                                         : "'drain' is true or false");
+    }
+    const char *code = NULL;
+    char msg[400];
+    int status = move ? api->hooks.cluster_move(api->hooks.ud, name, json_string_value(node), &code, msg, sizeof msg)
+                      : api->hooks.cluster_drain(api->hooks.ud, name, !on || json_is_true(on), &code, msg, sizeof msg);
+    json_decref(j);
+    if (status >= 300)
+        return rest_error(r, status, code ? code : "refused", "%s", msg);
+    jw_raw(&r->resp, "{\"message\":");
+    jw_str(&r->resp, msg);
+    jw_raw(&r->resp, "}\n");
+    rest_json(r, status);
+    log_info("api", "cluster: %s (role %s)", msg, api_role_name(r->role));
 }
 
 struct pending_write {

@@ -31,7 +31,8 @@ struct cl_msg {
     enum cl_msg_kind kind;
     char unit[LIVE_NAME_MAX + 1];
     uint64_t epoch;                   /* CLM_ACQUIRED */
-    char why[128];                     /* CLM_LOST */
+    char why[160];                     /* CLM_LOST */
+    bool handover;                     /* CLM_LOST: handed over by name (the points keep their values) */
     char reply[CL_SUBJECT_MAX];       /* CLM_WRITE, CLM_INGEST: where the answer goes */
     size_t len;
     uint8_t data[];                   /* CLM_LIVE: the batch */
@@ -75,6 +76,8 @@ struct cl_unit {
     bool stopped;                     /* the loop has stopped it (set by the loop) */
     bool no_owner;                    /* "no owner" reported since the last owner */
     bool gone;                        /* no longer configured: give the lease up, then drop */
+    char move_to[72];                 /* mine: hand it over to this node (opsctl cluster move, drain) */
+    char next[72];                    /* the key names the node it was handed over to ("next") */
 };
 
 struct cl_node {
@@ -85,6 +88,7 @@ struct cl_node {
     bool kv_ok;                       /* it can write to the lease bucket (its heartbeat says) */
     int64_t heard_mono, heard_ms;
     bool left;                        /* said goodbye */
+    bool drained;                     /* takes no unit (opsctl cluster drain) */
 };
 
 struct cl_lunit;                      /* the loop's side of a unit (cluster.c) */
@@ -133,13 +137,14 @@ struct cluster {
     int64_t last_hb, last_rtt;        /* publisher thread: last heartbeat sent, last RTT measured */
     bool kv_ok;                       /* link thread: its last write to the bucket succeeded */
     int64_t last_probe;               /* link thread: last write probe (node.<name>) */
+    bool drained;                     /* this node takes no unit and hands its units over */
 
     uv_thread_t link_thread, pub_thread;
     bool threads_started;
     natsConnection *nc;               /* link thread creates; freed after both threads end */
     jsCtx *js;
     kvStore *kv;
-    natsSubscription *sub_live, *sub_snap, *sub_node, *sub_write, *sub_ingest, *sub_reply;
+    natsSubscription *sub_live, *sub_snap, *sub_node, *sub_write, *sub_ingest, *sub_reply, *sub_ctl;
 
     /* Loop side. */
     struct cl_pending *pending;       /* forwarded writes waiting for their owner */
@@ -183,5 +188,11 @@ void cl_node_heard(struct cluster *c, const char *data, size_t len);
 /* Publishes this node's heartbeat (`left`: the goodbye). Any thread with the link up. */
 void cl_heartbeat(struct cluster *c, bool left);
 void cl_unit_key(const char *name, char *key, size_t keylen);
+/* Under lock: node `name` is live and takes units (not drained). */
+bool cl_node_takes(struct cluster *c, const char *name, int64_t now);
+/* A request on ctl.<this node> ("move <unit> <node>", "drain", "undrain"), or the same made
+ * on this node: sets what the link thread acts on at its next tick. Any thread, lock not
+ * held. */
+void cl_control(struct cluster *c, const char *data, size_t len);
 
 #endif

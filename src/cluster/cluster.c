@@ -633,7 +633,8 @@ static void handle(struct cluster *c, struct cl_msg *m)
             u->running = false;
             u->enc_count = 0;
             c->hooks.stop_unit(c->hooks.ud, i);
-            for_unit_points(c, u, no_owner_point);
+            if (!m->handover)
+                for_unit_points(c, u, no_owner_point);
             log_warn("cluster", "unit %s stopped on this node: %s", u->name, m->why);
         }
         unit_stopped(c, m->unit);
@@ -846,6 +847,102 @@ int cluster_may_write(struct cluster *c, size_t i, char *err, size_t errlen)
     return rc;
 }
 
+/* Under lock: the link's unit named name. */
+static struct cl_unit *link_unit(struct cluster *c, const char *name)
+{
+    for (size_t i = 0; i < c->nunits; i++)
+        if (strcmp(c->units[i].name, name) == 0)
+            return &c->units[i];
+    return NULL;
+}
+
+/* Hands a control request to node `to` (this node: directly). */
+static void control(struct cluster *c, const char *to, const char *text)
+{
+    if (strcmp(to, c->cfg.node) == 0) {
+        cl_control(c, text, strlen(text));
+        return;
+    }
+    char subj[CL_SUBJECT_MAX];
+    snprintf(subj, sizeof subj, "%sctl.%s", c->prefix, to);
+    cl_publish(c, subj, text, strlen(text));
+}
+
+int cluster_move(struct cluster *c, const char *unit, const char *node, const char **code, char *msg, size_t len)
+{
+    int64_t now = mono_ms();
+    int status = 202;
+    char owner[72] = "";
+    *code = NULL;
+    uv_mutex_lock(&c->lock);
+    const struct cl_unit *u = link_unit(c, unit);
+    bool candidate = u && !u->nodes;
+    for (size_t i = 0; u && u->nodes && i < u->nnodes; i++)
+        candidate |= strcmp(u->nodes[i], node) == 0;
+    if (u && u->present && u->owner[0] && (u->mine || !u->read_ok || now - u->seen_mono < c->cfg.lease_ms))
+        snprintf(owner, sizeof owner, "%s", u->owner);
+    const char *earlier = NULL;
+    for (size_t i = 0; u && u->failback && u->nodes && i < u->nnodes && strcmp(u->nodes[i], node) != 0; i++)
+        if (!earlier && cl_node_takes(c, u->nodes[i], now))
+            earlier = u->nodes[i];
+    if (!u) {
+        status = 404;
+        *code = "unknown_unit";
+        snprintf(msg, len, "no unit named '%.200s' (a driver's name, or \"points\")", unit);
+    } else if (!owner[0]) {
+        status = 409;
+        *code = "no_owner";
+        snprintf(msg, len, "unit %s has no owner right now: its first live candidate takes it", unit);
+    } else if (strcmp(owner, node) == 0) {
+        status = 200;
+        snprintf(msg, len, "unit %s runs on node %s already", unit, node);
+    } else if (!candidate) {
+        status = 409;
+        *code = "not_a_candidate";
+        snprintf(msg, len, "node '%.80s' is not a candidate of unit %s (its nodes: list)", node, unit);
+    } else if (!cl_node_takes(c, node, now)) {
+        status = 409;
+        *code = "node_unavailable";
+        snprintf(msg, len, "node '%.80s' is not connected to the cluster, or is drained", node);
+    } else if (earlier) {
+        status = 409;
+        *code = "failback";
+        snprintf(msg, len, "unit %s has failback on and node %s, listed before %s, would take it back", unit,
+                 earlier, node);
+    } else {
+        snprintf(msg, len, "unit %s: node %s hands it over to node %s", unit, owner, node);
+    }
+    uv_mutex_unlock(&c->lock);
+    if (status == 202) {
+        char text[256];
+        snprintf(text, sizeof text, "move\n%s\n%s", unit, node);
+        control(c, owner, text);
+        log_info("cluster", "%s (asked here)", msg);
+    }
+    return status;
+}
+
+int cluster_drain(struct cluster *c, const char *node, bool drain, const char **code, char *msg, size_t len)
+{
+    int64_t now = mono_ms();
+    *code = NULL;
+    bool known = strcmp(node, c->cfg.node) == 0;
+    uv_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->nnodes && !known; i++)
+        known = strcmp(c->nodes[i].name, node) == 0 && !c->nodes[i].left && now - c->nodes[i].heard_mono < 3000;
+    uv_mutex_unlock(&c->lock);
+    if (!known) {
+        *code = "unknown_node";
+        snprintf(msg, len, "node '%.80s' is not connected to the cluster (see GET /api/v1/cluster)", node);
+        return 404;
+    }
+    control(c, node, drain ? "drain" : "undrain");
+    snprintf(msg, len, drain ? "node %s hands its units over to their next candidates and takes none"
+                             : "node %s takes units again", node);
+    log_info("cluster", "%s (asked here)", msg);
+    return 202;
+}
+
 static void on_closed(uv_handle_t *h) {}
 
 void cluster_stop(struct cluster *c)
@@ -933,8 +1030,8 @@ void cluster_status_json(struct cluster *c, struct buf *out)
     jw_str(out, c->cfg.node);
     jw_raw(out, ",\"self\":true,\"address\":");
     jw_str(out, c->cfg.advertise ? c->cfg.advertise : c->listen_url);
-    buf_printf(out, ",\"connected\":%s,\"config\":\"%016llx\",\"units\":[", c->connected_mono ? "true" : "false",
-               (unsigned long long)c->config_hash);
+    buf_printf(out, ",\"connected\":%s,\"drained\":%s,\"config\":\"%016llx\",\"units\":[",
+               c->connected_mono ? "true" : "false", c->drained ? "true" : "false", (unsigned long long)c->config_hash);
     int k = 0;
     for (size_t i = 0; i < c->nunits; i++) {
         if (!c->units[i].mine)
@@ -951,9 +1048,9 @@ void cluster_status_json(struct cluster *c, struct buf *out)
         jw_str(out, nd->name);
         jw_raw(out, ",\"address\":");
         jw_str(out, nd->address);
-        buf_printf(out, ",\"connected\":%s,\"last_heartbeat\":%lld,\"heartbeat_age_ms\":%lld,\"config\":",
-                   !nd->left && now - nd->heard_mono < 3000 ? "true" : "false", (long long)nd->heard_ms,
-                   (long long)(now - nd->heard_mono));
+        buf_printf(out, ",\"connected\":%s,\"drained\":%s,\"last_heartbeat\":%lld,\"heartbeat_age_ms\":%lld,\"config\":",
+                   !nd->left && now - nd->heard_mono < 3000 ? "true" : "false", nd->drained ? "true" : "false",
+                   (long long)nd->heard_ms, (long long)(now - nd->heard_mono));
         jw_str(out, nd->config);
         buf_printf(out, ",\"units\":%s}", nd->units[0] == '[' ? nd->units : "[]");
     }

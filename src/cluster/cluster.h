@@ -145,6 +145,17 @@ void cluster_forward_write(struct cluster *c, size_t i, const char *name, const 
 int cluster_forward_samples(struct cluster *c, const struct cluster_sample *s, size_t n, cluster_ingest_fn done,
                             void *ud, char *err, size_t errlen);
 
+/* opsctl cluster move UNIT NODE: asks the owner of unit `unit` to hand it over to `node` (it
+ * stops the unit, then gives the lease up naming node, which takes it at once). Returns an
+ * HTTP status: 202 (asked; msg says what), 200 (already there), 404 (unknown unit), 409
+ * (node is not a live candidate that takes units, the unit has no owner, or failback would
+ * take it back), with an error code in *code. */
+int cluster_move(struct cluster *c, const char *unit, const char *node, const char **code, char *msg, size_t len);
+/* opsctl cluster drain NODE (drain false: ends it): the node hands every unit it runs over to
+ * its next live candidate (a unit with none stays) and takes no unit until the drain ends or
+ * it restarts. Returns 202, or 404 (a node this one has not heard). */
+int cluster_drain(struct cluster *c, const char *node, bool drain, const char **code, char *msg, size_t len);
+
 /* Stops the units this node owns (stop_unit), gives their leases up, stops the threads and
  * closes the async handle; cluster_free after the loop has run the close. NULL is fine. */
 void cluster_stop(struct cluster *c);

@@ -176,6 +176,14 @@ static void on_reply(natsConnection *nc, natsSubscription *sub, natsMsg *msg, vo
     natsMsg_Destroy(msg);
 }
 
+static void on_ctl(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    int len = natsMsg_GetDataLength(msg);
+    if (len > 0 && len < 512)
+        cl_control(closure, natsMsg_GetData(msg), (size_t)len);
+    natsMsg_Destroy(msg);
+}
+
 static void on_node(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
     struct cluster *c = closure;
@@ -339,6 +347,10 @@ static natsStatus subscribe_all(struct cluster *c)
     if (s == NATS_OK && !c->sub_ingest) {
         snprintf(subj, sizeof subj, "%singest.>", c->prefix);
         s = natsConnection_Subscribe(&c->sub_ingest, c->nc, subj, on_ingest, c);
+    }
+    if (s == NATS_OK && !c->sub_ctl) {
+        snprintf(subj, sizeof subj, "%sctl.%s", c->prefix, c->cfg.node);
+        s = natsConnection_Subscribe(&c->sub_ctl, c->nc, subj, on_ctl, c);
     }
     if (s == NATS_OK && !c->sub_reply) {
         snprintf(subj, sizeof subj, "%sreply.%s.*", c->prefix, c->cfg.node);
@@ -536,7 +548,8 @@ void cl_link_stop(struct cluster *c)
     natsSubscription_Destroy(c->sub_write);
     natsSubscription_Destroy(c->sub_ingest);
     natsSubscription_Destroy(c->sub_reply);
-    c->sub_live = c->sub_snap = c->sub_node = c->sub_write = c->sub_ingest = c->sub_reply = NULL;
+    natsSubscription_Destroy(c->sub_ctl);
+    c->sub_live = c->sub_snap = c->sub_node = c->sub_write = c->sub_ingest = c->sub_reply = c->sub_ctl = NULL;
     kvStore_Destroy(c->kv);
     jsCtx_Destroy(c->js);
     natsConnection_Destroy(c->nc);
