@@ -58,6 +58,8 @@ struct daemon {
     uv_timer_t reload_timer;
     char *cfg_dir, *cfg_base;
     uint64_t cfg_hash;
+    char *shared;                 /* the cluster's shared configuration (NULL: none pushed) */
+    size_t shared_len;
     uint64_t reloads_ok, reloads_failed;
     const char *cli_listen, *cli_data;
     bool cli_log_level;
@@ -223,15 +225,36 @@ static void apply_points_and_drivers(struct daemon *d, struct opsd_config *cfg)
 
 /* ---- reload ---- */
 
-static void reload(struct daemon *d)
+/* This node's configuration: its file, with the cluster's shared sections when one was
+ * pushed. */
+static int load_config(struct daemon *d, const char *path, struct opsd_config *c, struct buf *errors)
 {
-    uint64_t h = file_hash(d->cfg.path);
+    if (d->shared)
+        return opsd_config_load_shared(path, d->shared, d->shared_len, c, errors);
+    return opsd_config_load(path, c, errors);
+}
+
+static uint64_t config_hash(const struct daemon *d)
+{
+    return file_hash(d->cfg.path) ^ (d->shared ? hash_bytes(d->shared, d->shared_len) : 0);
+}
+
+/* The hash other nodes see: the shared configuration's, or this file's. */
+static uint64_t announced_hash(const struct daemon *d)
+{
+    return d->shared ? hash_bytes(d->shared, d->shared_len) : d->cfg_hash;
+}
+
+/* Returns 0 (applied, or nothing changed) or -1 (invalid: the running configuration kept). */
+static int reload(struct daemon *d)
+{
+    uint64_t h = config_hash(d);
     if (h == d->cfg_hash)
-        return; /* touched but not changed */
+        return 0; /* touched but not changed */
     struct opsd_config next;
     struct buf errors;
     buf_init(&errors, 1 << 20);
-    int rc = opsd_config_load(d->cfg.path, &next, &errors);
+    int rc = load_config(d, d->cfg.path, &next, &errors);
     if (rc == 0)
         rc = opsd_config_finish(&next, d->cli_listen, d->cli_data, &errors);
     if (rc == 0 && cluster_config_differs(&d->cfg.cluster, &next.cluster)) {
@@ -248,7 +271,7 @@ static void reload(struct daemon *d)
         buf_release(&errors);
         if (next.path)
             opsd_config_release(&next);
-        return;
+        return -1;
     }
     buf_release(&errors);
     d->cfg_hash = h;
@@ -282,14 +305,53 @@ static void reload(struct daemon *d)
     d->cfg.data_dir = xstrdup(old.data_dir);
     opsd_config_release(&old);
     if (d->cl) {
-        cluster_set_config_hash(d->cl, h);
+        cluster_set_config_hash(d->cl, announced_hash(d));
         cluster_units(d); /* starts again the drivers this node owns */
     }
     d->reloads_ok++;
-    log_info("config", "reloaded %s", d->cfg.path);
+    log_info("config", "reloaded %s%s", d->cfg.path, d->shared ? " with the cluster's configuration" : "");
+    return 0;
 }
 
 static void on_reload_timer(uv_timer_t *t) { reload(t->data); }
+
+/* The cluster's shared configuration changed (cluster_hooks.apply_config). */
+static int apply_config(void *ud, const char *text, size_t len)
+{
+    struct daemon *d = ud;
+    char *old = d->shared;
+    size_t old_len = d->shared_len;
+    d->shared = xmalloc(len + 1);
+    memcpy(d->shared, text, len);
+    d->shared[len] = '\0';
+    d->shared_len = len;
+    if (reload(d) == 0) {
+        free(old);
+        return 0;
+    }
+    /* Kept: the running configuration, and what it was made from. */
+    free(d->shared);
+    d->shared = old;
+    d->shared_len = old_len;
+    return -1;
+}
+
+/* PUT /api/v1/cluster/config: validated here with this node's file, then stored. */
+static int push_config(void *ud, const char *text, size_t len, void (*done)(void *, int, const char *), void *done_ud,
+                       struct buf *errors)
+{
+    struct daemon *d = ud;
+    struct opsd_config next;
+    int rc = opsd_config_load_shared(d->cfg.path, text, len, &next, errors);
+    if (rc == 0)
+        rc = opsd_config_finish(&next, d->cli_listen, d->cli_data, errors);
+    if (next.path)
+        opsd_config_release(&next);
+    if (rc < 0)
+        return -1;
+    cluster_config_push(d->cl, text, len, done, done_ud);
+    return 0;
+}
 
 static void on_watch(uv_fs_event_t *h, const char *filename, int events, int status)
 {
@@ -804,7 +866,7 @@ int main(int argc, char **argv)
     if (d.cfg.cluster.present) {
         char url[160];
         snprintf(url, sizeof url, "%s://%s/", d.cfg.api.tls_cert ? "https" : "http", d.cfg.listen);
-        struct cluster_hooks ch = {&d, start_unit, stop_unit, write_unit, ingest_unit};
+        struct cluster_hooks ch = {&d, start_unit, stop_unit, write_unit, ingest_unit, apply_config};
         if (cluster_open(&d.cl, &d.cfg.cluster, url, d.loop, d.live, &ch) < 0) {
             cluster_stop(d.cl);
             uv_run(d.loop, UV_RUN_DEFAULT);
@@ -839,7 +901,8 @@ int main(int argc, char **argv)
         goto shutdown;
     }
     struct api_hooks hooks = {&d, status_json, metrics_text, drivers_json, write_point, cluster_json,
-                             d.cl ? route_samples : NULL, d.cl ? move_unit : NULL, d.cl ? drain_node : NULL};
+                             d.cl ? route_samples : NULL, d.cl ? move_unit : NULL, d.cl ? drain_node : NULL,
+                             d.cl ? push_config : NULL};
     d.api = api_new(&d.cfg.api, d.loop, d.live, d.stream, &hooks);
     if (!d.api) {
         rc = 2;
@@ -889,6 +952,7 @@ int main(int argc, char **argv)
     free(d.cfg_dir);
     free(d.cfg_base);
 shutdown:
+    free(d.shared);
     cluster_stop(d.cl); /* stops what this node owns, gives the leases up */
     stop_drivers(&d);
     hist_stop(d.hist); /* everything recorded becomes durable; waiting producers are answered */

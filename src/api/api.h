@@ -88,6 +88,11 @@ struct api_hooks {
      * (when not 2xx) and a message in msg. */
     int (*cluster_move)(void *ud, const char *unit, const char *node, const char **code, char *msg, size_t len);
     int (*cluster_drain)(void *ud, const char *node, bool drain, const char **code, char *msg, size_t len);
+    /* PUT /api/v1/cluster/config (opsctl cluster config push): validates text with this
+     * node's file; -1 with every error in errors (nothing stored), or 0: stored next, and
+     * done(done_ud, status, err) follows once, later (200 stored). */
+    int (*cluster_config)(void *ud, const char *text, size_t len, void (*done)(void *done_ud, int status, const char *err),
+                          void *done_ud, struct buf *errors);
 };
 
 struct api;

@@ -738,6 +738,9 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/cluster") == 0) {
         if (get)
             return rest_get_cluster(r);
+    } else if (strcmp(p, "/api/v1/cluster/config") == 0) {
+        if (m == LWSHUMETH_PUT)
+            return rest_cluster_config(r);
     } else if (strncmp(p, "/api/v1/cluster/", 16) == 0) {
         if (m == LWSHUMETH_POST)
             return rest_cluster_action(r, p + 16);

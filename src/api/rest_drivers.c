@@ -90,6 +90,45 @@ void rest_cluster_action(struct http_req *r, const char *rest)
     log_info("api", "cluster: %s (role %s)", msg, api_role_name(r->role));
 }
 
+static void config_stored(void *ud, int status, const char *err)
+{
+    struct rest_deferred *d = ud;
+    struct http_req *r = d->req;
+    if (r && status == 200) {
+        jw_raw(&r->resp, "{\"stored\":true,\"message\":");
+        jw_str(&r->resp, err ? err : "stored: every node applies it");
+        jw_raw(&r->resp, "}\n");
+        rest_json(r, 200);
+    } else if (r) {
+        rest_error(r, status >= 400 && status <= 599 ? status : 502, status == 504 ? "timeout" : "not_stored",
+                   "the cluster's configuration was not stored: %s", err ? err : "?");
+    }
+    rest_complete(d);
+}
+
+/* PUT /api/v1/cluster/config (role admin): the body is the YAML of the shared sections. */
+void rest_cluster_config(struct http_req *r)
+{
+    struct api *api = r->api;
+    if (r->role < ROLE_ADMIN)
+        return rest_error(r, 403, "forbidden", "this needs the admin role; the token has %s", api_role_name(r->role));
+    if (!api->hooks.cluster_config)
+        return rest_error(r, 404, "no_cluster", "this node is not in a cluster (no cluster: section)");
+    if (r->body.len > CLUSTER_CONFIG_MAX)
+        return rest_error(r, 413, "too_large", "the cluster's configuration is at most %u bytes (NATS' max_payload)",
+                          CLUSTER_CONFIG_MAX);
+    struct buf errors;
+    buf_init(&errors, 1 << 20);
+    struct rest_deferred *d = rest_defer(r); /* the answer comes once stored (never from the call) */
+    if (api->hooks.cluster_config(api->hooks.ud, r->body.data ? r->body.data : "", r->body.len, config_stored, d,
+                                  &errors) < 0) {
+        r->deferred = NULL;
+        free(d);
+        rest_error(r, 400, "invalid_config", "%s", errors.data ? errors.data : "invalid");
+    }
+    buf_release(&errors);
+}
+
 struct pending_write {
     struct rest_deferred *d;
     struct api *api;

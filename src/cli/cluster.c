@@ -8,11 +8,15 @@
  *   cluster drain NODE          POST /api/v1/cluster/nodes/NODE/drain, then waits (bounded) until
  *                               NODE runs no unit another candidate can take
  *   cluster undrain NODE        the same with {"drain":false}
+ *   cluster config push FILE    PUT /api/v1/cluster/config: the shared sections (drivers,
+ *                               points, alarms, deployment) for every node
  *
  * Prints a line on this node and its link to NATS, a table of the nodes (name, address,
  * connected, age of the last heartbeat, configuration hash, units owned) and a table of the
  * units (name, owner, lease revision, owner since, candidates). A node not in a cluster
  * answers 404, printed as the server's error (exit status 1). */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -260,5 +264,39 @@ int cmd_cluster_drain(struct ctl *c, const struct opts *o)
     else
         printf("node %s runs no unit (%.1f s)\n", node, (double)waited / 1000);
     buf_release(&units);
+    return CTL_OK;
+}
+
+int cmd_cluster_config(struct ctl *c, const struct opts *o)
+{
+    if (strcmp(o->args[2], "push") != 0)
+        return cli_usage_error("usage: opsctl cluster config push FILE");
+    FILE *f = fopen(o->args[3], "rb");
+    if (!f) {
+        fprintf(stderr, "opsctl: cannot open %s: %s\n", o->args[3], strerror(errno));
+        return CTL_ERROR;
+    }
+    struct buf body;
+    buf_init(&body, 4u << 20);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        buf_append(&body, chunk, n);
+    fclose(f);
+    if (body.overflow) {
+        fprintf(stderr, "opsctl: %s is too large\n", o->args[3]);
+        buf_release(&body);
+        return CTL_ERROR;
+    }
+    json_t *j = NULL;
+    int rc = ctl_request(c, "PUT", "/api/v1/cluster/config", &body, &j);
+    buf_release(&body);
+    if (rc != CTL_OK)
+        return rc;
+    struct buf t;
+    buf_init(&t, 4096);
+    printf("%s\n", cli_member_text(&t, j, "message"));
+    buf_release(&t);
+    json_decref(j);
     return CTL_OK;
 }

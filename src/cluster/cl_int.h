@@ -22,9 +22,11 @@
 #define CL_TICK_MS       100
 #define CL_HEARTBEAT_MS  1000
 #define CL_STOP_MARGIN_MS 1500            /* an owner stops this long before its lease ends */
+#define CL_SHARED_KEY    "config.shared"   /* the cluster's shared configuration */
+#define CL_STORE_SUBJECT "\x01store"        /* a cl_request the publisher stores in the bucket */
 
 /* Link -> loop. */
-enum cl_msg_kind { CLM_LIVE, CLM_SNAP, CLM_ACQUIRED, CLM_LOST, CLM_NO_OWNER, CLM_WRITE, CLM_INGEST, CLM_REPLY };
+enum cl_msg_kind { CLM_LIVE, CLM_SNAP, CLM_ACQUIRED, CLM_LOST, CLM_NO_OWNER, CLM_WRITE, CLM_INGEST, CLM_REPLY, CLM_CONFIG };
 
 struct cl_msg {
     struct cl_msg *next;
@@ -89,6 +91,7 @@ struct cl_node {
     int64_t heard_mono, heard_ms;
     bool left;                        /* said goodbye */
     bool drained;                     /* takes no unit (opsctl cluster drain) */
+    bool mismatch;                    /* its configuration is not the cluster's (config_mismatch) */
 };
 
 struct cl_lunit;                      /* the loop's side of a unit (cluster.c) */
@@ -138,6 +141,12 @@ struct cluster {
     bool kv_ok;                       /* link thread: its last write to the bucket succeeded */
     int64_t last_probe;               /* link thread: last write probe (node.<name>) */
     bool drained;                     /* this node takes no unit and hands its units over */
+    bool mismatch;                    /* the cluster's shared configuration does not apply here */
+    int64_t mismatch_mono;            /* since when (its units are handed over 1.5 s later, once
+                                       * the others had time to say whether they can take them) */
+    uint64_t shared_rev;              /* link thread: revision of config.shared last handed to the loop */
+    uint64_t shared_seen, shared_applied; /* loop: the newest revision seen, and applied here */
+    int64_t shared_polled;
 
     uv_thread_t link_thread, pub_thread;
     bool threads_started;

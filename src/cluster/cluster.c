@@ -406,7 +406,7 @@ static void finish_pending(struct cluster *c, struct cl_pending *p, int status, 
         join_part(p->join, status, code ? code : status == 504 ? "owner_timeout" : status == 503 ? "no_owner" : "write_failed",
                   err);
     else
-        p->done(p->ud, status, status == 200 ? NULL : err);
+        p->done(p->ud, status, err);
     free(p);
     if (!c->pending)
         uv_timer_stop(&c->pending_timer);
@@ -432,7 +432,7 @@ static void write_answered(struct cluster *c, struct cl_msg *m)
         status = 502;
         sp = NULL;
     }
-    const char *msg = sp && sp[1] ? sp + 1 : "the owner's answer was not understood";
+    const char *msg = sp && sp[1] ? sp + 1 : status == 200 ? NULL : "the owner's answer was not understood";
     const char *code = NULL;
     if (p->join && sp && sp[1]) { /* "<code> <message>" */
         char *sp2 = strchr(sp + 1, ' ');
@@ -606,6 +606,45 @@ static void unit_stopped(struct cluster *c, const char *name)
     uv_mutex_unlock(&c->lock);
 }
 
+/* The cluster's shared configuration, a new revision of it: applied like a reload; when it
+ * does not apply here, this node says config_mismatch and takes no lease until one does. */
+static void apply_shared(struct cluster *c, struct cl_msg *m)
+{
+    int rc = c->hooks.apply_config ? c->hooks.apply_config(c->hooks.ud, (const char *)m->data, m->len) : -1;
+    uv_mutex_lock(&c->lock);
+    bool was = c->mismatch;
+    c->mismatch = rc < 0;
+    if (rc < 0 && !was)
+        c->mismatch_mono = mono_ms();
+    c->shared_applied = rc < 0 ? c->shared_applied : m->epoch;
+    c->shared_seen = m->epoch;
+    c->last_hb = 0; /* say so now */
+    uv_cond_broadcast(&c->wake);
+    uv_mutex_unlock(&c->lock);
+    if (rc < 0)
+        log_error("cluster", "the cluster's configuration (revision %llu) does not apply on this node (see above): "
+                  "config_mismatch, this node takes no lease", (unsigned long long)m->epoch);
+    else if (was)
+        log_info("cluster", "the cluster's configuration (revision %llu) applies again: config_mismatch cleared",
+                 (unsigned long long)m->epoch);
+    else
+        log_info("cluster", "the cluster's configuration (revision %llu) applied", (unsigned long long)m->epoch);
+}
+
+void cluster_config_push(struct cluster *c, const char *text, size_t len, cluster_write_done_fn done, void *ud)
+{
+    struct cl_pending *p = pending_new(c);
+    p->done = done;
+    p->ud = ud;
+    snprintf(p->err, sizeof p->err, "the lease bucket did not answer within %d s", WRITE_TIMEOUT_MS / 1000);
+    char reply[CL_SUBJECT_MAX];
+    snprintf(reply, sizeof reply, "store.%llu", (unsigned long long)p->id);
+    if (cl_request(c, CL_STORE_SUBJECT, reply, text, len) < 0) {
+        p->status = 503;
+        snprintf(p->err, sizeof p->err, "the queue to NATS is full: try again");
+    }
+}
+
 static void handle(struct cluster *c, struct cl_msg *m)
 {
     size_t i = 0;
@@ -646,6 +685,7 @@ static void handle(struct cluster *c, struct cl_msg *m)
     case CLM_WRITE: serve_write(c, m, u, i); break;
     case CLM_INGEST: serve_ingest(c, m, u, i); break;
     case CLM_REPLY: write_answered(c, m); break;
+    case CLM_CONFIG: apply_shared(c, m); break;
     }
 }
 
@@ -1018,7 +1058,9 @@ void cluster_status_json(struct cluster *c, struct buf *out)
     jw_str(out, c->cfg.name);
     jw_raw(out, ",\"node\":");
     jw_str(out, c->cfg.node);
-    buf_printf(out, ",\"lease_ms\":%lld,\"replicas\":%d,\"bucket\":", (long long)c->cfg.lease_ms, c->cfg.replicas);
+    buf_printf(out, ",\"lease_ms\":%lld,\"replicas\":%d,\"shared_config\":{\"revision\":%llu,\"applied\":%llu},\"bucket\":",
+               (long long)c->cfg.lease_ms, c->cfg.replicas, (unsigned long long)c->shared_seen,
+               (unsigned long long)c->shared_applied);
     jw_str(out, c->bucket);
     jw_raw(out, ",\"nats\":{\"state\":");
     jw_str(out, status_name(c->nats_status));
@@ -1030,8 +1072,9 @@ void cluster_status_json(struct cluster *c, struct buf *out)
     jw_str(out, c->cfg.node);
     jw_raw(out, ",\"self\":true,\"address\":");
     jw_str(out, c->cfg.advertise ? c->cfg.advertise : c->listen_url);
-    buf_printf(out, ",\"connected\":%s,\"drained\":%s,\"config\":\"%016llx\",\"units\":[",
-               c->connected_mono ? "true" : "false", c->drained ? "true" : "false", (unsigned long long)c->config_hash);
+    buf_printf(out, ",\"connected\":%s,\"drained\":%s,\"config_mismatch\":%s,\"config\":\"%016llx\",\"units\":[",
+               c->connected_mono ? "true" : "false", c->drained ? "true" : "false", c->mismatch ? "true" : "false",
+               (unsigned long long)c->config_hash);
     int k = 0;
     for (size_t i = 0; i < c->nunits; i++) {
         if (!c->units[i].mine)
@@ -1048,8 +1091,9 @@ void cluster_status_json(struct cluster *c, struct buf *out)
         jw_str(out, nd->name);
         jw_raw(out, ",\"address\":");
         jw_str(out, nd->address);
-        buf_printf(out, ",\"connected\":%s,\"drained\":%s,\"last_heartbeat\":%lld,\"heartbeat_age_ms\":%lld,\"config\":",
+        buf_printf(out, ",\"connected\":%s,\"drained\":%s,\"config_mismatch\":%s,\"last_heartbeat\":%lld,\"heartbeat_age_ms\":%lld,\"config\":",
                    !nd->left && now - nd->heard_mono < 3000 ? "true" : "false", nd->drained ? "true" : "false",
+                   nd->mismatch ? "true" : "false",
                    (long long)nd->heard_ms, (long long)(now - nd->heard_mono));
         jw_str(out, nd->config);
         buf_printf(out, ",\"units\":%s}", nd->units[0] == '[' ? nd->units : "[]");

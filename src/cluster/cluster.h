@@ -107,6 +107,10 @@ struct cluster_hooks {
      * returning. s is valid for the call only. */
     void (*ingest_unit)(void *ud, size_t i, const struct cluster_sample *s, size_t n, cluster_ingest_fn done,
                         void *done_ud);
+    /* The cluster's shared configuration changed (text, len bytes of YAML): apply it like a
+     * reload. Returns 0, or -1 when it does not apply here (logged; the running
+     * configuration is kept and this node says config_mismatch and takes no lease). */
+    int (*apply_config)(void *ud, const char *text, size_t len);
 };
 
 struct cluster;
@@ -155,6 +159,11 @@ int cluster_move(struct cluster *c, const char *unit, const char *node, const ch
  * its next live candidate (a unit with none stays) and takes no unit until the drain ends or
  * it restarts. Returns 202, or 404 (a node this one has not heard). */
 int cluster_drain(struct cluster *c, const char *node, bool drain, const char **code, char *msg, size_t len);
+
+/* opsctl cluster config push: stores text (validated by the caller) as the cluster's shared
+ * configuration, the key config.shared of the bucket; every node applies it. done(ud, ...)
+ * follows once, later: 200 stored, 503 (the bucket refused it) or 504. */
+void cluster_config_push(struct cluster *c, const char *text, size_t len, cluster_write_done_fn done, void *ud);
 
 /* Stops the units this node owns (stop_unit), gives their leases up, stops the threads and
  * closes the async handle; cluster_free after the loop has run the close. NULL is fine. */

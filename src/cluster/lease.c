@@ -73,7 +73,7 @@ static int json_field(const char *js, size_t len, const char *key, char *out, si
 
 void cl_node_heard(struct cluster *c, const char *data, size_t len)
 {
-    char name[72], addr[128] = "", cfg[24] = "", left[8] = "", kv[8] = "", drained[8] = "";
+    char name[72], addr[128] = "", cfg[24] = "", left[8] = "", kv[8] = "", drained[8] = "", mism[8] = "";
     if (len > 4096 || json_field(data, len, "node", name, sizeof name) < 0 || !node_name_valid(name))
         return;
     json_field(data, len, "address", addr, sizeof addr);
@@ -81,6 +81,7 @@ void cl_node_heard(struct cluster *c, const char *data, size_t len)
     json_field(data, len, "left", left, sizeof left);
     json_field(data, len, "kv", kv, sizeof kv);
     json_field(data, len, "drained", drained, sizeof drained);
+    json_field(data, len, "config_mismatch", mism, sizeof mism);
     const char *u = memmem(data, len, "\"units\":[", 9);
     const char *ue = u ? memchr(u, ']', len - (size_t)(u - data)) : NULL;
     uv_mutex_lock(&c->lock);
@@ -105,6 +106,7 @@ void cl_node_heard(struct cluster *c, const char *data, size_t len)
         nd->left = strcmp(left, "true") == 0;
         nd->kv_ok = strcmp(kv, "true") == 0;
         nd->drained = strcmp(drained, "true") == 0;
+        nd->mismatch = strcmp(mism, "true") == 0;
     }
     uv_mutex_unlock(&c->lock);
 }
@@ -124,10 +126,10 @@ static bool node_live(struct cluster *c, const char *name, int64_t now)
 bool cl_node_takes(struct cluster *c, const char *name, int64_t now)
 {
     if (strcmp(name, c->cfg.node) == 0)
-        return !c->drained && node_live(c, name, now);
+        return !c->drained && !c->mismatch && node_live(c, name, now);
     for (size_t i = 0; i < c->nnodes; i++)
         if (strcmp(c->nodes[i].name, name) == 0)
-            return !c->nodes[i].drained && node_live(c, name, now);
+            return !c->nodes[i].drained && !c->nodes[i].mismatch && node_live(c, name, now);
     return false;
 }
 
@@ -421,7 +423,8 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
             listed |= strcmp(u->nodes[k], c->cfg.node) == 0;
         if (!listed && !u->releasing)
             snprintf(who, sizeof who, "its candidates, which no longer include this node");
-        if (!who[0] && !u->releasing && c->drained && !u->move_to[0]) {
+        bool away = c->drained || (c->mismatch && now - c->mismatch_mono >= 1500);
+        if (!who[0] && !u->releasing && away && !u->move_to[0]) {
             const char *to = first_candidate(c, u, c->cfg.node, now);
             if (to)
                 snprintf(u->move_to, sizeof u->move_to, "%s", to);
@@ -464,7 +467,7 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
         /* Handed over to a node by name (a move or a drain): it takes the unit, the others wait
          * for it while it is there, for at most a lease. Its points keep their values. */
         uv_mutex_lock(&c->lock);
-        bool me = strcmp(u->next, c->cfg.node) == 0 && !c->drained;
+        bool me = strcmp(u->next, c->cfg.node) == 0 && !c->drained && !c->mismatch;
         bool waiting = !me && cl_node_takes(c, u->next, now);
         uv_mutex_unlock(&c->lock);
         if (me && settled) {
@@ -488,7 +491,7 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
     bool me = first && strcmp(first, c->cfg.node) == 0;
     /* The key still names this node (it stopped the unit, or restarted): nobody else can be
      * running it, so it resumes at once rather than after another lease. */
-    for (size_t i = 0; mine_before && !me && !c->drained && i < (u->nodes ? u->nnodes : 1); i++)
+    for (size_t i = 0; mine_before && !me && !c->drained && !c->mismatch && i < (u->nodes ? u->nnodes : 1); i++)
         me = !u->nodes || strcmp(u->nodes[i], c->cfg.node) == 0;
     uv_mutex_unlock(&c->lock);
     if (me)
@@ -566,10 +569,11 @@ void cl_heartbeat(struct cluster *c, bool left)
     struct buf b;
     buf_init(&b, 64 << 10);
     uv_mutex_lock(&c->lock);
-    buf_printf(&b, "{\"node\":\"%s\",\"address\":\"%s\",\"config\":\"%016llx\",\"at\":%lld,\"kv\":%s%s%s,\"units\":[",
+    buf_printf(&b, "{\"node\":\"%s\",\"address\":\"%s\",\"config\":\"%016llx\",\"at\":%lld,\"kv\":%s%s%s%s,\"units\":[",
                c->cfg.node, c->cfg.advertise ? c->cfg.advertise : c->listen_url,
                (unsigned long long)c->config_hash, (long long)now_ms(), c->kv_ok ? "true" : "false",
-               left ? ",\"left\":true" : "", c->drained ? ",\"drained\":true" : "");
+               left ? ",\"left\":true" : "", c->drained ? ",\"drained\":true" : "",
+               c->mismatch ? ",\"config_mismatch\":true" : "");
     int k = 0;
     for (size_t i = 0; i < c->nunits && !left; i++)
         if (c->units[i].mine)
@@ -605,6 +609,27 @@ static void probe(struct cluster *c, int64_t now)
 }
 
 static void lease_tick_units(struct cluster *c);
+
+/* The cluster's shared configuration: read every 500 ms; a new revision goes to the loop. */
+static void poll_shared(struct cluster *c, int64_t now)
+{
+    if (now - c->shared_polled < CL_POLL_MS)
+        return;
+    c->shared_polled = now;
+    kvEntry *e = NULL;
+    if (kvStore_Get(&e, c->kv, CL_SHARED_KEY) != NATS_OK)
+        return;
+    uint64_t rev = kvEntry_Revision(e);
+    int len = kvEntry_ValueLen(e);
+    if (rev != c->shared_rev && len >= 0) {
+        c->shared_rev = rev;
+        struct cl_msg *m = cl_msg_new(CLM_CONFIG, CL_SHARED_KEY, (size_t)len);
+        memcpy(m->data, kvEntry_Value(e), (size_t)len);
+        m->epoch = rev;
+        cl_post(c, m);
+    }
+    kvEntry_Destroy(e);
+}
 
 /* Sets every unit's lease gate from its state: this node's lease until its stop time (for
  * ever while kept isolated or extended), else closed. Cheap; called after every change. */
@@ -651,6 +676,7 @@ static void lease_tick_units(struct cluster *c)
         return;
     }
     probe(c, now);
+    poll_shared(c, now);
     check_deadlines(c, true);
     uv_mutex_lock(&c->lock);
     bool settled = c->connected_mono && now - c->connected_mono >= 1500;

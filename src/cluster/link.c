@@ -458,6 +458,27 @@ static void link_main(void *arg)
     cl_lease_release_all(c);
 }
 
+/* A store request (CL_STORE_SUBJECT): the shared configuration into the bucket; the outcome
+ * goes to the loop as the answer to request id (the last part of o->reply). */
+static void store(struct cluster *c, const struct cl_out *o)
+{
+    uint64_t rev = 0;
+    kvStore *kv = NULL;
+    uv_mutex_lock(&c->lock);
+    kv = c->kv;
+    uv_mutex_unlock(&c->lock);
+    natsStatus s = kv ? kvStore_Put(&rev, kv, CL_SHARED_KEY, o->data, (int)o->len) : NATS_NOT_FOUND;
+    char text[300];
+    int n = s == NATS_OK ? snprintf(text, sizeof text, "200 stored at revision %llu", (unsigned long long)rev)
+                         : snprintf(text, sizeof text, "503 the lease bucket did not store it: %s",
+                                    kv ? nats_GetLastError(NULL) ? nats_GetLastError(NULL) : natsStatus_GetText(s)
+                                       : "not open yet");
+    const char *id = strrchr(o->reply, '.');
+    struct cl_msg *m = cl_msg_new(CLM_REPLY, id ? id + 1 : "0", (size_t)n);
+    memcpy(m->data, text, (size_t)n);
+    cl_post(c, m);
+}
+
 /* The publisher: the loop's publications, and every second this node's heartbeat (here and
  * not on the link thread, whose bucket calls may block for a second each: a heartbeat must
  * not wait for them, other owners rely on hearing it, see lease.c). */
@@ -503,10 +524,14 @@ static void pub_main(void *arg)
         c->out_count--;
         c->out_bytes -= o->len;
         uv_mutex_unlock(&c->lock);
-        natsStatus ps = o->reply[0] ? natsConnection_PublishRequest(nc, o->subject, o->reply, o->data, (int)o->len)
-                                    : natsConnection_Publish(nc, o->subject, o->data, (int)o->len);
-        if (ps != NATS_OK)
-            atomic_fetch_add(&c->pub_errors, 1);
+        if (strcmp(o->subject, CL_STORE_SUBJECT) == 0) {
+            store(c, o);
+        } else {
+            natsStatus ps = o->reply[0] ? natsConnection_PublishRequest(nc, o->subject, o->reply, o->data, (int)o->len)
+                                        : natsConnection_Publish(nc, o->subject, o->data, (int)o->len);
+            if (ps != NATS_OK)
+                atomic_fetch_add(&c->pub_errors, 1);
+        }
         free(o);
         uv_mutex_lock(&c->lock);
     }
