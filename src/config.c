@@ -1,6 +1,7 @@
 /* config.c - loading and validating the daemon's configuration file (see config.h). */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,7 +214,96 @@ static int dup_check(void *ud, const char *name, uint64_t i)
     return 0;
 }
 
+static int config_from_doc(struct yconf y, const char *path, struct opsd_config *c, struct buf *errors);
+
 int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors)
+{
+    struct yconf y;
+    yconf_load(&y, path);
+    return config_from_doc(y, path, c, errors);
+}
+
+/* The sections a cluster shares (opsctl cluster config push); the others stay each node's. */
+static const char *const shared_sections[] = {"drivers", "points", "alarms", "deployment", NULL};
+
+/* The top-level key a line starts (block style, at column 0), or NULL. */
+static bool top_key(const char *line, size_t n, char *key, size_t keylen)
+{
+    size_t k = 0;
+    while (k < n && k + 1 < keylen && (line[k] == '_' || (line[k] >= 'a' && line[k] <= 'z') || (line[k] >= 'A' && line[k] <= 'Z') ||
+                                        (k && line[k] >= '0' && line[k] <= '9'))) {
+        key[k] = line[k];
+        k++;
+    }
+    key[k] = '\0';
+    size_t j = k;
+    while (j < n && line[j] == ' ')
+        j++;
+    return k > 0 && j < n && line[j] == ':';
+}
+
+static bool is_shared(const char *key)
+{
+    for (size_t i = 0; shared_sections[i]; i++)
+        if (strcmp(key, shared_sections[i]) == 0)
+            return true;
+    return false;
+}
+
+int opsd_config_load_shared(const char *path, const char *shared, size_t len, struct opsd_config *c,
+                            struct buf *errors)
+{
+    struct buf text;
+    buf_init(&text, 32u << 20); /* two files of at most 16 MiB */
+    struct yconf y;
+    memset(&y, 0, sizeof y);
+    /* The shared part alone: only its sections. */
+    yconf_load_string(&y, "cluster configuration", shared, len);
+    ynode *root = yconf_root(&y);
+    if (y.nerrors == 0 && root && !yn_is_map(root))
+        yconf_error(&y, root, NULL, "the cluster configuration must be a mapping of sections (drivers, points, alarms, deployment)");
+    if (y.nerrors == 0 && root)
+        yn_check_keys(&y, root, NULL, shared_sections);
+    if (y.nerrors) {
+        buf_append(errors, y.errors.data, y.errors.len);
+        yconf_release(&y);
+        buf_release(&text);
+        memset(c, 0, sizeof *c);
+        return -1;
+    }
+    yconf_release(&y);
+    /* Then the shared part first (its lines keep their numbers), and this node's file
+     * without its own shared sections. */
+    buf_append(&text, shared, len);
+    buf_append(&text, "\n", 1);
+    FILE *f = fopen(path, "rb");
+    char line[4096], key[64];
+    bool skip = false;
+    while (f && fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        if (top_key(line, n, key, sizeof key))
+            skip = is_shared(key);
+        else if (n >= 3 && memcmp(line, "---", 3) == 0)
+            continue;
+        if (!skip)
+            buf_append(&text, line, n);
+    }
+    if (!f || text.overflow) {
+        buf_printf(errors, "%s: %s\n", path, f ? "too large with the cluster configuration" : strerror(errno));
+        if (f)
+            fclose(f);
+        buf_release(&text);
+        memset(c, 0, sizeof *c);
+        return -1;
+    }
+    fclose(f);
+    yconf_load_string(&y, "cluster configuration", text.data, text.len);
+    buf_release(&text);
+    return config_from_doc(y, path, c, errors);
+}
+
+/* Validates the document y (taken: released or kept in c->doc) into c. */
+static int config_from_doc(struct yconf y, const char *path, struct opsd_config *c, struct buf *errors)
 {
     memset(c, 0, sizeof *c);
     c->path = xstrdup(path);
@@ -225,8 +315,6 @@ int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors
     c->api.max_connections = 4096;
     c->api.max_per_address = API_PER_ADDRESS_HALF;
     c->api.head_timeout_ms = 10000;
-    struct yconf y;
-    yconf_load(&y, path);
     ynode *root = yconf_root(&y);
     if (root && !yn_is_map(root))
         yconf_error(&y, root, NULL, "the configuration must be a mapping of sections (server, drivers, points, ...)");

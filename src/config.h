@@ -48,6 +48,12 @@ struct opsd_config {
 /* Loads and validates FILE. Returns 0, or -1 with every error appended to errors (one per
  * line). On failure *c is left empty. */
 int opsd_config_load(const char *path, struct opsd_config *c, struct buf *errors);
+/* The same with a cluster's shared configuration (the text `opsctl cluster config push`
+ * stored: its sections drivers, points, alarms and deployment take the place of this file's).
+ * Errors name "cluster configuration": lines in the shared part are its own; lines of FILE
+ * follow it. */
+int opsd_config_load_shared(const char *path, const char *shared, size_t len, struct opsd_config *c,
+                            struct buf *errors);
 /* Applies --listen and --data, splits the listen address and checks the cross-field rules
  * (no tokens: loopback only). Returns 0 or -1 with the reason in errors. */
 int opsd_config_finish(struct opsd_config *c, const char *listen, const char *data_dir,

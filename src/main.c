@@ -58,6 +58,8 @@ struct daemon {
     uv_timer_t reload_timer;
     char *cfg_dir, *cfg_base;
     uint64_t cfg_hash;
+    char *shared;                 /* the cluster's shared configuration (NULL: none pushed) */
+    size_t shared_len;
     uint64_t reloads_ok, reloads_failed;
     const char *cli_listen, *cli_data;
     bool cli_log_level;
@@ -223,15 +225,36 @@ static void apply_points_and_drivers(struct daemon *d, struct opsd_config *cfg)
 
 /* ---- reload ---- */
 
-static void reload(struct daemon *d)
+/* This node's configuration: its file, with the cluster's shared sections when one was
+ * pushed. */
+static int load_config(struct daemon *d, const char *path, struct opsd_config *c, struct buf *errors)
 {
-    uint64_t h = file_hash(d->cfg.path);
+    if (d->shared)
+        return opsd_config_load_shared(path, d->shared, d->shared_len, c, errors);
+    return opsd_config_load(path, c, errors);
+}
+
+static uint64_t config_hash(const struct daemon *d)
+{
+    return file_hash(d->cfg.path) ^ (d->shared ? hash_bytes(d->shared, d->shared_len) : 0);
+}
+
+/* The hash other nodes see: the shared configuration's, or this file's. */
+static uint64_t announced_hash(const struct daemon *d)
+{
+    return d->shared ? hash_bytes(d->shared, d->shared_len) : d->cfg_hash;
+}
+
+/* Returns 0 (applied, or nothing changed) or -1 (invalid: the running configuration kept). */
+static int reload(struct daemon *d)
+{
+    uint64_t h = config_hash(d);
     if (h == d->cfg_hash)
-        return; /* touched but not changed */
+        return 0; /* touched but not changed */
     struct opsd_config next;
     struct buf errors;
     buf_init(&errors, 1 << 20);
-    int rc = opsd_config_load(d->cfg.path, &next, &errors);
+    int rc = load_config(d, d->cfg.path, &next, &errors);
     if (rc == 0)
         rc = opsd_config_finish(&next, d->cli_listen, d->cli_data, &errors);
     if (rc == 0 && cluster_config_differs(&d->cfg.cluster, &next.cluster)) {
@@ -248,7 +271,7 @@ static void reload(struct daemon *d)
         buf_release(&errors);
         if (next.path)
             opsd_config_release(&next);
-        return;
+        return -1;
     }
     buf_release(&errors);
     d->cfg_hash = h;
@@ -282,14 +305,53 @@ static void reload(struct daemon *d)
     d->cfg.data_dir = xstrdup(old.data_dir);
     opsd_config_release(&old);
     if (d->cl) {
-        cluster_set_config_hash(d->cl, h);
+        cluster_set_config_hash(d->cl, announced_hash(d));
         cluster_units(d); /* starts again the drivers this node owns */
     }
     d->reloads_ok++;
-    log_info("config", "reloaded %s", d->cfg.path);
+    log_info("config", "reloaded %s%s", d->cfg.path, d->shared ? " with the cluster's configuration" : "");
+    return 0;
 }
 
 static void on_reload_timer(uv_timer_t *t) { reload(t->data); }
+
+/* The cluster's shared configuration changed (cluster_hooks.apply_config). */
+static int apply_config(void *ud, const char *text, size_t len)
+{
+    struct daemon *d = ud;
+    char *old = d->shared;
+    size_t old_len = d->shared_len;
+    d->shared = xmalloc(len + 1);
+    memcpy(d->shared, text, len);
+    d->shared[len] = '\0';
+    d->shared_len = len;
+    if (reload(d) == 0) {
+        free(old);
+        return 0;
+    }
+    /* Kept: the running configuration, and what it was made from. */
+    free(d->shared);
+    d->shared = old;
+    d->shared_len = old_len;
+    return -1;
+}
+
+/* PUT /api/v1/cluster/config: validated here with this node's file, then stored. */
+static int push_config(void *ud, const char *text, size_t len, void (*done)(void *, int, const char *), void *done_ud,
+                       struct buf *errors)
+{
+    struct daemon *d = ud;
+    struct opsd_config next;
+    int rc = opsd_config_load_shared(d->cfg.path, text, len, &next, errors);
+    if (rc == 0)
+        rc = opsd_config_finish(&next, d->cli_listen, d->cli_data, errors);
+    if (next.path)
+        opsd_config_release(&next);
+    if (rc < 0)
+        return -1;
+    cluster_config_push(d->cl, text, len, done, done_ud);
+    return 0;
+}
 
 static void on_watch(uv_fs_event_t *h, const char *filename, int events, int status)
 {
@@ -528,6 +590,129 @@ static void write_unit(void *ud, size_t unit, const char *name, const struct pt_
         done(done_ud, 409, err);
 }
 
+/* The unit (0: the points unit, 1 + i: driver i) of point idx; false when it has none. */
+static bool unit_of_point(const struct daemon *d, uint32_t idx, size_t *unit)
+{
+    struct pt_view pv;
+    if (live_view(d->live, idx, &pv) < 0)
+        return false;
+    long i = driver_of(d, pv.owner);
+    *unit = (size_t)(i + 1);
+    return !pv.owner || i >= 0;
+}
+
+/* POST /api/v1/samples and the line protocol (api_hooks.route_samples): the samples of units
+ * this node runs stay here, the others go to their owners. */
+static int route_samples(void *ud, struct staged *st, size_t n, size_t *nlocal, api_ingest_fn done, void *done_ud,
+                         int *status, const char **code, char *err, size_t errlen)
+{
+    struct daemon *d = ud;
+    *nlocal = n;
+    if (!d->cl)
+        return 0;
+    bool *remote = xnew(bool, n ? n : 1);
+    size_t nremote = 0, last_unit = SIZE_MAX;
+    uint32_t last_owner = UINT32_MAX;
+    int rc = 0;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        struct pt_view pv;
+        size_t unit = 0;
+        live_view(d->live, st[k].idx, &pv);
+        if (pv.owner == last_owner) {
+            unit = last_unit;
+        } else if (!unit_of_point(d, st[k].idx, &unit)) {
+            unit = SIZE_MAX;
+        }
+        last_owner = pv.owner;
+        last_unit = unit;
+        if (unit == SIZE_MAX)
+            continue; /* a point of no unit (a driver being replaced): here */
+        remote[k] = !cluster_owns(d->cl, unit);
+        nremote += remote[k];
+        if (!remote[k] && cluster_may_write(d->cl, unit, err, errlen) < 0)
+            rc = -1; /* run here without a renewed lease */
+    }
+    if (rc == 0 && nremote) {
+        struct staged *tmp = xnew(struct staged, n);
+        struct cluster_sample *cs = xnew(struct cluster_sample, nremote);
+        size_t nl = 0, nr = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (!remote[k]) {
+                tmp[nl++] = st[k];
+                continue;
+            }
+            size_t unit = 0;
+            unit_of_point(d, st[k].idx, &unit);
+            cs[nr++] = (struct cluster_sample){live_name(d->live, st[k].idx), st[k].v, st[k].ts, st[k].q, unit};
+        }
+        if (cluster_forward_samples(d->cl, cs, nr, done, done_ud, err, errlen) < 0) {
+            rc = -1;
+        } else {
+            memcpy(st, tmp, nl * sizeof *st);
+            *nlocal = nl;
+            rc = 1;
+        }
+        free(cs);
+        free(tmp);
+    }
+    if (rc < 0) {
+        *status = 503;
+        *code = "no_owner";
+    }
+    free(remote);
+    return rc;
+}
+
+/* Samples another node forwarded for a unit this node runs (cluster_hooks.ingest_unit):
+ * checked whole, then applied like samples posted here. */
+static void ingest_unit(void *ud, size_t unit, const struct cluster_sample *s, size_t n, cluster_ingest_fn done,
+                        void *done_ud)
+{
+    struct daemon *d = ud;
+    char err[400];
+    uint32_t owner = unit == 0 ? 0 : (unit <= d->ndrivers ? d->drivers[unit - 1]->id : UINT32_MAX);
+    if (!d->api)
+        return done(done_ud, 503, "no_owner", "the owner is starting: try again");
+    struct staged *st = xnew(struct staged, n ? n : 1);
+    for (size_t k = 0; k < n; k++) {
+        struct pt_view pv;
+        uint32_t idx = live_find(d->live, s[k].name);
+        const char *code = NULL;
+        if (idx == LIVE_NONE || live_view(d->live, idx, &pv) < 0) {
+            code = "unknown_point";
+            snprintf(err, sizeof err, "no point named '%.200s' on node %s, the owner", s[k].name, d->cfg.cluster.node);
+        } else if (pv.owner != owner || live_is_calculated(d->live, idx)) {
+            code = "not_writable";
+            snprintf(err, sizeof err, "point '%.200s' is not a point of unit %zu on node %s, or is calculated", s[k].name,
+                     unit, d->cfg.cluster.node);
+        } else if (s[k].v.type != pv.type) {
+            code = "wrong_type";
+            snprintf(err, sizeof err, "point '%.200s' is %s on node %s", s[k].name, pt_type_name(pv.type),
+                     d->cfg.cluster.node);
+        }
+        if (code) {
+            free(st);
+            return done(done_ud, strcmp(code, "unknown_point") == 0 ? 404 : strcmp(code, "not_writable") == 0 ? 409 : 400,
+                        code, err);
+        }
+        st[k] = (struct staged){idx, s[k].v, s[k].ts, s[k].q};
+    }
+    api_ingest(d->api, st, n, done, done_ud);
+    free(st);
+}
+
+static int move_unit(void *ud, const char *unit, const char *node, const char **code, char *msg, size_t len)
+{
+    struct daemon *d = ud;
+    return cluster_move(d->cl, unit, node, code, msg, len);
+}
+
+static int drain_node(void *ud, const char *node, bool drain, const char **code, char *msg, size_t len)
+{
+    struct daemon *d = ud;
+    return cluster_drain(d->cl, node, drain, code, msg, len);
+}
+
 static int cluster_json(void *ud, struct buf *out)
 {
     struct daemon *d = ud;
@@ -681,7 +866,7 @@ int main(int argc, char **argv)
     if (d.cfg.cluster.present) {
         char url[160];
         snprintf(url, sizeof url, "%s://%s/", d.cfg.api.tls_cert ? "https" : "http", d.cfg.listen);
-        struct cluster_hooks ch = {&d, start_unit, stop_unit, write_unit};
+        struct cluster_hooks ch = {&d, start_unit, stop_unit, write_unit, ingest_unit, apply_config};
         if (cluster_open(&d.cl, &d.cfg.cluster, url, d.loop, d.live, &ch) < 0) {
             cluster_stop(d.cl);
             uv_run(d.loop, UV_RUN_DEFAULT);
@@ -715,7 +900,9 @@ int main(int argc, char **argv)
         rc = 2;
         goto shutdown;
     }
-    struct api_hooks hooks = {&d, status_json, metrics_text, drivers_json, write_point, cluster_json};
+    struct api_hooks hooks = {&d, status_json, metrics_text, drivers_json, write_point, cluster_json,
+                             d.cl ? route_samples : NULL, d.cl ? move_unit : NULL, d.cl ? drain_node : NULL,
+                             d.cl ? push_config : NULL};
     d.api = api_new(&d.cfg.api, d.loop, d.live, d.stream, &hooks);
     if (!d.api) {
         rc = 2;
@@ -765,6 +952,7 @@ int main(int argc, char **argv)
     free(d.cfg_dir);
     free(d.cfg_base);
 shutdown:
+    free(d.shared);
     cluster_stop(d.cl); /* stops what this node owns, gives the leases up */
     stop_drivers(&d);
     hist_stop(d.hist); /* everything recorded becomes durable; waiting producers are answered */

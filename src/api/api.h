@@ -41,6 +41,19 @@ struct api_config {
     char *ui_dir;                /* the web UI's files; NULL: found by static.c, "": off */
 };
 
+/* A validated sample, not yet applied (every ingest path: POST /api/v1/samples in either
+ * form, the line protocol, and samples another node of a cluster forwarded). */
+struct staged {
+    uint32_t idx;
+    struct pt_value v;
+    int64_t ts;
+    enum pt_quality q;
+};
+
+/* The outcome of applying samples: status 200, or an HTTP status with an error code
+ * (docs/API.md) and a message. */
+typedef void (*api_ingest_fn)(void *ud, int status, const char *code, const char *msg);
+
 /* What the daemon adds to /api/v1/status and /metrics (called on the loop thread). */
 struct api_hooks {
     void *ud;
@@ -61,6 +74,25 @@ struct api_hooks {
     /* GET /api/v1/cluster: appends the cluster's state as one JSON object; -1 when this node
      * is not in a cluster (NULL: never). */
     int (*cluster_json)(void *ud, struct buf *out);
+    /* POST /api/v1/samples and the line protocol in a cluster (NULL: every sample is applied
+     * here). Moves the samples of points whose unit this node runs to the front of st, in
+     * their order, and sets *nlocal; when they all are, returns 0 and nothing else happens.
+     * Otherwise sends the rest to the owners of their units and returns 1: done(done_ud, ...)
+     * follows once, later, when every owner has answered (200, or the first failure). -1:
+     * refused before anything was sent (a unit without an owner, or run here without a
+     * renewed lease): *status, the code and err say why. */
+    int (*route_samples)(void *ud, struct staged *st, size_t n, size_t *nlocal, api_ingest_fn done, void *done_ud,
+                         int *status, const char **code, char *err, size_t errlen);
+    /* POST /api/v1/cluster/units/{unit}/move and /api/v1/cluster/nodes/{node}/drain (NULL:
+     * not in a cluster, 404). Return an HTTP status (202: under way) with an error code
+     * (when not 2xx) and a message in msg. */
+    int (*cluster_move)(void *ud, const char *unit, const char *node, const char **code, char *msg, size_t len);
+    int (*cluster_drain)(void *ud, const char *node, bool drain, const char **code, char *msg, size_t len);
+    /* PUT /api/v1/cluster/config (opsctl cluster config push): validates text with this
+     * node's file; -1 with every error in errors (nothing stored), or 0: stored next, and
+     * done(done_ud, status, err) follows once, later (200 stored). */
+    int (*cluster_config)(void *ud, const char *text, size_t len, void (*done)(void *done_ud, int status, const char *err),
+                          void *done_ud, struct buf *errors);
 };
 
 struct api;
@@ -85,6 +117,11 @@ void api_set_journal(struct api *api, struct jnl *j);
 struct alarms;
 /* Enables the alarm routes and the alarm summary on the stream (NULL turns them off). */
 void api_set_alarms(struct api *api, struct alarms *a);
+/* Applies validated samples here: the point table (a sample older than the point's current
+ * value goes to history only), history (every sample), then done(ud, ...) once: 200 once they
+ * are durable (at once without history; possibly before returning), 503 busy when history's
+ * buffer is full (nothing applied), 500 not_durable. */
+void api_ingest(struct api *api, const struct staged *st, size_t n, api_ingest_fn done, void *ud);
 /* Replaces the tokens (a reload); the rest of the configuration needs a restart. */
 void api_set_tokens(struct api *api, const struct api_token *tokens, size_t n);
 

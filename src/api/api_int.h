@@ -185,6 +185,11 @@ void metrics_write(struct api *api, struct buf *out);
 /* rest_drivers.c */
 void rest_get_drivers(struct http_req *r, const char *name);
 void rest_get_cluster(struct http_req *r);
+/* POST /api/v1/cluster/{rest}: units/{unit}/move, nodes/{node}/drain. */
+void rest_cluster_action(struct http_req *r, const char *rest);
+/* PUT /api/v1/cluster/config: the cluster's shared configuration (opsctl cluster config push). */
+#define CLUSTER_CONFIG_MAX (1000u << 10)
+void rest_cluster_config(struct http_req *r);
 /* Hands a PUT to the driver owning the point, or (in a cluster) to the node running its unit:
  * returns 0 when answered or deferred, 1 when nobody takes it (set the value in the table). */
 int rest_driver_write(struct http_req *r, const char *name, uint32_t idx, const struct pt_value *v, int64_t ts,

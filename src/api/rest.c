@@ -265,10 +265,16 @@ static void put_point(struct http_req *r, const char *name)
     json_decref(j);
 }
 
+/* One request's samples: applied here (api_ingest) and/or sent to the owners of their units
+ * (a cluster); answered once every part is done, with the first failure. */
 struct samples_ack {
     struct rest_deferred *d;
     size_t n;
     bool influx;
+    int parts;
+    int status;
+    char code[32];
+    char msg[400];
 };
 
 static void samples_answer(struct http_req *r, size_t n, bool influx)
@@ -282,55 +288,125 @@ static void samples_answer(struct http_req *r, size_t n, bool influx)
     }
 }
 
-static void samples_durable(void *ud, int status)
+static void lp_error(struct http_req *r, int status, const char *msg);
+
+static void samples_fail(struct http_req *r, int status, const char *code, const char *msg, bool influx)
+{
+    if (status == 503)
+        r->retry_after = "1";
+    if (influx)
+        lp_error(r, status, msg);
+    else
+        rest_error(r, status, code, "%s", msg);
+}
+
+/* Answers r from a (every part done). */
+static void samples_final(struct http_req *r, const struct samples_ack *a)
+{
+    if (a->status == 200)
+        samples_answer(r, a->n, a->influx);
+    else
+        samples_fail(r, a->status, a->code, a->msg, a->influx);
+}
+
+static void samples_part_done(void *ud, int status, const char *code, const char *msg)
 {
     struct samples_ack *a = ud;
-    struct http_req *r = a->d->req;
-    if (r && status == 0) {
-        samples_answer(r, a->n, a->influx);
-    } else if (r) {
-        rest_error(r, 500, "not_durable",
-                   "the samples were applied but could not be made durable (%s): send them again",
-                   strerror(-status));
+    if (status != 200 && a->status == 200) {
+        a->status = status;
+        snprintf(a->code, sizeof a->code, "%s", code ? code : "write_failed");
+        snprintf(a->msg, sizeof a->msg, "%s", msg ? msg : "?");
     }
+    if (--a->parts > 0 || !a->d)
+        return; /* more to come, or apply_staged is still running and answers itself */
+    if (a->d->req)
+        samples_final(a->d->req, a);
     rest_complete(a->d);
     free(a);
 }
 
-/* Applies validated samples: the point table (unless older than the current value), history
- * (every sample), then the answer: at once without history, else once they are durable.
- * influx: answer 204 without a body (the InfluxDB write API) instead of {"accepted":n}. */
-static void apply_staged(struct http_req *r, struct staged *st, size_t n, bool influx)
+struct ingest_wait {
+    api_ingest_fn done;
+    void *ud;
+};
+
+static void ingest_durable(void *ud, int status)
 {
-    struct live *l = r->api->live;
-    struct hist *h = r->api->hist;
-    if (h && !hist_has_room(h, n)) {
-        r->retry_after = "1";
-        rest_error(r, 503, "busy", "history is behind (its buffer is full): nothing was applied; "
-                                   "retry after a second");
-        return;
-    }
+    struct ingest_wait *w = ud;
+    char msg[200];
+    snprintf(msg, sizeof msg, "the samples were applied but could not be made durable (%s): send them again",
+             strerror(-status));
+    w->done(w->ud, status == 0 ? 200 : 500, status == 0 ? NULL : "not_durable", status == 0 ? NULL : msg);
+    free(w);
+}
+
+void api_ingest(struct api *api, const struct staged *st, size_t n, api_ingest_fn done, void *ud)
+{
+    struct live *l = api->live;
+    struct hist *h = api->hist;
+    if (h && !hist_has_room(h, n))
+        return done(ud, 503, "busy", "history is behind (its buffer is full): nothing was applied; retry after a second");
     for (size_t i = 0; i < n; i++) {
         /* A sample older than the current value (backfill) goes to history only. */
         struct pt_view cur;
         live_view(l, st[i].idx, &cur);
         if (!cur.has_value || st[i].ts >= cur.ts)
-            live_set(l, st[i].idx, &st[i].v, st[i].ts, st[i].q,
-                     st[i].q == Q_GOOD ? NULL : "reported by the source");
+            live_set(l, st[i].idx, &st[i].v, st[i].ts, st[i].q, st[i].q == Q_GOOD ? NULL : "reported by the source");
         if (h)
             hist_record(h, st[i].idx, st[i].ts, &st[i].v, st[i].q);
     }
-    r->api->m.samples_ingested += n;
-    if (h) {
-        /* Answered only once every sample is durable. */
-        struct samples_ack *a = xmalloc(sizeof *a);
-        a->n = n;
-        a->influx = influx;
-        a->d = rest_defer(r);
-        hist_barrier(h, samples_durable, a);
-    } else {
-        samples_answer(r, n, influx);
+    api->m.samples_ingested += n;
+    if (!h)
+        return done(ud, 200, NULL, NULL);
+    /* Answered only once every sample is durable. */
+    struct ingest_wait *w = xmalloc(sizeof *w);
+    *w = (struct ingest_wait){done, ud};
+    hist_barrier(h, ingest_durable, w);
+}
+
+/* Applies validated samples, here or (in a cluster) on the nodes that run their points'
+ * units, then answers: 200 {"accepted":n}, or 204 without a body for the line protocol
+ * (influx: the InfluxDB write API). Refusals found before anything is applied (history's
+ * buffer full, a unit without an owner) change nothing. */
+static void apply_staged(struct http_req *r, struct staged *st, size_t n, bool influx)
+{
+    struct api *api = r->api;
+    if (api->hist && !hist_has_room(api->hist, n)) {
+        samples_fail(r, 503, "busy", "history is behind (its buffer is full): nothing was applied; retry after a second",
+                     influx);
+        return;
     }
+    struct samples_ack *a = xzalloc(sizeof *a);
+    a->n = n;
+    a->influx = influx;
+    a->status = 200;
+    a->parts = 1; /* this call's own, released at the end: no answer before both parts began */
+    size_t nlocal = n;
+    if (api->hooks.route_samples) {
+        int status = 0;
+        const char *code = NULL;
+        char err[400] = "";
+        a->parts++;
+        int rc = api->hooks.route_samples(api->hooks.ud, st, n, &nlocal, samples_part_done, a, &status, &code, err,
+                                          sizeof err);
+        if (rc < 0) {
+            samples_fail(r, status, code, err, influx);
+            free(a);
+            return;
+        }
+        if (rc == 0)
+            a->parts--;
+    }
+    if (nlocal) {
+        a->parts++;
+        api_ingest(api, st, nlocal, samples_part_done, a);
+    }
+    if (--a->parts == 0) { /* everything done already (no history, nothing sent) */
+        samples_final(r, a);
+        free(a);
+        return;
+    }
+    a->d = rest_defer(r);
 }
 
 /* The columnar form, for bulk loads:
@@ -662,6 +738,12 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/cluster") == 0) {
         if (get)
             return rest_get_cluster(r);
+    } else if (strcmp(p, "/api/v1/cluster/config") == 0) {
+        if (m == LWSHUMETH_PUT)
+            return rest_cluster_config(r);
+    } else if (strncmp(p, "/api/v1/cluster/", 16) == 0) {
+        if (m == LWSHUMETH_POST)
+            return rest_cluster_action(r, p + 16);
     } else if (strcmp(p, "/api/v1/history") == 0) {
         if (get)
             return rest_get_history(r);

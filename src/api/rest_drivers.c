@@ -1,5 +1,6 @@
 /* rest_drivers.c - GET /api/v1/drivers[/{name}] (driver and device health), GET
- * /api/v1/cluster (units, their owners and the nodes, from the daemon's hook) and the driver
+ * /api/v1/cluster (units, their owners and the nodes, from the daemon's hook), the cluster's
+ * move and drain requests, and the driver
  * side of PUT /api/v1/points/{name}: a writable point a driver owns is written to its device.
  *
  * The daemon answers both through api_hooks (it holds the running drivers). A device write
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "api/api_int.h"
 #include "core/jsonw.h"
@@ -40,6 +43,90 @@ void rest_get_cluster(struct http_req *r)
     }
     jw_raw(&r->resp, "\n");
     rest_json(r, 200);
+}
+
+/* POST /api/v1/cluster/units/{unit}/move {"node":"b"} and POST
+ * /api/v1/cluster/nodes/{node}/drain [{"drain":false}] (role admin): 202 once asked. */
+void rest_cluster_action(struct http_req *r, const char *rest)
+{
+    struct api *api = r->api;
+    if (r->role < ROLE_ADMIN)
+        return rest_error(r, 403, "forbidden", "this needs the admin role; the token has %s", api_role_name(r->role));
+    if (!api->hooks.cluster_move)
+        return rest_error(r, 404, "no_cluster", "this node is not in a cluster (no cluster: section)");
+    char name[LIVE_NAME_MAX + 1];
+    const char *slash = strrchr(rest, '/');
+    bool move = strncmp(rest, "units/", 6) == 0 && slash && strcmp(slash, "/move") == 0;
+    bool drain = strncmp(rest, "nodes/", 6) == 0 && slash && strcmp(slash, "/drain") == 0;
+    size_t nlen = slash ? (size_t)(slash - rest) - 6 : 0;
+    if ((!move && !drain) || nlen == 0 || nlen >= sizeof name)
+        return rest_error(r, 404, "not_found", "no such path: /api/v1/cluster/%.200s", rest);
+    memcpy(name, rest + 6, nlen);
+    name[nlen] = '\0';
+    json_error_t e;
+    json_t *j = r->body.len ? json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &e) : json_object();
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return rest_error(r, 400, "bad_request", move ? "the body is {\"node\": \"<node>\"}"
+                                                         : "the body is empty or {\"drain\": true|false}");
+    }
+    const json_t *node = json_object_get(j, "node"), *on = json_object_get(j, "drain");
+    if ((move && !json_is_string(node)) || (drain && on && !json_is_boolean(on))) {
+        json_decref(j);
+        return rest_error(r, 400, "bad_request", move ? "the body is {\"node\": \"<node>\"}"
+                                                         : "'drain' is true or false");
+    }
+    const char *code = NULL;
+    char msg[400];
+    int status = move ? api->hooks.cluster_move(api->hooks.ud, name, json_string_value(node), &code, msg, sizeof msg)
+                      : api->hooks.cluster_drain(api->hooks.ud, name, !on || json_is_true(on), &code, msg, sizeof msg);
+    json_decref(j);
+    if (status >= 300)
+        return rest_error(r, status, code ? code : "refused", "%s", msg);
+    jw_raw(&r->resp, "{\"message\":");
+    jw_str(&r->resp, msg);
+    jw_raw(&r->resp, "}\n");
+    rest_json(r, status);
+    log_info("api", "cluster: %s (role %s)", msg, api_role_name(r->role));
+}
+
+static void config_stored(void *ud, int status, const char *err)
+{
+    struct rest_deferred *d = ud;
+    struct http_req *r = d->req;
+    if (r && status == 200) {
+        jw_raw(&r->resp, "{\"stored\":true,\"message\":");
+        jw_str(&r->resp, err ? err : "stored: every node applies it");
+        jw_raw(&r->resp, "}\n");
+        rest_json(r, 200);
+    } else if (r) {
+        rest_error(r, status >= 400 && status <= 599 ? status : 502, status == 504 ? "timeout" : "not_stored",
+                   "the cluster's configuration was not stored: %s", err ? err : "?");
+    }
+    rest_complete(d);
+}
+
+/* PUT /api/v1/cluster/config (role admin): the body is the YAML of the shared sections. */
+void rest_cluster_config(struct http_req *r)
+{
+    struct api *api = r->api;
+    if (r->role < ROLE_ADMIN)
+        return rest_error(r, 403, "forbidden", "this needs the admin role; the token has %s", api_role_name(r->role));
+    if (!api->hooks.cluster_config)
+        return rest_error(r, 404, "no_cluster", "this node is not in a cluster (no cluster: section)");
+    if (r->body.len > CLUSTER_CONFIG_MAX)
+        return rest_error(r, 413, "too_large", "the cluster's configuration is at most %u bytes (NATS' max_payload)",
+                          CLUSTER_CONFIG_MAX);
+    struct buf errors;
+    buf_init(&errors, 1 << 20);
+    struct rest_deferred *d = rest_defer(r); /* the answer comes once stored (never from the call) */
+    if (api->hooks.cluster_config(api->hooks.ud, r->body.data ? r->body.data : "", r->body.len, config_stored, d,
+                                  &errors) < 0) {
+        r->deferred = NULL;
+        free(d);
+        rest_error(r, 400, "invalid_config", "%s", errors.data ? errors.data : "invalid");
+    }
+    buf_release(&errors);
 }
 
 struct pending_write {

@@ -15,20 +15,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/api.h"
 #include "live/live.h"
 
 /* Samples (values) in one request, on every ingest path: POST /api/v1/samples in either
  * form and the line protocol (/write). Beyond: 413, and nothing is applied. */
 #define SAMPLES_MAX   100000
 #define FUTURE_MAX_MS (24 * 3600 * 1000LL) /* how far ahead a sample's time may be */
-
-/* A validated sample, not yet applied. */
-struct staged {
-    uint32_t idx;
-    struct pt_value v;
-    int64_t ts;
-    enum pt_quality q;
-};
 
 /* Parses and validates the whole body. Returns 1 with *out (malloc'ed, the caller frees it)
  * and *n filled when every sample is valid; 0 when the body is not one the fast path takes

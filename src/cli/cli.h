@@ -161,6 +161,9 @@ int cmd_alarms_deployment(struct ctl *c, const struct opts *o);
 
 /* cluster.c */
 int cmd_cluster_status(struct ctl *c, const struct opts *o);
+int cmd_cluster_move(struct ctl *c, const struct opts *o);
+int cmd_cluster_drain(struct ctl *c, const struct opts *o);
+int cmd_cluster_config(struct ctl *c, const struct opts *o);
 
 /* devices.c */
 int cmd_devices_list(struct ctl *c, const struct opts *o);

@@ -145,6 +145,13 @@ static void usage(FILE *f)
           "  cluster status [--json]           the cluster's nodes and the owner of every unit\n"
           "                                    (drivers, the points: section): candidates,\n"
           "                                    lease revision, owner since\n"
+          "  cluster move UNIT NODE            hand a unit over to another candidate (admin);\n"
+          "                                    waits until NODE owns it\n"
+          "  cluster drain NODE                NODE hands its units over and takes none until\n"
+          "                                    undrain or its restart (admin)\n"
+          "  cluster undrain NODE              NODE takes units again\n"
+          "  cluster config push FILE          the shared sections (drivers, points, alarms,\n"
+          "                                    deployment) for every node, checked first (admin)\n"
           "  devices list [--json]             the registry's cm handles: id, state, module\n"
           "                                    set tag, alternate id, lock reason\n"
           "  devices show ID [--json]          one cm handle with its state and modules\n"
@@ -1667,6 +1674,10 @@ static const struct command {
      "alarms unshelve NAME...|group=G [comment=TEXT] [--json]"},
     {"alarms", "deployment", 0, 1, OPT(O_JSON), cmd_alarms_deployment, "alarms deployment [STATE] [--json]"},
     {"cluster", "status", 0, 0, OPT(O_JSON), cmd_cluster_status, "cluster status [--json]"},
+    {"cluster", "move", 2, 2, 0, cmd_cluster_move, "cluster move UNIT NODE"},
+    {"cluster", "drain", 1, 1, 0, cmd_cluster_drain, "cluster drain NODE"},
+    {"cluster", "undrain", 1, 1, 0, cmd_cluster_drain, "cluster undrain NODE"},
+    {"cluster", "config", 2, 2, 0, cmd_cluster_config, "cluster config push FILE"},
     {"devices", "list", 0, 0, OPT(O_JSON), cmd_devices_list, "devices list [--json]"},
     {"devices", "show", 1, 1, OPT(O_JSON), cmd_devices_show, "devices show ID [--json]"},
     {"devices", "search", 1, 100, OPT(O_JSON), cmd_devices_search,
@@ -1722,7 +1733,7 @@ static int run(int argc, char **argv)
         else if (strcmp(o.args[0], "devices") == 0)
             rc = cli_usage_error("'devices' needs a command: list, show, search, register or remove");
         else if (strcmp(o.args[0], "cluster") == 0)
-            rc = cli_usage_error("'cluster' needs a command: status");
+            rc = cli_usage_error("'cluster' needs a command: status, move, drain, undrain or config push");
         else if (strcmp(o.args[0], "history") == 0)
             rc = cli_usage_error("'history' needs a command: query, export, partitions or "
                                  "verify");

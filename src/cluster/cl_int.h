@@ -22,17 +22,20 @@
 #define CL_TICK_MS       100
 #define CL_HEARTBEAT_MS  1000
 #define CL_STOP_MARGIN_MS 1500            /* an owner stops this long before its lease ends */
+#define CL_SHARED_KEY    "config.shared"   /* the cluster's shared configuration */
+#define CL_STORE_SUBJECT "\x01store"        /* a cl_request the publisher stores in the bucket */
 
 /* Link -> loop. */
-enum cl_msg_kind { CLM_LIVE, CLM_SNAP, CLM_ACQUIRED, CLM_LOST, CLM_NO_OWNER, CLM_WRITE, CLM_REPLY };
+enum cl_msg_kind { CLM_LIVE, CLM_SNAP, CLM_ACQUIRED, CLM_LOST, CLM_NO_OWNER, CLM_WRITE, CLM_INGEST, CLM_REPLY, CLM_CONFIG };
 
 struct cl_msg {
     struct cl_msg *next;
     enum cl_msg_kind kind;
     char unit[LIVE_NAME_MAX + 1];
     uint64_t epoch;                   /* CLM_ACQUIRED */
-    char why[128];                     /* CLM_LOST */
-    char reply[CL_SUBJECT_MAX];       /* CLM_WRITE: where the answer goes */
+    char why[160];                     /* CLM_LOST */
+    bool handover;                     /* CLM_LOST: handed over by name (the points keep their values) */
+    char reply[CL_SUBJECT_MAX];       /* CLM_WRITE, CLM_INGEST: where the answer goes */
     size_t len;
     uint8_t data[];                   /* CLM_LIVE: the batch */
 };
@@ -75,6 +78,8 @@ struct cl_unit {
     bool stopped;                     /* the loop has stopped it (set by the loop) */
     bool no_owner;                    /* "no owner" reported since the last owner */
     bool gone;                        /* no longer configured: give the lease up, then drop */
+    char move_to[72];                 /* mine: hand it over to this node (opsctl cluster move, drain) */
+    char next[72];                    /* the key names the node it was handed over to ("next") */
 };
 
 struct cl_node {
@@ -85,6 +90,8 @@ struct cl_node {
     bool kv_ok;                       /* it can write to the lease bucket (its heartbeat says) */
     int64_t heard_mono, heard_ms;
     bool left;                        /* said goodbye */
+    bool drained;                     /* takes no unit (opsctl cluster drain) */
+    bool mismatch;                    /* its configuration is not the cluster's (config_mismatch) */
 };
 
 struct cl_lunit;                      /* the loop's side of a unit (cluster.c) */
@@ -133,13 +140,20 @@ struct cluster {
     int64_t last_hb, last_rtt;        /* publisher thread: last heartbeat sent, last RTT measured */
     bool kv_ok;                       /* link thread: its last write to the bucket succeeded */
     int64_t last_probe;               /* link thread: last write probe (node.<name>) */
+    bool drained;                     /* this node takes no unit and hands its units over */
+    bool mismatch;                    /* the cluster's shared configuration does not apply here */
+    int64_t mismatch_mono;            /* since when (its units are handed over 1.5 s later, once
+                                       * the others had time to say whether they can take them) */
+    uint64_t shared_rev;              /* link thread: revision of config.shared last handed to the loop */
+    uint64_t shared_seen, shared_applied; /* loop: the newest revision seen, and applied here */
+    int64_t shared_polled;
 
     uv_thread_t link_thread, pub_thread;
     bool threads_started;
     natsConnection *nc;               /* link thread creates; freed after both threads end */
     jsCtx *js;
     kvStore *kv;
-    natsSubscription *sub_live, *sub_snap, *sub_node, *sub_write, *sub_reply;
+    natsSubscription *sub_live, *sub_snap, *sub_node, *sub_write, *sub_ingest, *sub_reply, *sub_ctl;
 
     /* Loop side. */
     struct cl_pending *pending;       /* forwarded writes waiting for their owner */
@@ -158,6 +172,7 @@ struct cluster {
     atomic_ullong rejected_malformed, rejected_stale, rejected_points, in_dropped, out_dropped, pub_errors;
     atomic_ullong mirror_lag_us;
     atomic_ullong writes_forwarded, writes_served, writes_timed_out;
+    atomic_ullong samples_forwarded, samples_served;
 };
 
 /* link.c */
@@ -182,5 +197,11 @@ void cl_node_heard(struct cluster *c, const char *data, size_t len);
 /* Publishes this node's heartbeat (`left`: the goodbye). Any thread with the link up. */
 void cl_heartbeat(struct cluster *c, bool left);
 void cl_unit_key(const char *name, char *key, size_t keylen);
+/* Under lock: node `name` is live and takes units (not drained). */
+bool cl_node_takes(struct cluster *c, const char *name, int64_t now);
+/* A request on ctl.<this node> ("move <unit> <node>", "drain", "undrain"), or the same made
+ * on this node: sets what the link thread acts on at its next tick. Any thread, lock not
+ * held. */
+void cl_control(struct cluster *c, const char *data, size_t len);
 
 #endif

@@ -29,13 +29,25 @@
 #define NO_OWNER_REASON  "no owner"
 #define WRITE_TIMEOUT_MS 5000
 
-/* A write forwarded to another node, waiting for its answer. */
+/* Samples of one request sent to several owners (or in several pieces): done once, with the
+ * first failure. */
+struct cl_join {
+    int parts;
+    int status;
+    char code[32];
+    char msg[400];
+    cluster_ingest_fn done;
+    void *ud;
+};
+
+/* A write or a piece of samples forwarded to another node, waiting for its answer. */
 struct cl_pending {
     struct cl_pending *next;
     uint64_t id;
     int64_t deadline;            /* mono ms */
-    cluster_write_done_fn done;
+    cluster_write_done_fn done;  /* a write */
     void *ud;
+    struct cl_join *join;        /* samples: their answer is "<status> <code> <message>" */
     int status;                  /* > 0: answer this at the next timer tick (nothing was sent) */
     char err[400];               /* with status; or who was asked */
 };
@@ -310,7 +322,78 @@ static void serve_write(struct cluster *c, struct cl_msg *m, struct cl_lunit *u,
     c->hooks.write_unit(c->hooks.ud, i, item.name, &item.v, item.ts, item.q, served, s);
 }
 
-static void finish_pending(struct cluster *c, struct cl_pending *p, int status, const char *err)
+static void join_part(struct cl_join *j, int status, const char *code, const char *msg)
+{
+    if (status != 200 && j->status == 200) {
+        j->status = status;
+        snprintf(j->code, sizeof j->code, "%s", code);
+        snprintf(j->msg, sizeof j->msg, "%s", msg);
+    }
+    if (--j->parts > 0)
+        return;
+    j->done(j->ud, j->status, j->status == 200 ? NULL : j->code, j->status == 200 ? NULL : j->msg);
+    free(j);
+}
+
+/* code: the error code of an answer to samples (NULL: from the status). */
+static void ingest_answer(struct cluster *c, const char *reply, int status, const char *code, const char *msg)
+{
+    char text[512];
+    int n = status == 200 ? snprintf(text, sizeof text, "200 ok ") : snprintf(text, sizeof text, "%d %s %s", status, code, msg);
+    cl_publish(c, reply, text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1));
+}
+
+static void ingest_served(void *ud, int status, const char *code, const char *msg)
+{
+    struct cl_serve *s = ud;
+    ingest_answer(s->c, s->reply, status, code ? code : "write_failed", msg ? msg : "");
+    free(s);
+}
+
+/* Owner side: samples another node forwarded (a batch of values, see
+ * cluster_forward_samples). */
+static void serve_ingest(struct cluster *c, struct cl_msg *m, struct cl_lunit *u, size_t i)
+{
+    char err[400];
+    if (!u || !u->running)
+        return; /* every node hears the request: the owner answers */
+    if (u->hold || unit_isolated(c, u->name)) {
+        snprintf(err, sizeof err, "node %s runs unit %s without a renewed lease: samples are refused for now",
+                 c->cfg.node, m->unit);
+        ingest_answer(c, m->reply, 503, "no_owner", err);
+        return;
+    }
+    struct clb_header h;
+    if (clb_peek(m->data, m->len, &h, err, sizeof err) < 0) {
+        ingest_answer(c, m->reply, 400, "bad_request", "malformed samples request");
+        return;
+    }
+    struct clb_item *items = xnew(struct clb_item, h.count ? h.count : 1);
+    size_t slen = m->len + (size_t)h.count * 3 + 16;
+    char *scratch = xmalloc(slen);
+    if (clb_decode(m->data, m->len, &h, items, h.count, scratch, slen, err, sizeof err) < 0) {
+        ingest_answer(c, m->reply, 400, "bad_request", "malformed samples request");
+    } else {
+        struct cluster_sample *cs = xnew(struct cluster_sample, h.count ? h.count : 1);
+        uint32_t k = 0;
+        for (; k < h.count && items[k].has_value; k++)
+            cs[k] = (struct cluster_sample){items[k].name, items[k].v, items[k].ts, items[k].q, i};
+        if (k < h.count) {
+            ingest_answer(c, m->reply, 400, "bad_request", "a forwarded sample without a value");
+        } else {
+            struct cl_serve *sv = xzalloc(sizeof *sv);
+            sv->c = c;
+            snprintf(sv->reply, sizeof sv->reply, "%s", m->reply);
+            atomic_fetch_add(&c->samples_served, h.count);
+            c->hooks.ingest_unit(c->hooks.ud, i, cs, h.count, ingest_served, sv);
+        }
+        free(cs);
+    }
+    free(scratch);
+    free(items);
+}
+
+static void finish_pending(struct cluster *c, struct cl_pending *p, int status, const char *code, const char *err)
 {
     struct cl_pending **pp = &c->pending;
     while (*pp && *pp != p)
@@ -319,7 +402,11 @@ static void finish_pending(struct cluster *c, struct cl_pending *p, int status, 
         *pp = p->next;
     if (status == 504)
         atomic_fetch_add(&c->writes_timed_out, 1);
-    p->done(p->ud, status, status == 200 ? NULL : err);
+    if (p->join)
+        join_part(p->join, status, code ? code : status == 504 ? "owner_timeout" : status == 503 ? "no_owner" : "write_failed",
+                  err);
+    else
+        p->done(p->ud, status, err);
     free(p);
     if (!c->pending)
         uv_timer_stop(&c->pending_timer);
@@ -345,7 +432,16 @@ static void write_answered(struct cluster *c, struct cl_msg *m)
         status = 502;
         sp = NULL;
     }
-    finish_pending(c, p, (int)status, sp && sp[1] ? sp + 1 : "the owner's answer was not understood");
+    const char *msg = sp && sp[1] ? sp + 1 : status == 200 ? NULL : "the owner's answer was not understood";
+    const char *code = NULL;
+    if (p->join && sp && sp[1]) { /* "<code> <message>" */
+        char *sp2 = strchr(sp + 1, ' ');
+        code = sp + 1;
+        msg = sp2 ? sp2 + 1 : "";
+        if (sp2)
+            *sp2 = '\0';
+    }
+    finish_pending(c, p, (int)status, code, msg);
 }
 
 static void on_pending_timer(uv_timer_t *t)
@@ -356,31 +452,61 @@ static void on_pending_timer(uv_timer_t *t)
     while (p) {
         struct cl_pending *next = p->next;
         if (p->status)
-            finish_pending(c, p, p->status, p->err);
+            finish_pending(c, p, p->status, NULL, p->err);
         else if (now >= p->deadline)
-            finish_pending(c, p, 504, p->err);
+            finish_pending(c, p, 504, NULL, p->err);
         p = next;
     }
+}
+
+/* The owner of unit i as this node last read it ("" when none, or its lease expired). */
+static void owner_of(struct cluster *c, size_t i, char *owner, size_t len)
+{
+    const struct cl_lunit *u = i < c->nlunits ? &c->lunits[i] : NULL;
+    owner[0] = '\0';
+    uv_mutex_lock(&c->lock);
+    for (size_t k = 0; u && k < c->nunits; k++)
+        if (strcmp(c->units[k].name, u->name) == 0 && c->units[k].present && !c->units[k].no_owner)
+            snprintf(owner, len, "%s", c->units[k].owner);
+    uv_mutex_unlock(&c->lock);
+}
+
+static struct cl_pending *pending_new(struct cluster *c)
+{
+    struct cl_pending *p = xzalloc(sizeof *p);
+    p->id = ++c->next_request;
+    p->deadline = mono_ms() + WRITE_TIMEOUT_MS;
+    p->next = c->pending;
+    c->pending = p;
+    uv_timer_start(&c->pending_timer, on_pending_timer, 100, 100);
+    return p;
+}
+
+/* Sends request b on <kind>.<unit> for pending p (503 at the next tick when the queue to NATS
+ * is full). */
+static int send_request(struct cluster *c, struct cl_pending *p, const char *kind, const struct cl_lunit *u,
+                        const struct buf *b)
+{
+    char subj[CL_SUBJECT_MAX], reply[CL_SUBJECT_MAX];
+    snprintf(subj, sizeof subj, "%s%s.%s", c->prefix, kind, u->name);
+    snprintf(reply, sizeof reply, "%sreply.%s.%llu", c->prefix, c->cfg.node, (unsigned long long)p->id);
+    if (cl_request(c, subj, reply, b->data, b->len) < 0) {
+        p->status = 503;
+        snprintf(p->err, sizeof p->err, "the queue to NATS is full: try again");
+        return -1;
+    }
+    return 0;
 }
 
 void cluster_forward_write(struct cluster *c, size_t i, const char *name, const struct pt_value *v, int64_t ts,
                            enum pt_quality q, cluster_write_done_fn done, void *ud)
 {
-    struct cl_pending *p = xzalloc(sizeof *p);
-    p->id = ++c->next_request;
-    p->deadline = mono_ms() + WRITE_TIMEOUT_MS;
+    struct cl_pending *p = pending_new(c);
     p->done = done;
     p->ud = ud;
-    p->next = c->pending;
-    c->pending = p;
-    uv_timer_start(&c->pending_timer, on_pending_timer, 100, 100);
     const struct cl_lunit *u = i < c->nlunits ? &c->lunits[i] : NULL;
-    char owner[72] = "";
-    uv_mutex_lock(&c->lock);
-    for (size_t k = 0; u && k < c->nunits; k++)
-        if (strcmp(c->units[k].name, u->name) == 0 && c->units[k].present && !c->units[k].no_owner)
-            snprintf(owner, sizeof owner, "%s", c->units[k].owner);
-    uv_mutex_unlock(&c->lock);
+    char owner[72];
+    owner_of(c, i, owner, sizeof owner);
     if (!u || !owner[0]) {
         p->status = 503;
         snprintf(p->err, sizeof p->err, "unit %s has no owner in the cluster right now: try again", u ? u->name : "?");
@@ -393,16 +519,82 @@ void cluster_forward_write(struct cluster *c, size_t i, const char *name, const 
     clb_begin(&b, 0, u->max_epoch ? u->max_epoch : 1, p->id, ts);
     clb_add(&b, name, strlen(name), true, v, ts, q, q == Q_GOOD ? NULL : "set by a client");
     clb_finish(&b, 1);
-    char subj[CL_SUBJECT_MAX], reply[CL_SUBJECT_MAX];
-    snprintf(subj, sizeof subj, "%swrite.%s", c->prefix, u->name);
-    snprintf(reply, sizeof reply, "%sreply.%s.%llu", c->prefix, c->cfg.node, (unsigned long long)p->id);
-    if (cl_request(c, subj, reply, b.data, b.len) < 0) {
-        p->status = 503;
-        snprintf(p->err, sizeof p->err, "the queue to NATS is full: try again");
-    } else {
+    if (send_request(c, p, "write", u, &b) == 0)
         atomic_fetch_add(&c->writes_forwarded, 1);
-    }
     buf_release(&b);
+}
+
+/* One piece of a unit's samples: a request waiting in join j. */
+static void send_samples(struct cluster *c, struct cl_join *j, const struct cl_lunit *u, const char *owner,
+                         struct buf *b, uint32_t count)
+{
+    struct cl_pending *p = pending_new(c);
+    p->join = j;
+    j->parts++;
+    snprintf(p->err, sizeof p->err, "node %s, the owner of unit %s, did not answer within %d s", owner, u->name,
+             WRITE_TIMEOUT_MS / 1000);
+    clb_finish(b, count);
+    if (send_request(c, p, "ingest", u, b) == 0)
+        atomic_fetch_add(&c->samples_forwarded, count);
+}
+
+int cluster_forward_samples(struct cluster *c, const struct cluster_sample *s, size_t n, cluster_ingest_fn done,
+                            void *ud, char *err, size_t errlen)
+{
+    /* Every unit needs an owner before anything is sent. */
+    struct {
+        char name[72];
+    } *owners = xmalloc(sizeof *owners * (c->nlunits ? c->nlunits : 1));
+    bool *used = xnew(bool, c->nlunits ? c->nlunits : 1);
+    int rc = 0;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        size_t i = s[k].unit;
+        if (i >= c->nlunits) {
+            snprintf(err, errlen, "point '%s' belongs to no unit of this node", s[k].name);
+            rc = -1;
+        } else if (!used[i]) {
+            used[i] = true;
+            owner_of(c, i, owners[i].name, sizeof owners[i].name);
+            if (!owners[i].name[0] || strcmp(owners[i].name, c->cfg.node) == 0) {
+                snprintf(err, errlen, "unit %s (point '%s') has no owner in the cluster right now: nothing was applied; "
+                         "try again", c->lunits[i].name, s[k].name);
+                rc = -1;
+            }
+        }
+    }
+    if (rc == 0) {
+        struct cl_join *j = xzalloc(sizeof *j);
+        j->status = 200;
+        j->done = done;
+        j->ud = ud;
+        j->parts = 1; /* released below, once every piece is out */
+        struct buf b;
+        buf_init(&b, CLB_MAX_BYTES);
+        for (size_t i = 0; i < c->nlunits; i++) {
+            if (!used[i])
+                continue;
+            const struct cl_lunit *u = &c->lunits[i];
+            uint32_t count = 0;
+            for (size_t k = 0; k < n; k++) {
+                if (s[k].unit != i)
+                    continue;
+                if (count == 0)
+                    clb_begin(&b, 0, u->max_epoch ? u->max_epoch : 1, c->next_request + 1, s[k].ts);
+                clb_add(&b, s[k].name, strlen(s[k].name), true, &s[k].v, s[k].ts, s[k].q, NULL);
+                if (++count >= CLB_MAX_ITEMS || b.len >= CLB_SPLIT_BYTES) {
+                    send_samples(c, j, u, owners[i].name, &b, count);
+                    count = 0;
+                }
+            }
+            if (count)
+                send_samples(c, j, u, owners[i].name, &b, count);
+        }
+        buf_release(&b);
+        join_part(j, 200, NULL, NULL); /* answers come from the loop, later: never from here */
+    }
+    free(owners);
+    free(used);
+    return rc;
 }
 
 static void unit_stopped(struct cluster *c, const char *name)
@@ -412,6 +604,45 @@ static void unit_stopped(struct cluster *c, const char *name)
         if (strcmp(c->units[i].name, name) == 0)
             c->units[i].stopped = true;
     uv_mutex_unlock(&c->lock);
+}
+
+/* The cluster's shared configuration, a new revision of it: applied like a reload; when it
+ * does not apply here, this node says config_mismatch and takes no lease until one does. */
+static void apply_shared(struct cluster *c, struct cl_msg *m)
+{
+    int rc = c->hooks.apply_config ? c->hooks.apply_config(c->hooks.ud, (const char *)m->data, m->len) : -1;
+    uv_mutex_lock(&c->lock);
+    bool was = c->mismatch;
+    c->mismatch = rc < 0;
+    if (rc < 0 && !was)
+        c->mismatch_mono = mono_ms();
+    c->shared_applied = rc < 0 ? c->shared_applied : m->epoch;
+    c->shared_seen = m->epoch;
+    c->last_hb = 0; /* say so now */
+    uv_cond_broadcast(&c->wake);
+    uv_mutex_unlock(&c->lock);
+    if (rc < 0)
+        log_error("cluster", "the cluster's configuration (revision %llu) does not apply on this node (see above): "
+                  "config_mismatch, this node takes no lease", (unsigned long long)m->epoch);
+    else if (was)
+        log_info("cluster", "the cluster's configuration (revision %llu) applies again: config_mismatch cleared",
+                 (unsigned long long)m->epoch);
+    else
+        log_info("cluster", "the cluster's configuration (revision %llu) applied", (unsigned long long)m->epoch);
+}
+
+void cluster_config_push(struct cluster *c, const char *text, size_t len, cluster_write_done_fn done, void *ud)
+{
+    struct cl_pending *p = pending_new(c);
+    p->done = done;
+    p->ud = ud;
+    snprintf(p->err, sizeof p->err, "the lease bucket did not answer within %d s", WRITE_TIMEOUT_MS / 1000);
+    char reply[CL_SUBJECT_MAX];
+    snprintf(reply, sizeof reply, "store.%llu", (unsigned long long)p->id);
+    if (cl_request(c, CL_STORE_SUBJECT, reply, text, len) < 0) {
+        p->status = 503;
+        snprintf(p->err, sizeof p->err, "the queue to NATS is full: try again");
+    }
 }
 
 static void handle(struct cluster *c, struct cl_msg *m)
@@ -441,7 +672,8 @@ static void handle(struct cluster *c, struct cl_msg *m)
             u->running = false;
             u->enc_count = 0;
             c->hooks.stop_unit(c->hooks.ud, i);
-            for_unit_points(c, u, no_owner_point);
+            if (!m->handover)
+                for_unit_points(c, u, no_owner_point);
             log_warn("cluster", "unit %s stopped on this node: %s", u->name, m->why);
         }
         unit_stopped(c, m->unit);
@@ -451,7 +683,9 @@ static void handle(struct cluster *c, struct cl_msg *m)
             for_unit_points(c, u, no_owner_point);
         break;
     case CLM_WRITE: serve_write(c, m, u, i); break;
+    case CLM_INGEST: serve_ingest(c, m, u, i); break;
     case CLM_REPLY: write_answered(c, m); break;
+    case CLM_CONFIG: apply_shared(c, m); break;
     }
 }
 
@@ -653,6 +887,102 @@ int cluster_may_write(struct cluster *c, size_t i, char *err, size_t errlen)
     return rc;
 }
 
+/* Under lock: the link's unit named name. */
+static struct cl_unit *link_unit(struct cluster *c, const char *name)
+{
+    for (size_t i = 0; i < c->nunits; i++)
+        if (strcmp(c->units[i].name, name) == 0)
+            return &c->units[i];
+    return NULL;
+}
+
+/* Hands a control request to node `to` (this node: directly). */
+static void control(struct cluster *c, const char *to, const char *text)
+{
+    if (strcmp(to, c->cfg.node) == 0) {
+        cl_control(c, text, strlen(text));
+        return;
+    }
+    char subj[CL_SUBJECT_MAX];
+    snprintf(subj, sizeof subj, "%sctl.%s", c->prefix, to);
+    cl_publish(c, subj, text, strlen(text));
+}
+
+int cluster_move(struct cluster *c, const char *unit, const char *node, const char **code, char *msg, size_t len)
+{
+    int64_t now = mono_ms();
+    int status = 202;
+    char owner[72] = "";
+    *code = NULL;
+    uv_mutex_lock(&c->lock);
+    const struct cl_unit *u = link_unit(c, unit);
+    bool candidate = u && !u->nodes;
+    for (size_t i = 0; u && u->nodes && i < u->nnodes; i++)
+        candidate |= strcmp(u->nodes[i], node) == 0;
+    if (u && u->present && u->owner[0] && (u->mine || !u->read_ok || now - u->seen_mono < c->cfg.lease_ms))
+        snprintf(owner, sizeof owner, "%s", u->owner);
+    const char *earlier = NULL;
+    for (size_t i = 0; u && u->failback && u->nodes && i < u->nnodes && strcmp(u->nodes[i], node) != 0; i++)
+        if (!earlier && cl_node_takes(c, u->nodes[i], now))
+            earlier = u->nodes[i];
+    if (!u) {
+        status = 404;
+        *code = "unknown_unit";
+        snprintf(msg, len, "no unit named '%.200s' (a driver's name, or \"points\")", unit);
+    } else if (!owner[0]) {
+        status = 409;
+        *code = "no_owner";
+        snprintf(msg, len, "unit %s has no owner right now: its first live candidate takes it", unit);
+    } else if (strcmp(owner, node) == 0) {
+        status = 200;
+        snprintf(msg, len, "unit %s runs on node %s already", unit, node);
+    } else if (!candidate) {
+        status = 409;
+        *code = "not_a_candidate";
+        snprintf(msg, len, "node '%.80s' is not a candidate of unit %s (its nodes: list)", node, unit);
+    } else if (!cl_node_takes(c, node, now)) {
+        status = 409;
+        *code = "node_unavailable";
+        snprintf(msg, len, "node '%.80s' is not connected to the cluster, or is drained", node);
+    } else if (earlier) {
+        status = 409;
+        *code = "failback";
+        snprintf(msg, len, "unit %s has failback on and node %s, listed before %s, would take it back", unit,
+                 earlier, node);
+    } else {
+        snprintf(msg, len, "unit %s: node %s hands it over to node %s", unit, owner, node);
+    }
+    uv_mutex_unlock(&c->lock);
+    if (status == 202) {
+        char text[256];
+        snprintf(text, sizeof text, "move\n%s\n%s", unit, node);
+        control(c, owner, text);
+        log_info("cluster", "%s (asked here)", msg);
+    }
+    return status;
+}
+
+int cluster_drain(struct cluster *c, const char *node, bool drain, const char **code, char *msg, size_t len)
+{
+    int64_t now = mono_ms();
+    *code = NULL;
+    bool known = strcmp(node, c->cfg.node) == 0;
+    uv_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->nnodes && !known; i++)
+        known = strcmp(c->nodes[i].name, node) == 0 && !c->nodes[i].left && now - c->nodes[i].heard_mono < 3000;
+    uv_mutex_unlock(&c->lock);
+    if (!known) {
+        *code = "unknown_node";
+        snprintf(msg, len, "node '%.80s' is not connected to the cluster (see GET /api/v1/cluster)", node);
+        return 404;
+    }
+    control(c, node, drain ? "drain" : "undrain");
+    snprintf(msg, len, drain ? "node %s hands its units over to their next candidates and takes none"
+                             : "node %s takes units again", node);
+    log_info("cluster", "%s (asked here)", msg);
+    return 202;
+}
+
 static void on_closed(uv_handle_t *h) {}
 
 void cluster_stop(struct cluster *c)
@@ -667,7 +997,7 @@ void cluster_stop(struct cluster *c)
     }
     cl_link_stop(c); /* gives the leases up */
     while (c->pending)
-        finish_pending(c, c->pending, 503, "this node is stopping");
+        finish_pending(c, c->pending, 503, NULL, "this node is stopping");
     uv_mutex_lock(&c->lock);
     c->async_open = false;
     uv_mutex_unlock(&c->lock);
@@ -728,7 +1058,9 @@ void cluster_status_json(struct cluster *c, struct buf *out)
     jw_str(out, c->cfg.name);
     jw_raw(out, ",\"node\":");
     jw_str(out, c->cfg.node);
-    buf_printf(out, ",\"lease_ms\":%lld,\"replicas\":%d,\"bucket\":", (long long)c->cfg.lease_ms, c->cfg.replicas);
+    buf_printf(out, ",\"lease_ms\":%lld,\"replicas\":%d,\"shared_config\":{\"revision\":%llu,\"applied\":%llu},\"bucket\":",
+               (long long)c->cfg.lease_ms, c->cfg.replicas, (unsigned long long)c->shared_seen,
+               (unsigned long long)c->shared_applied);
     jw_str(out, c->bucket);
     jw_raw(out, ",\"nats\":{\"state\":");
     jw_str(out, status_name(c->nats_status));
@@ -740,7 +1072,8 @@ void cluster_status_json(struct cluster *c, struct buf *out)
     jw_str(out, c->cfg.node);
     jw_raw(out, ",\"self\":true,\"address\":");
     jw_str(out, c->cfg.advertise ? c->cfg.advertise : c->listen_url);
-    buf_printf(out, ",\"connected\":%s,\"config\":\"%016llx\",\"units\":[", c->connected_mono ? "true" : "false",
+    buf_printf(out, ",\"connected\":%s,\"drained\":%s,\"config_mismatch\":%s,\"config\":\"%016llx\",\"units\":[",
+               c->connected_mono ? "true" : "false", c->drained ? "true" : "false", c->mismatch ? "true" : "false",
                (unsigned long long)c->config_hash);
     int k = 0;
     for (size_t i = 0; i < c->nunits; i++) {
@@ -758,9 +1091,10 @@ void cluster_status_json(struct cluster *c, struct buf *out)
         jw_str(out, nd->name);
         jw_raw(out, ",\"address\":");
         jw_str(out, nd->address);
-        buf_printf(out, ",\"connected\":%s,\"last_heartbeat\":%lld,\"heartbeat_age_ms\":%lld,\"config\":",
-                   !nd->left && now - nd->heard_mono < 3000 ? "true" : "false", (long long)nd->heard_ms,
-                   (long long)(now - nd->heard_mono));
+        buf_printf(out, ",\"connected\":%s,\"drained\":%s,\"config_mismatch\":%s,\"last_heartbeat\":%lld,\"heartbeat_age_ms\":%lld,\"config\":",
+                   !nd->left && now - nd->heard_mono < 3000 ? "true" : "false", nd->drained ? "true" : "false",
+                   nd->mismatch ? "true" : "false",
+                   (long long)nd->heard_ms, (long long)(now - nd->heard_mono));
         jw_str(out, nd->config);
         buf_printf(out, ",\"units\":%s}", nd->units[0] == '[' ? nd->units : "[]");
     }
@@ -844,6 +1178,9 @@ void cluster_metrics_text(struct cluster *c, struct buf *out)
                "# TYPE opsd_cluster_writes_total counter\n"
                "opsd_cluster_writes_total{kind=\"forwarded\"} %llu\nopsd_cluster_writes_total{kind=\"served\"} %llu\n"
                "opsd_cluster_writes_total{kind=\"timed_out\"} %llu\n"
+               "# HELP opsd_cluster_samples_total Samples forwarded to their unit's owner elsewhere, received for units run here.\n"
+               "# TYPE opsd_cluster_samples_total counter\n"
+               "opsd_cluster_samples_total{kind=\"forwarded\"} %llu\nopsd_cluster_samples_total{kind=\"served\"} %llu\n"
                "# HELP opsd_cluster_mirror_lag_seconds Source time to applied here, newest value of the last batch.\n"
                "# TYPE opsd_cluster_mirror_lag_seconds gauge\nopsd_cluster_mirror_lag_seconds %.3f\n",
                connected ? 1 : 0, rtt, owned, atomic_load(&c->renewals), atomic_load(&c->renew_failures),
@@ -853,5 +1190,6 @@ void cluster_metrics_text(struct cluster *c, struct buf *out)
                atomic_load(&c->rejected_stale), atomic_load(&c->rejected_points), atomic_load(&c->in_dropped),
                atomic_load(&c->out_dropped), atomic_load(&c->pub_errors), atomic_load(&c->writes_forwarded),
                atomic_load(&c->writes_served), atomic_load(&c->writes_timed_out),
+               atomic_load(&c->samples_forwarded), atomic_load(&c->samples_served),
                (double)atomic_load(&c->mirror_lag_us) / 1e6);
 }

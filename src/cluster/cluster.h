@@ -73,6 +73,21 @@ struct cluster_unit_def {
  * (400, 404, 409, 502, 503, 504) and the reason. */
 typedef void (*cluster_write_done_fn)(void *ud, int status, const char *err);
 
+/* A sample sent to the owner of its point's unit (POST /api/v1/samples and the line protocol
+ * on any node), or received from another node for a unit this node runs. */
+struct cluster_sample {
+    const char *name;
+    struct pt_value v;
+    int64_t ts;
+    enum pt_quality q;
+    size_t unit;           /* index into the last cluster_set_units list */
+};
+
+/* The outcome of samples applied by their owner: status 200, or an HTTP status with an error
+ * code of docs/API.md (bad_request, unknown_point, not_writable, busy, not_durable, no_owner,
+ * owner_timeout) and a message. */
+typedef void (*cluster_ingest_fn)(void *ud, int status, const char *code, const char *msg);
+
 /* What the cluster asks of the daemon, on the loop thread. */
 struct cluster_hooks {
     void *ud;
@@ -86,6 +101,16 @@ struct cluster_hooks {
      * exactly once, possibly before returning. */
     void (*write_unit)(void *ud, size_t i, const char *name, const struct pt_value *v, int64_t ts,
                        enum pt_quality q, cluster_write_done_fn done, void *done_ud);
+    /* Samples forwarded by another node for unit i, which this node runs: validate them
+     * whole (the point exists, is the unit's, not calculated, has the value's type), apply
+     * them like samples posted here, then done(done_ud, ...) exactly once, possibly before
+     * returning. s is valid for the call only. */
+    void (*ingest_unit)(void *ud, size_t i, const struct cluster_sample *s, size_t n, cluster_ingest_fn done,
+                        void *done_ud);
+    /* The cluster's shared configuration changed (text, len bytes of YAML): apply it like a
+     * reload. Returns 0, or -1 when it does not apply here (logged; the running
+     * configuration is kept and this node says config_mismatch and takes no lease). */
+    int (*apply_config)(void *ud, const char *text, size_t len);
 };
 
 struct cluster;
@@ -115,6 +140,30 @@ int cluster_may_write(struct cluster *c, size_t i, char *err, size_t errlen);
  * owner did not answer within 5 s. v is copied. */
 void cluster_forward_write(struct cluster *c, size_t i, const char *name, const struct pt_value *v, int64_t ts,
                            enum pt_quality q, cluster_write_done_fn done, void *ud);
+
+/* Sends samples of units run by other nodes to their owners as NATS requests on
+ * opsd.<cluster>.ingest.<unit> (one per unit and per 512 KiB). Returns 0: done(ud, ...)
+ * follows once, later, on the loop, when every owner answered (200, or the first failure;
+ * 504 owner_timeout for an owner silent for 5 s); or -1 when a unit has no owner right now,
+ * with the reason in err and nothing sent. */
+int cluster_forward_samples(struct cluster *c, const struct cluster_sample *s, size_t n, cluster_ingest_fn done,
+                            void *ud, char *err, size_t errlen);
+
+/* opsctl cluster move UNIT NODE: asks the owner of unit `unit` to hand it over to `node` (it
+ * stops the unit, then gives the lease up naming node, which takes it at once). Returns an
+ * HTTP status: 202 (asked; msg says what), 200 (already there), 404 (unknown unit), 409
+ * (node is not a live candidate that takes units, the unit has no owner, or failback would
+ * take it back), with an error code in *code. */
+int cluster_move(struct cluster *c, const char *unit, const char *node, const char **code, char *msg, size_t len);
+/* opsctl cluster drain NODE (drain false: ends it): the node hands every unit it runs over to
+ * its next live candidate (a unit with none stays) and takes no unit until the drain ends or
+ * it restarts. Returns 202, or 404 (a node this one has not heard). */
+int cluster_drain(struct cluster *c, const char *node, bool drain, const char **code, char *msg, size_t len);
+
+/* opsctl cluster config push: stores text (validated by the caller) as the cluster's shared
+ * configuration, the key config.shared of the bucket; every node applies it. done(ud, ...)
+ * follows once, later: 200 stored, 503 (the bucket refused it) or 504. */
+void cluster_config_push(struct cluster *c, const char *text, size_t len, cluster_write_done_fn done, void *ud);
 
 /* Stops the units this node owns (stop_unit), gives their leases up, stops the threads and
  * closes the async handle; cluster_free after the loop has run the close. NULL is fine. */

@@ -73,13 +73,15 @@ static int json_field(const char *js, size_t len, const char *key, char *out, si
 
 void cl_node_heard(struct cluster *c, const char *data, size_t len)
 {
-    char name[72], addr[128] = "", cfg[24] = "", left[8] = "", kv[8] = "";
+    char name[72], addr[128] = "", cfg[24] = "", left[8] = "", kv[8] = "", drained[8] = "", mism[8] = "";
     if (len > 4096 || json_field(data, len, "node", name, sizeof name) < 0 || !node_name_valid(name))
         return;
     json_field(data, len, "address", addr, sizeof addr);
     json_field(data, len, "config", cfg, sizeof cfg);
     json_field(data, len, "left", left, sizeof left);
     json_field(data, len, "kv", kv, sizeof kv);
+    json_field(data, len, "drained", drained, sizeof drained);
+    json_field(data, len, "config_mismatch", mism, sizeof mism);
     const char *u = memmem(data, len, "\"units\":[", 9);
     const char *ue = u ? memchr(u, ']', len - (size_t)(u - data)) : NULL;
     uv_mutex_lock(&c->lock);
@@ -103,6 +105,8 @@ void cl_node_heard(struct cluster *c, const char *data, size_t len)
         nd->heard_ms = now_ms();
         nd->left = strcmp(left, "true") == 0;
         nd->kv_ok = strcmp(kv, "true") == 0;
+        nd->drained = strcmp(drained, "true") == 0;
+        nd->mismatch = strcmp(mism, "true") == 0;
     }
     uv_mutex_unlock(&c->lock);
 }
@@ -118,22 +122,33 @@ static bool node_live(struct cluster *c, const char *name, int64_t now)
     return false;
 }
 
-/* Under lock: the first live candidate of u other than `except`, or NULL. Any node: the live
- * nodes in name order. */
+/* Under lock: name is live and takes units (not drained). */
+bool cl_node_takes(struct cluster *c, const char *name, int64_t now)
+{
+    if (strcmp(name, c->cfg.node) == 0)
+        return !c->drained && !c->mismatch && node_live(c, name, now);
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (strcmp(c->nodes[i].name, name) == 0)
+            return !c->nodes[i].drained && !c->nodes[i].mismatch && node_live(c, name, now);
+    return false;
+}
+
+/* Under lock: the first live candidate of u other than `except` that takes units, or NULL.
+ * Any node: the live nodes in name order. */
 static const char *first_candidate(struct cluster *c, const struct cl_unit *u, const char *except, int64_t now)
 {
     if (u->nodes) {
         for (size_t i = 0; i < u->nnodes; i++)
-            if ((!except || strcmp(u->nodes[i], except) != 0) && node_live(c, u->nodes[i], now))
+            if ((!except || strcmp(u->nodes[i], except) != 0) && cl_node_takes(c, u->nodes[i], now))
                 return u->nodes[i];
         return NULL;
     }
     const char *best = NULL;
-    if ((!except || strcmp(c->cfg.node, except) != 0) && node_live(c, c->cfg.node, now))
+    if ((!except || strcmp(c->cfg.node, except) != 0) && cl_node_takes(c, c->cfg.node, now))
         best = c->cfg.node;
     for (size_t i = 0; i < c->nnodes; i++) {
         const char *n = c->nodes[i].name;
-        if ((!except || strcmp(n, except) != 0) && node_live(c, n, now) && (!best || strcmp(n, best) < 0))
+        if ((!except || strcmp(n, except) != 0) && cl_node_takes(c, n, now) && (!best || strcmp(n, best) < 0))
             best = n;
     }
     return best;
@@ -145,7 +160,7 @@ static const char *earlier_candidate(struct cluster *c, const struct cl_unit *u,
     for (size_t i = 0; u->nodes && i < u->nnodes; i++) {
         if (strcmp(u->nodes[i], c->cfg.node) == 0)
             return NULL;
-        if (node_live(c, u->nodes[i], now))
+        if (cl_node_takes(c, u->nodes[i], now))
             return u->nodes[i];
     }
     return NULL;
@@ -164,6 +179,7 @@ static void lose(struct cluster *c, struct cl_unit *u, const char *why)
     u->isolated = false;
     u->extended = false;
     u->releasing = false;
+    u->move_to[0] = '\0';
     uv_mutex_unlock(&c->lock);
     atomic_fetch_add(&c->losses, 1);
     log_warn("cluster", "unit %s: this node stops owning it: %s", u->name, why);
@@ -240,6 +256,14 @@ static int unit_value(struct cluster *c, const char *owner, int64_t since, char 
     return snprintf(out, outlen, "{\"owner\":\"%s\",\"since\":%lld}", owner, (long long)since);
 }
 
+/* The value of a lease given up; next: the node it is handed over to ("": whoever comes). */
+static int given_up_value(int64_t since, const char *next, char *out, size_t outlen)
+{
+    if (!next[0])
+        return snprintf(out, outlen, "{\"owner\":\"\",\"since\":%lld}", (long long)since);
+    return snprintf(out, outlen, "{\"owner\":\"\",\"since\":%lld,\"next\":\"%s\"}", (long long)since, next);
+}
+
 /* Reads u's key into the observed fields. Returns 0 (read, present or not) or -1. */
 static int read_unit(struct cluster *c, struct cl_unit *u, int64_t now)
 {
@@ -254,7 +278,7 @@ static int read_unit(struct cluster *c, struct cl_unit *u, int64_t now)
         uv_mutex_unlock(&c->lock);
         return -1;
     }
-    char owner[72] = "", since[24] = "0";
+    char owner[72] = "", since[24] = "0", next[72] = "";
     uint64_t rev = 0;
     if (s == NATS_OK) {
         const char *v = kvEntry_ValueString(e);
@@ -262,6 +286,7 @@ static int read_unit(struct cluster *c, struct cl_unit *u, int64_t now)
         if (v) {
             json_field(v, strlen(v), "owner", owner, sizeof owner);
             json_field(v, strlen(v), "since", since, sizeof since);
+            json_field(v, strlen(v), "next", next, sizeof next);
         }
         kvEntry_Destroy(e);
     }
@@ -278,6 +303,7 @@ static int read_unit(struct cluster *c, struct cl_unit *u, int64_t now)
     u->present = s == NATS_OK;
     u->rev = rev;
     snprintf(u->owner, sizeof u->owner, "%s", owner);
+    snprintf(u->next, sizeof u->next, "%s", owner[0] || !node_name_valid(next) ? "" : next);
     u->since_ms = since_ms;
     u->polled_mono = now;
     uv_mutex_unlock(&c->lock);
@@ -306,6 +332,8 @@ static void acquire(struct cluster *c, struct cl_unit *u, int64_t now)
     u->stopped = false;
     u->epoch = u->my_rev = u->rev = rev;
     u->present = true;
+    u->move_to[0] = '\0';
+    u->next[0] = '\0';
     snprintf(u->owner, sizeof u->owner, "%s", c->cfg.node);
     u->since_ms = since;
     u->seen_mono = u->renewed_mono = u->tried_mono = now;
@@ -321,17 +349,22 @@ static void acquire(struct cluster *c, struct cl_unit *u, int64_t now)
 /* Writes owner "" so that the next candidate need not wait for the lease to expire. */
 static void give_up(struct cluster *c, struct cl_unit *u)
 {
-    char val[160];
-    int n = unit_value(c, "", now_ms(), val, sizeof val);
+    char val[200];
+    int n = given_up_value(now_ms(), u->move_to, val, sizeof val);
     uint64_t rev = 0;
     natsStatus s = kvStore_Update(&rev, c->kv, u->key, val, n, u->my_rev);
     uv_mutex_lock(&c->lock);
     u->mine = false;
     u->releasing = false;
     u->polled_mono = 0;
+    char to[72];
+    snprintf(to, sizeof to, "%s", u->move_to);
+    u->move_to[0] = '\0';
     uv_mutex_unlock(&c->lock);
     if (s != NATS_OK)
         log_warn("cluster", "unit %s: giving the lease up failed (%s): it expires instead", u->name, nats_err(s));
+    else if (to[0])
+        log_info("cluster", "unit %s: lease given up for node %s", u->name, to);
     else
         log_info("cluster", "unit %s: lease given up", u->name);
 }
@@ -382,7 +415,7 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
         uv_mutex_lock(&c->lock);
         bool stopped = u->stopped;
         const char *earlier = u->failback && settled && !u->releasing ? earlier_candidate(c, u, now) : NULL;
-        char who[72] = "";
+        char who[128] = "";
         if (earlier)
             snprintf(who, sizeof who, "node '%s' (failback)", earlier);
         bool listed = !u->nodes;
@@ -390,6 +423,18 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
             listed |= strcmp(u->nodes[k], c->cfg.node) == 0;
         if (!listed && !u->releasing)
             snprintf(who, sizeof who, "its candidates, which no longer include this node");
+        bool away = c->drained || (c->mismatch && now - c->mismatch_mono >= 1500);
+        if (!who[0] && !u->releasing && away && !u->move_to[0]) {
+            const char *to = first_candidate(c, u, c->cfg.node, now);
+            if (to)
+                snprintf(u->move_to, sizeof u->move_to, "%s", to);
+        }
+        if (!who[0] && !u->releasing && u->move_to[0]) {
+            if (cl_node_takes(c, u->move_to, now))
+                snprintf(who, sizeof who, "node '%s' (on request)", u->move_to);
+            else
+                u->move_to[0] = '\0'; /* it went away meanwhile: stay */
+        }
         uv_mutex_unlock(&c->lock);
         if (u->gone || (u->releasing && stopped)) {
             give_up(c, u);
@@ -400,6 +445,7 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
             u->releasing = true;
             uv_mutex_unlock(&c->lock);
             struct cl_msg *m = cl_msg_new(CLM_LOST, u->name, 0);
+            m->handover = true;
             snprintf(m->why, sizeof m->why, "handed over to %s", who);
             log_info("cluster", "unit %s: handing it over to %s", u->name, who);
             cl_post(c, m);
@@ -417,6 +463,20 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
     bool expired = !u->present || !u->owner[0] || mine_before || now - u->seen_mono >= c->cfg.lease_ms;
     if (!expired)
         return;
+    if (u->present && !u->owner[0] && u->next[0] && now - u->seen_mono < c->cfg.lease_ms) {
+        /* Handed over to a node by name (a move or a drain): it takes the unit, the others wait
+         * for it while it is there, for at most a lease. Its points keep their values. */
+        uv_mutex_lock(&c->lock);
+        bool me = strcmp(u->next, c->cfg.node) == 0 && !c->drained && !c->mismatch;
+        bool waiting = !me && cl_node_takes(c, u->next, now);
+        uv_mutex_unlock(&c->lock);
+        if (me && settled) {
+            acquire(c, u, now);
+            return;
+        }
+        if (me || waiting)
+            return;
+    }
     if (!u->no_owner) {
         uv_mutex_lock(&c->lock);
         u->no_owner = true;
@@ -431,7 +491,7 @@ static void tick_unit(struct cluster *c, struct cl_unit *u, int64_t now, bool se
     bool me = first && strcmp(first, c->cfg.node) == 0;
     /* The key still names this node (it stopped the unit, or restarted): nobody else can be
      * running it, so it resumes at once rather than after another lease. */
-    for (size_t i = 0; mine_before && !me && i < (u->nodes ? u->nnodes : 1); i++)
+    for (size_t i = 0; mine_before && !me && !c->drained && !c->mismatch && i < (u->nodes ? u->nnodes : 1); i++)
         me = !u->nodes || strcmp(u->nodes[i], c->cfg.node) == 0;
     uv_mutex_unlock(&c->lock);
     if (me)
@@ -509,10 +569,11 @@ void cl_heartbeat(struct cluster *c, bool left)
     struct buf b;
     buf_init(&b, 64 << 10);
     uv_mutex_lock(&c->lock);
-    buf_printf(&b, "{\"node\":\"%s\",\"address\":\"%s\",\"config\":\"%016llx\",\"at\":%lld,\"kv\":%s%s,\"units\":[",
+    buf_printf(&b, "{\"node\":\"%s\",\"address\":\"%s\",\"config\":\"%016llx\",\"at\":%lld,\"kv\":%s%s%s%s,\"units\":[",
                c->cfg.node, c->cfg.advertise ? c->cfg.advertise : c->listen_url,
                (unsigned long long)c->config_hash, (long long)now_ms(), c->kv_ok ? "true" : "false",
-               left ? ",\"left\":true" : "");
+               left ? ",\"left\":true" : "", c->drained ? ",\"drained\":true" : "",
+               c->mismatch ? ",\"config_mismatch\":true" : "");
     int k = 0;
     for (size_t i = 0; i < c->nunits && !left; i++)
         if (c->units[i].mine)
@@ -548,6 +609,27 @@ static void probe(struct cluster *c, int64_t now)
 }
 
 static void lease_tick_units(struct cluster *c);
+
+/* The cluster's shared configuration: read every 500 ms; a new revision goes to the loop. */
+static void poll_shared(struct cluster *c, int64_t now)
+{
+    if (now - c->shared_polled < CL_POLL_MS)
+        return;
+    c->shared_polled = now;
+    kvEntry *e = NULL;
+    if (kvStore_Get(&e, c->kv, CL_SHARED_KEY) != NATS_OK)
+        return;
+    uint64_t rev = kvEntry_Revision(e);
+    int len = kvEntry_ValueLen(e);
+    if (rev != c->shared_rev && len >= 0) {
+        c->shared_rev = rev;
+        struct cl_msg *m = cl_msg_new(CLM_CONFIG, CL_SHARED_KEY, (size_t)len);
+        memcpy(m->data, kvEntry_Value(e), (size_t)len);
+        m->epoch = rev;
+        cl_post(c, m);
+    }
+    kvEntry_Destroy(e);
+}
 
 /* Sets every unit's lease gate from its state: this node's lease until its stop time (for
  * ever while kept isolated or extended), else closed. Cheap; called after every change. */
@@ -594,6 +676,7 @@ static void lease_tick_units(struct cluster *c)
         return;
     }
     probe(c, now);
+    poll_shared(c, now);
     check_deadlines(c, true);
     uv_mutex_lock(&c->lock);
     bool settled = c->connected_mono && now - c->connected_mono >= 1500;
@@ -603,6 +686,49 @@ static void lease_tick_units(struct cluster *c)
         check_deadlines(c, true);
     }
     drop_released(c);
+}
+
+void cl_control(struct cluster *c, const char *data, size_t len)
+{
+    char text[512], *save = NULL;
+    if (len >= sizeof text)
+        return;
+    memcpy(text, data, len);
+    text[len] = '\0';
+    const char *verb = strtok_r(text, "\n", &save);
+    if (!verb)
+        return;
+    if (strcmp(verb, "drain") == 0 || strcmp(verb, "undrain") == 0) {
+        bool on = verb[0] == 'd';
+        uv_mutex_lock(&c->lock);
+        bool was = c->drained;
+        c->drained = on;
+        c->last_hb = 0; /* say so in a heartbeat now */
+        uv_cond_broadcast(&c->wake);
+        uv_mutex_unlock(&c->lock);
+        if (was != on)
+            log_info("cluster", "node %s %s", c->cfg.node,
+                     on ? "drained: it hands its units over and takes none" : "takes units again (drain ended)");
+        return;
+    }
+    const char *unit = strtok_r(NULL, "\n", &save), *to = strtok_r(NULL, "\n", &save);
+    if (strcmp(verb, "move") != 0 || !unit || !to || !node_name_valid(to))
+        return;
+    uv_mutex_lock(&c->lock);
+    bool found = false;
+    for (size_t i = 0; i < c->nunits; i++) {
+        struct cl_unit *u = &c->units[i];
+        if (strcmp(u->name, unit) == 0 && u->mine && !u->releasing && strcmp(to, c->cfg.node) != 0) {
+            snprintf(u->move_to, sizeof u->move_to, "%s", to);
+            found = true;
+        }
+    }
+    uv_cond_broadcast(&c->wake);
+    uv_mutex_unlock(&c->lock);
+    if (found)
+        log_info("cluster", "unit %s: moving it to node %s (a request)", unit, to);
+    else
+        log_warn("cluster", "unit %s: a request to move it to node %s, but this node does not run it", unit, to);
 }
 
 void cl_lease_release_all(struct cluster *c)

@@ -9,8 +9,9 @@
  * uv_async. The publisher thread (`cl-pub`) takes what the loop queued (cl_publish) and hands
  * it to natsConnection_Publish, which may block on a full socket: never on the loop; it also
  * sends the heartbeat every second and measures the round-trip time every 5 s. Forwarded
- * writes go out as requests on write.<unit> with a reply subject reply.<node>.<id>; every
- * node hears write.>, the owner of the unit answers.
+ * writes (and forwarded samples) go out as requests on write.<unit> (ingest.<unit>) with a
+ * reply subject reply.<node>.<id>; every node hears write.> and ingest.>, the owner of the
+ * unit answers.
  *
  * Both queues are bounded (messages and bytes): a full queue drops a live batch and counts it;
  * lease events always pass (there are few). */
@@ -55,7 +56,7 @@ struct cl_msg *cl_msg_new(enum cl_msg_kind kind, const char *unit, size_t len)
 void cl_post(struct cluster *c, struct cl_msg *m)
 {
     uv_mutex_lock(&c->lock);
-    bool droppable = m->kind == CLM_LIVE || m->kind == CLM_WRITE || m->kind == CLM_REPLY;
+    bool droppable = m->kind == CLM_LIVE || m->kind == CLM_WRITE || m->kind == CLM_INGEST || m->kind == CLM_REPLY;
     if (droppable && (c->in_count >= CL_IN_MAX || c->in_bytes + m->len > CL_QUEUE_BYTES)) {
         uv_mutex_unlock(&c->lock);
         atomic_fetch_add(&c->in_dropped, 1);
@@ -134,20 +135,31 @@ static void on_snap(natsConnection *nc, natsSubscription *sub, natsMsg *msg, voi
     natsMsg_Destroy(msg);
 }
 
-static void on_write(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+/* A request on write.<unit> or ingest.<unit>: queued for the loop with its reply subject. */
+static void on_request(natsMsg *msg, struct cluster *c, enum cl_msg_kind kind, size_t plen)
 {
-    struct cluster *c = closure;
     const char *subj = natsMsg_GetSubject(msg);
     const char *reply = natsMsg_GetReply(msg);
-    size_t plen = strlen(c->prefix) + 6; /* "write." */
     int len = natsMsg_GetDataLength(msg);
     if (strlen(subj) > plen && reply && strlen(reply) < CL_SUBJECT_MAX && len >= 0 && len <= (int)CLB_MAX_BYTES) {
-        struct cl_msg *m = cl_msg_new(CLM_WRITE, subj + plen, (size_t)len);
+        struct cl_msg *m = cl_msg_new(kind, subj + plen, (size_t)len);
         snprintf(m->reply, sizeof m->reply, "%s", reply);
         memcpy(m->data, natsMsg_GetData(msg), (size_t)len);
         cl_post(c, m);
     }
     natsMsg_Destroy(msg);
+}
+
+static void on_write(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    struct cluster *c = closure;
+    on_request(msg, c, CLM_WRITE, strlen(c->prefix) + 6); /* "write." */
+}
+
+static void on_ingest(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    struct cluster *c = closure;
+    on_request(msg, c, CLM_INGEST, strlen(c->prefix) + 7); /* "ingest." */
 }
 
 static void on_reply(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
@@ -161,6 +173,14 @@ static void on_reply(natsConnection *nc, natsSubscription *sub, natsMsg *msg, vo
         memcpy(m->data, natsMsg_GetData(msg), (size_t)len);
         cl_post(c, m);
     }
+    natsMsg_Destroy(msg);
+}
+
+static void on_ctl(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    int len = natsMsg_GetDataLength(msg);
+    if (len > 0 && len < 512)
+        cl_control(closure, natsMsg_GetData(msg), (size_t)len);
     natsMsg_Destroy(msg);
 }
 
@@ -324,6 +344,14 @@ static natsStatus subscribe_all(struct cluster *c)
         snprintf(subj, sizeof subj, "%swrite.>", c->prefix);
         s = natsConnection_Subscribe(&c->sub_write, c->nc, subj, on_write, c);
     }
+    if (s == NATS_OK && !c->sub_ingest) {
+        snprintf(subj, sizeof subj, "%singest.>", c->prefix);
+        s = natsConnection_Subscribe(&c->sub_ingest, c->nc, subj, on_ingest, c);
+    }
+    if (s == NATS_OK && !c->sub_ctl) {
+        snprintf(subj, sizeof subj, "%sctl.%s", c->prefix, c->cfg.node);
+        s = natsConnection_Subscribe(&c->sub_ctl, c->nc, subj, on_ctl, c);
+    }
     if (s == NATS_OK && !c->sub_reply) {
         snprintf(subj, sizeof subj, "%sreply.%s.*", c->prefix, c->cfg.node);
         s = natsConnection_Subscribe(&c->sub_reply, c->nc, subj, on_reply, c);
@@ -430,6 +458,27 @@ static void link_main(void *arg)
     cl_lease_release_all(c);
 }
 
+/* A store request (CL_STORE_SUBJECT): the shared configuration into the bucket; the outcome
+ * goes to the loop as the answer to request id (the last part of o->reply). */
+static void store(struct cluster *c, const struct cl_out *o)
+{
+    uint64_t rev = 0;
+    kvStore *kv = NULL;
+    uv_mutex_lock(&c->lock);
+    kv = c->kv;
+    uv_mutex_unlock(&c->lock);
+    natsStatus s = kv ? kvStore_Put(&rev, kv, CL_SHARED_KEY, o->data, (int)o->len) : NATS_NOT_FOUND;
+    char text[300];
+    int n = s == NATS_OK ? snprintf(text, sizeof text, "200 stored at revision %llu", (unsigned long long)rev)
+                         : snprintf(text, sizeof text, "503 the lease bucket did not store it: %s",
+                                    kv ? nats_GetLastError(NULL) ? nats_GetLastError(NULL) : natsStatus_GetText(s)
+                                       : "not open yet");
+    const char *id = strrchr(o->reply, '.');
+    struct cl_msg *m = cl_msg_new(CLM_REPLY, id ? id + 1 : "0", (size_t)n);
+    memcpy(m->data, text, (size_t)n);
+    cl_post(c, m);
+}
+
 /* The publisher: the loop's publications, and every second this node's heartbeat (here and
  * not on the link thread, whose bucket calls may block for a second each: a heartbeat must
  * not wait for them, other owners rely on hearing it, see lease.c). */
@@ -475,10 +524,14 @@ static void pub_main(void *arg)
         c->out_count--;
         c->out_bytes -= o->len;
         uv_mutex_unlock(&c->lock);
-        natsStatus ps = o->reply[0] ? natsConnection_PublishRequest(nc, o->subject, o->reply, o->data, (int)o->len)
-                                    : natsConnection_Publish(nc, o->subject, o->data, (int)o->len);
-        if (ps != NATS_OK)
-            atomic_fetch_add(&c->pub_errors, 1);
+        if (strcmp(o->subject, CL_STORE_SUBJECT) == 0) {
+            store(c, o);
+        } else {
+            natsStatus ps = o->reply[0] ? natsConnection_PublishRequest(nc, o->subject, o->reply, o->data, (int)o->len)
+                                        : natsConnection_Publish(nc, o->subject, o->data, (int)o->len);
+            if (ps != NATS_OK)
+                atomic_fetch_add(&c->pub_errors, 1);
+        }
         free(o);
         uv_mutex_lock(&c->lock);
     }
@@ -518,8 +571,10 @@ void cl_link_stop(struct cluster *c)
     natsSubscription_Destroy(c->sub_snap);
     natsSubscription_Destroy(c->sub_node);
     natsSubscription_Destroy(c->sub_write);
+    natsSubscription_Destroy(c->sub_ingest);
     natsSubscription_Destroy(c->sub_reply);
-    c->sub_live = c->sub_snap = c->sub_node = c->sub_write = c->sub_reply = NULL;
+    natsSubscription_Destroy(c->sub_ctl);
+    c->sub_live = c->sub_snap = c->sub_node = c->sub_write = c->sub_ingest = c->sub_reply = c->sub_ctl = NULL;
     kvStore_Destroy(c->kv);
     jsCtx_Destroy(c->js);
     natsConnection_Destroy(c->nc);

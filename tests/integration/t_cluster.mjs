@@ -12,7 +12,14 @@ import { http, metrics, Client } from './lib/opsd.mjs';
 import { publishRaw } from './lib/nats_cluster.mjs';
 import { LEASE_MS, setup, cluster, waitOwner, waitFresh, waitValue } from './lib/cluster.mjs';
 
-const env = await setup('t_cluster');
+// sim2 runs only on b: a unit whose owner is not a's, for requests that span two owners. Its
+// point changes once a week (written by samples, it keeps what was written).
+const env = await setup('t_cluster', { drivers: `  - type: simulator
+    name: sim2
+    nodes: [b]
+    points:
+      - {name: "s2-1", type: double, pattern: constant, period: 168h, min: 1, max: 1}
+      - {name: "s2-text", type: string, pattern: constant, period: 168h}` });
 const { work, nats, nodes } = env;
 const names = (u) => u.values.map((v) => v[0]);
 
@@ -92,6 +99,46 @@ await test('cluster: outside points: written on any node, made by the owner of t
   const bad = await http(nodes.c, 'PUT', '/api/v1/points/ext-1', { value: 'x' });
   assertEq(bad.status, 400, 'a value of the wrong type is refused where it arrives');
 });
+
+await test('cluster: samples and the line protocol on any node are applied by the owners of their units', async () => {
+  await waitOwner(nodes.c, 'sim2', ['b'], 8000, 'sim2 on b');
+  const before = { a: await metrics(nodes.a), b: await metrics(nodes.b), c: await metrics(nodes.c) };
+  const delta = async (n, key) => (await metrics(nodes[n])).get(key) - before[n].get(key);
+  // c runs no unit: one request for the points unit (a) and sim2 (b), a string among them.
+  const r = await http(nodes.c, 'POST', '/api/v1/samples', { samples: [
+    { point: 'ext-1', value: 11.5 }, { point: 's2-1', value: 21.5 }, { point: 's2-text', value: 'fünf "5"' }] });
+  assertEq(r.status, 200, `POST /api/v1/samples on c (${r.text})`);
+  assertEq(r.json.accepted, 3, 'accepted');
+  // Answered once the owners applied them: the owners hold the values already.
+  assertEq((await http(nodes.a, 'GET', '/api/v1/points/ext-1')).json.value, 11.5, 'ext-1 on a when c answered');
+  assertEq((await http(nodes.b, 'GET', '/api/v1/points/s2-1')).json.value, 21.5, 's2-1 on b when c answered');
+  await waitValue(nodes.c, 'ext-1', 11.5, 3000, 'c (mirrored from a)');
+  await waitValue(nodes.c, 's2-text', 'fünf "5"', 3000, 'c (mirrored from b)');
+  await waitValue(nodes.a, 's2-1', 21.5, 3000, 'a (mirrored from b)');
+  assertEq(await delta('c', 'opsd_cluster_samples_total{kind="forwarded"}'), 3, 'samples forwarded by c');
+  assertEq(await delta('a', 'opsd_cluster_samples_total{kind="served"}'), 1, 'samples applied by a for c');
+  assertEq(await delta('b', 'opsd_cluster_samples_total{kind="served"}'), 2, 'samples applied by b for c');
+  // The line protocol on b: one value for b's own unit, one for a's.
+  const w = await http(nodes.b, 'POST', '/write?precision=ms', 'ext-1 value=12.5\ns2-1 value=22.5\n');
+  assertEq(w.status, 204, `POST /write on b (${w.text})`);
+  assertEq((await http(nodes.a, 'GET', '/api/v1/points/ext-1')).json.value, 12.5, 'ext-1 on a when b answered');
+  await waitValue(nodes.c, 's2-1', 22.5, 3000, 'c after the line protocol on b');
+  await waitValue(nodes.c, 'ext-1', 12.5, 3000, 'c after the line protocol on b');
+  // The columnar form on c, with a sample older than the current value (history only).
+  const now = Date.now();
+  const col = await http(nodes.c, 'POST', '/api/v1/samples', { series: [
+    { point: 'ext-1', ts: [now - 60000, now], values: [1, 13.5] }] });
+  assertEq(col.status, 200, `columnar form on c (${col.text})`);
+  await waitValue(nodes.c, 'ext-1', 13.5, 3000, 'c after the columnar form');
+  // Bad input is refused where it arrives, and nothing is sent.
+  const f0 = (await metrics(nodes.c)).get('opsd_cluster_samples_total{kind="forwarded"}');
+  const bad = await http(nodes.c, 'POST', '/api/v1/samples', { samples: [{ point: 'ext-1', value: 99 }, { point: 'nope', value: 1 }] });
+  assertEq(bad.status, 404, `an unknown point (${bad.text})`);
+  const wt = await http(nodes.c, 'POST', '/write', 'ext-1 value=99\ns2-1 value="x"\n');
+  assertEq(wt.status, 400, `a string for a double point (${wt.text})`);
+  assertEq((await metrics(nodes.c)).get('opsd_cluster_samples_total{kind="forwarded"}'), f0, 'nothing forwarded');
+  assertEq((await http(nodes.a, 'GET', '/api/v1/points/ext-1')).json.value, 13.5, 'ext-1 unchanged on a');
+}, { timeout: 30000 });
 
 await test('cluster: a reload on every node keeps the leases, restarts the driver on its owner, and mirrors the new point', async () => {
   env.rewrite('      - {name: "cl-new", type: int, pattern: ramp, period: 200ms, min: 0, max: 1000}');
@@ -195,6 +242,13 @@ await test('cluster: a clean stop of the owner hands the unit over at once', asy
   diag(`handover: ${owner} owns sim1 ${Date.now() - t0} ms after b was told to stop (${ms} ms after it exited)`);
   assertEq(owner, 'a', 'the first live candidate');
   assert(ms < LEASE_MS, `handover took ${ms} ms: the lease was not given up`);
+  // sim2 had no other candidate: samples for it are refused whole, nothing applied.
+  await waitOwner(nodes.c, 'sim2', [null], 3000, 'sim2 after b stopped');
+  const s2 = await http(nodes.c, 'POST', '/api/v1/samples', { samples: [{ point: 'ext-1', value: 31 }, { point: 's2-1', value: 32 }] });
+  assertEq(s2.status, 503, `samples for a unit without an owner (${s2.text})`);
+  assertEq(s2.json.error.code, 'no_owner', 'code');
+  assert(/unit sim2 \(point 's2-1'\) has no owner/.test(s2.json.error.message), s2.text);
+  assert((await http(nodes.a, 'GET', '/api/v1/points/ext-1')).json.value !== 31, 'ext-1 was written');
 }, { timeout: 15000 });
 
 if (ws) ws.close();

@@ -99,12 +99,21 @@ await test('cluster faults: writes are forwarded again after the outage; one to 
   process.kill(frozen.pid, 'SIGSTOP');
   try {
     const t1 = Date.now();
-    const r = await http(other, 'PUT', '/api/v1/points/ext-1', { value: 99 });
+    // A PUT, samples and the line protocol at once: each waits for the owner, then 504.
+    const [r, s, w] = await Promise.all([
+      http(other, 'PUT', '/api/v1/points/ext-1', { value: 99 }),
+      http(other, 'POST', '/api/v1/samples', { samples: [{ point: 'ext-1', value: 98 }] }),
+      http(other, 'POST', '/write', 'ext-1 value=97\n')]);
     const ms = Date.now() - t1;
     assertEq(r.status, 504, `status (${r.text})`);
     assertEq(r.json.error.code, 'owner_timeout', 'code');
     assert(new RegExp(`node ${owner}, the owner of unit points, did not answer`).test(r.json.error.message), r.text);
     assert(ms >= 4500 && ms < 8000, `answered after ${ms} ms`);
+    assertEq(s.status, 504, `samples: status (${s.text})`);
+    assertEq(s.json.error.code, 'owner_timeout', 'samples: code');
+    assert(new RegExp(`node ${owner}, the owner of unit points, did not answer`).test(s.json.error.message), s.text);
+    assertEq(w.status, 504, `line protocol: status (${w.text})`);
+    assert(/did not answer within 5 s/.test(w.json.message), w.text);
   } finally {
     process.kill(frozen.pid, 'SIGCONT');
   }
