@@ -136,6 +136,27 @@ static void op_free(struct reg_dop *op)
     free(op);
 }
 
+/* The plugin's health changed: a trust event for each of its handles whose effective trust
+ * level changes with it (those registered NONE stay NONE), as NCMP's TrustLevelManager.updateDmi
+ * does. A scan of every handle, only when a plugin goes down or comes back. */
+static void trust_changed(struct reg *r, struct reg_plugin *pl, bool down)
+{
+    bool any = false;
+    for (size_t i = 0; i < r->nall; i++) {
+        struct reg_handle *h = r->all[i];
+        const char *p = h->data_plugin && *h->data_plugin ? h->data_plugin : h->plugin;
+        if (!p || strcmp(p, pl->url) != 0)
+            continue;
+        const char *before = regm_trust(r, h);
+        pl->down = down;
+        regev_trust(r, h, before, regm_trust(r, h));
+        pl->down = !down;
+        any = true;
+    }
+    if (any)
+        regw_submit(r, NULL, NULL); /* the events go out once written */
+}
+
 /* An answer for NCMP's client from what the plugin did. */
 static void health_done(struct reg *r, struct reg_dop *op, int cancelled)
 {
@@ -150,9 +171,11 @@ static void health_done(struct reg *r, struct reg_dop *op, int cancelled)
             up = st && strcmp(st, "UP") == 0;
             json_decref(j);
         }
-        if (pl->down == up)
+        if (pl->down == up) {
             log_info("registry", "DMI plugin %s is %s: the trust level of its cm handles is %s", pl->url,
                      up ? "up" : "down", up ? "COMPLETE" : "NONE");
+            trust_changed(r, pl, !up);
+        }
         pl->down = !up;
         r->st.health_checks++;
     }

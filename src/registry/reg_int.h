@@ -122,12 +122,26 @@ struct reg_handle {
 };
 
 /* ---- changes for the writer (one batch = one transaction) ---- */
-enum reg_op_kind { OP_PUT_HANDLE, OP_DEL_HANDLE, OP_PUT_SET, OP_DEL_SET, OP_PUT_MODULE, OP_DEL_MODULE };
+enum reg_op_kind { OP_PUT_HANDLE, OP_DEL_HANDLE, OP_PUT_SET, OP_DEL_SET, OP_PUT_MODULE, OP_DEL_MODULE,
+                   OP_PUT_EVENT };
 struct reg_op {
     enum reg_op_kind kind;
-    char *key;
-    char *doc;                /* JSON (handle, set) or the YANG source (module) */
-    char *a, *b;              /* module: name, revision */
+    char *key;                /* event: its position, decimal */
+    char *doc;                /* JSON (handle, set, event) or the YANG source (module) */
+    char *a, *b;              /* module: name, revision; event: its time (ms, decimal) */
+};
+
+/* An event held by its batch until the batch commits (events.c). */
+struct reg_evrec {
+    uint64_t seq;
+    enum reg_event_kind kind;
+    enum reg_state state, prev;
+    enum reg_lock lock;
+    int64_t ts;
+    char eid[37];
+    char *id, *details, *tag, *alt, *producer, *trust, *old_trust;
+    char **pub;               /* key, value, key, value... */
+    size_t npub;
 };
 
 struct reg_batch {
@@ -139,14 +153,22 @@ struct reg_batch {
     void (*done)(void *ud, int status);
     void *ud;
     int status;
-    char **deleted_ids;       /* DELETED events once durable */
-    size_t ndeleted;
+    struct reg_evrec *evs;    /* its events, handed to listeners once it is written */
+    size_t nevs, capevs;
+};
+
+/* The event log's partitions (events.c), owned by the writer thread after open. */
+struct reg_evstore {
+    int64_t part_ms, retention_ms;
+    int64_t *parts;           /* first ms of each events_START table, ascending */
+    size_t nparts, capparts;
+    int64_t pruned_ms;        /* when retention last ran */
 };
 
 /* store.c: SQLite on the writer thread (and at open, before it starts). */
 int regstore_open(sqlite3 **out, const char *path);
 /* One transaction for the batches: 0, or -ENOSPC (the disk is full) / -EIO, rolled back. */
-int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n);
+int regstore_apply(sqlite3 *db, struct reg_evstore *es, struct reg_batch *const *b, size_t n);
 /* Loads everything into r (open time). */
 int regstore_load(struct reg *r, sqlite3 *db);
 /* Reads one module's source (any thread with its own connection). */
@@ -272,6 +294,12 @@ struct reg {
     struct reg_handle *graveyard;              /* removed while a search may still hold them */
     uv_idle_t search_idle;                     /* a slice per loop iteration while searches run */
     bool search_idle_open;
+    /* event log (events.c) */
+    uint64_t ev_seq;                           /* the last position given */
+    uint64_t ev_delivered;                     /* the last position handed to listeners */
+    char ev_base[37];                          /* event ids: this UUID with the position in its end */
+    bool loading;                              /* regstore_load: no events */
+    struct reg_evstore evstore;
     struct reg_stats st;
 };
 
@@ -357,6 +385,23 @@ bool regp_match(const struct regp_cond *c, const struct reg_handle *h, bool priv
 /* When c is one step with one "=" term: its node, leaf and value (v2 NULL); or a
  * public-properties step with name= and value=: leaf -1, v the name, v2 the value. */
 bool regp_simple(const struct regp_cond *c, int *node, int *leaf, const char **v, const char **v2);
+
+/* events.c */
+/* Gives ev a position, logs it in the current batch (written with it) and keeps it there to be
+ * handed to listeners once the batch commits. Nothing while loading. */
+void regev_fire(struct reg *r, const struct reg_event *ev);
+/* A trust event for h when its effective trust level changed from old (NULL: none before). */
+void regev_trust(struct reg *r, struct reg_handle *h, const char *old, const char *now);
+/* Hands b's events to the listeners (loop, once b is written). */
+void regev_deliver(struct reg *r, struct reg_batch *b);
+void regev_release(struct reg_batch *b);
+/* Writer side, inside regstore_apply's transaction: one event row. */
+int regev_put(sqlite3 *db, struct reg_evstore *es, const struct reg_op *op, sqlite3_stmt **ins,
+              int64_t *ins_part);
+/* Open time: the partitions and the last position; drops partitions past the retention. */
+int regev_open(sqlite3 *db, struct reg_evstore *es, uint64_t *last_seq);
+/* Drops the partitions past the retention (writer thread, at most once a minute). */
+void regev_prune(sqlite3 *db, struct reg_evstore *es, int64_t now);
 
 /* data.c */
 struct reg_dop;
