@@ -343,19 +343,16 @@ int reg_data_start(struct reg *r, const struct reg_data_req *q, struct reg_data_
     memset(refused, 0, sizeof *refused);
     refused->http = 400;
     static const char po[] = "ncmp-datastore:passthrough-operational", pr[] = "ncmp-datastore:passthrough-running";
-    bool running = strcmp(q->datastore, pr) == 0;
-    if (!running && strcmp(q->datastore, po) != 0) {
-        if (strcmp(q->datastore, "ncmp-datastore:operational") == 0 || strcmp(q->datastore, "ncmp-datastore:running") == 0)
-            snprintf(refused->msg, sizeof refused->msg, "%s is served from NCMP's data sync cache, which opsd does "
-                     "not keep (data sync is off): read with ncmp-datastore:passthrough-operational", q->datastore);
-        else
-            snprintf(refused->msg, sizeof refused->msg, "unsupported datastore '%.100s' (ncmp-datastore:passthrough-"
-                     "operational, ncmp-datastore:passthrough-running)", q->datastore);
+    static const char oper[] = "ncmp-datastore:operational";
+    bool running = strcmp(q->datastore, pr) == 0, cached = strcmp(q->datastore, oper) == 0;
+    /* NCMP's DatastoreType.fromDatastoreName and validateDataStore (NetworkCmProxyController):
+     * a name it does not know, then a write anywhere but passthrough-running, are 400 */
+    if (!running && !cached && strcmp(q->datastore, po) != 0) {
+        snprintf(refused->msg, sizeof refused->msg, "%.200s is an invalid datastore name", q->datastore);
         goto refuse;
     }
     if (q->op != REG_DATA_READ && !running) {
-        snprintf(refused->msg, sizeof refused->msg, "%s is not supported on %s: writes go to %s", op_names[q->op],
-                 q->datastore, pr);
+        snprintf(refused->msg, sizeof refused->msg, "%s is not supported", q->datastore);
         goto refuse;
     }
     if (!q->resid || !*q->resid) {
@@ -408,7 +405,9 @@ int reg_data_start(struct reg *r, const struct reg_data_req *q, struct reg_data_
     jw_raw(&b, "/dmi/v1/ch/");
     url_part(&b, h->id);
     jw_raw(&b, "/data/ds/");
-    url_part(&b, q->datastore);
+    /* NCMP reads ncmp-datastore:operational from its data sync cache; opsd keeps none and
+     * reads the plugin's operational data instead (docs/API.md) */
+    url_part(&b, cached ? po : q->datastore);
     jw_raw(&b, "?resourceIdentifier=");
     url_part(&b, q->resid);
     if (q->options && *q->options) {

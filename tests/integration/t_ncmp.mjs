@@ -350,26 +350,36 @@ await test('ncmp: passthrough read and writes are forwarded in the DMI API shape
     assertEq(dmi.stats.data[dmi.stats.data.length - 1].body.operation, op, `${method} is ${op}`);
   }
   assertEq(dmi.stats.dataOps, 5, 'five forwarded');
+  // ncmp-datastore:operational: NCMP's data sync cache, which opsd does not keep: the plugin's
+  // operational data, asked as passthrough-operational
+  r = await as('GET', dataUrl('ch-4', 'ncmp-datastore:operational', `resourceIdentifier=${encodeURIComponent(RESID)}&include-descendants=true`), undefined, 'v-tok');
+  assertEq(r.status, 200, `operational read (${r.text.slice(0, 200)})`);
+  assertEq(r.json['ietf-netconf-monitoring:netconf-state'].resourceIdentifier, RESID, 'operational: resource identifier');
+  assertEq(dmi.stats.data[5].datastore, PO, 'operational is read from the plugin as passthrough-operational');
+  assertEq(dmi.stats.data[5].body.operation, 'read', 'a read');
 });
 
 await test('ncmp: bad data requests get NCMP\'s error and nothing is forwarded', async () => {
   dmi.reset();
   const cases = [
-    ['GET', dataUrl('ch-1', 'ncmp-datastore:bogus'), undefined, 400],
-    ['GET', dataUrl('ch-1', 'ncmp-datastore:operational'), undefined, 400],
-    ['POST', dataUrl('ch-1', PO), { a: 1 }, 400],
+    ['GET', dataUrl('ch-1', 'ncmp-datastore:bogus'), undefined, 400, 'ncmp-datastore:bogus is an invalid datastore name'],
+    ['GET', dataUrl('ch-1', 'ncmp-datastore:running'), undefined, 400, 'ncmp-datastore:running is an invalid datastore name'],
+    ['POST', dataUrl('ch-1', PO), { a: 1 }, 400, `${PO} is not supported`],
+    ['PUT', dataUrl('ch-1', 'ncmp-datastore:operational'), { a: 1 }, 400, 'ncmp-datastore:operational is not supported'],
+    ['DELETE', dataUrl('ch-1', 'ncmp-datastore:operational'), undefined, 400, 'ncmp-datastore:operational is not supported'],
     ['GET', dataUrl('ch-1', PO, ''), undefined, 400],
     ['GET', dataUrl('ch-1', PO, `resourceIdentifier=${'x'.repeat(5000)}`), undefined, 400],
     ['POST', dataUrl('ch-1', PR), '{"not json', 400],
     ['PUT', dataUrl('ch-1', PR), '', 400], // Content-Length: 0 is answered at once (it waited 30 s)
     ['GET', dataUrl('no-such', PO), undefined, 404],
   ];
-  for (const [method, url, body, status] of cases) {
+  for (const [method, url, body, status, message] of cases) {
     const t0 = Date.now();
     const r = await as(method, url, body);
     assert(Date.now() - t0 < 3000, `${method} answered in ${Date.now() - t0} ms`);
     assertEq(r.status, status, `${method} ${url.slice(0, 90)}: ${r.text.slice(0, 200)}`);
     assert(r.json && typeof r.json.status === 'string' && r.json.message, `NCMP error body: ${r.text.slice(0, 200)}`);
+    if (message) assertEq(r.json.message, message, 'NCMP\'s message (DatastoreType, validateDataStore)');
   }
   // a handle that is not READY: NCMP's CpsException
   await reg({ dmiPlugin: 'http://127.0.0.1:9', createdCmHandles: [{ cmHandle: 'nr-1' }] });
