@@ -22,7 +22,7 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
     out->plugin_timeout_ms = 10000;
     out->max_batch = 10000;
     out->data_timeout_ms = 30000;
-    out->data_concurrency = 16;
+    out->data_concurrency = 64;
     out->health_interval_ms = 30000;
     out->events_retention_ms = 7 * 86400000LL;
     out->events_partition_ms = 3600000;
@@ -178,13 +178,13 @@ fail:
 void reg_reconfigure(struct reg *r, const struct reg_config *cfg)
 {
     pthread_mutex_lock(&r->slock);
-    uint32_t threads = r->cfg.sync_concurrency, dthreads = r->cfg.data_concurrency;
+    uint32_t threads = r->cfg.sync_concurrency;
     r->cfg = *cfg;
-    /* the numbers of fetch and data threads are fixed at start; more work than threads queues */
-    if (cfg->sync_concurrency != threads || cfg->data_concurrency != dthreads)
-        log_warn("registry", "registry.sync_concurrency and data_concurrency take effect after a restart");
+    /* the number of fetch threads is fixed at start; more work than threads queues (the data
+     * operations' bound, data_concurrency, applies from the next transfer on) */
+    if (cfg->sync_concurrency != threads)
+        log_warn("registry", "registry.sync_concurrency takes effect after a restart");
     r->cfg.sync_concurrency = threads;
-    r->cfg.data_concurrency = dthreads;
     r->cfg.present = true;
     pthread_mutex_unlock(&r->slock);
     regs_kick(r);

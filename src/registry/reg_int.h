@@ -4,6 +4,7 @@
 #ifndef OPSD_REGISTRY_REG_INT_H
 #define OPSD_REGISTRY_REG_INT_H
 
+#include <curl/curl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 
@@ -224,6 +225,7 @@ struct reg_job {
 };
 
 #define REG_LISTENERS 8
+#define DATA_EASY_KEEP 256   /* data.c: idle easy handles kept for reuse */
 
 struct reg {
     struct reg_config cfg;
@@ -276,16 +278,22 @@ struct reg {
     uv_timer_t sync_timer;
     uv_idle_t sync_idle;                       /* the next pass, next loop iteration */
     bool handles_open;
-    /* data operations (data.c) */
-    pthread_t *dthreads;
-    uint32_t nddata;
-    pthread_mutex_t dlock;
-    pthread_cond_t dwake;
-    struct reg_dop *dq_first, *dq_last;        /* to forward */
-    struct reg_dop *dd_first;                  /* answered, to complete on the loop */
+    /* data operations and health checks (data.c): a libcurl multi handle on the loop */
+    CURLM *dmulti;
+    uv_timer_t dtimer;                         /* the multi's timeout */
+    int depfd;                                 /* epoll set of the multi's sockets ... */
+    uv_poll_t dpoll;                           /* ... watched by the loop */
+    struct { uint8_t want, state; } *dfd;      /* per descriptor (data.c) */
+    size_t ndfd;
+    struct curl_slist *dheaders;
+    struct reg_dop *dq_first, *dq_last;        /* waiting for a transfer slot */
     uint64_t dqueued;
-    bool dstop;                                /* atomic: aborts transfers in progress */
-    uv_async_t ddone_async;
+    struct reg_dop *drun_first;                /* transfers in progress */
+    uint32_t drunning;
+    uint32_t dchecking;                        /* answers being checked on the pool */
+    CURL *easy[DATA_EASY_KEEP];                /* idle easy handles, reused */
+    size_t neasy;
+    bool dstop;
     /* searches answering in slices (search.c) */
     struct reg_search *searches;
     uint32_t nsearches;
