@@ -7,6 +7,12 @@
  * Every filter member is optional (none: every event); states match the new state. With
  * "format":"ncmp" the events are NCMP's LCM events (its LcmEvent: eventId, eventType
  * create/update/delete, event.oldValues/newValues), in {"op":"devices",..,"events":[..]}.
+ * "trust":true adds trust level changes (opsd's {"cmHandle","trustLevel","previousTrustLevel"},
+ * or NCMP's AvcEvent CloudEvent). Every event has a position in the registry's event log; a
+ * frame with events carries "pos" (its last), and "after":POS in the filter replays the kept
+ * events after POS (read from registry.db in slices of WSD_READ_MAX while the queue has room,
+ * live events ignored meanwhile: they are in the log already), then goes live, with no gap and
+ * no repeat (reg_events_last, checked on the loop where events are delivered).
  *
  *   -> {"op":"subscribe","id":"t1","topic":"my-topic"}
  *   <- {"op":"event","id":"t1","events":[{CloudEvent},...],"lost":0}
