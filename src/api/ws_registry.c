@@ -7,6 +7,12 @@
  * Every filter member is optional (none: every event); states match the new state. With
  * "format":"ncmp" the events are NCMP's LCM events (its LcmEvent: eventId, eventType
  * create/update/delete, event.oldValues/newValues), in {"op":"devices",..,"events":[..]}.
+ * "trust":true adds trust level changes (opsd's {"cmHandle","trustLevel","previousTrustLevel"},
+ * or NCMP's AvcEvent CloudEvent). Every event has a position in the registry's event log; a
+ * frame with events carries "pos" (its last), and "after":POS in the filter replays the kept
+ * events after POS (read from registry.db in slices of WSD_READ_MAX while the queue has room,
+ * live events ignored meanwhile: they are in the log already), then goes live, with no gap and
+ * no repeat (reg_events_last, checked on the loop where events are delivered).
  *
  *   -> {"op":"subscribe","id":"t1","topic":"my-topic"}
  *   <- {"op":"event","id":"t1","events":[{CloudEvent},...],"lost":0}
@@ -24,6 +30,7 @@
 
 #include "api/api_int.h"
 #include "core/jsonw.h"
+#include "core/log.h"
 #include "core/mem.h"
 #include "core/util.h"
 #include "registry/registry.h"
@@ -35,10 +42,16 @@
 struct wsd_event {
     char *id, *details, *tag;   /* a topic subscription's event: its JSON in details */
     char *alt, *producer, *pub; /* "format":"ncmp": alternate id, producer, public properties JSON */
+    char *trust, *old_trust;    /* a trust event's levels ("" old: none) */
     enum reg_state state, previous;
     enum reg_lock lock;
+    enum reg_event_kind kind;
+    uint64_t seq;
+    char eid[37];
     int64_t ts;
 };
+
+struct wsd_read;
 
 struct wsd_sub {
     char *id;
@@ -46,6 +59,10 @@ struct wsd_sub {
     char *prefix, *tag;     /* NULL: any */
     char *topic;            /* a topic subscription (no device events) */
     bool ncmp;              /* NCMP's LCM event format */
+    bool trust;             /* trust level events too */
+    bool replay;            /* reading the event log after pos; live events wait for it */
+    uint64_t pos;           /* replay: the last position read */
+    struct wsd_read *rd;    /* the read in flight */
     size_t bytes;           /* topic: bytes queued */
     struct wsd_event *q;    /* ring of WSD_QUEUE_MAX */
     size_t head, n;
@@ -60,6 +77,12 @@ struct ws_devices {
     size_t nsubs;
 };
 
+/* A read of the event log for one subscription; sub is NULL once the subscription is gone. */
+struct wsd_read {
+    struct wsd_sub *sub;
+    struct ws_devices *c;
+};
+
 
 static void ev_free(struct wsd_event *e)
 {
@@ -69,6 +92,8 @@ static void ev_free(struct wsd_event *e)
     free(e->alt);
     free(e->producer);
     free(e->pub);
+    free(e->trust);
+    free(e->old_trust);
 }
 
 static void sub_release(struct wsd_sub *s)
@@ -76,6 +101,8 @@ static void sub_release(struct wsd_sub *s)
     for (size_t i = 0; i < s->n; i++)
         ev_free(&s->q[(s->head + i) % WSD_QUEUE_MAX]);
     free(s->q);
+    if (s->rd)
+        s->rd->sub = NULL;
     free(s->id);
     free(s->prefix);
     free(s->tag);
@@ -87,13 +114,57 @@ static bool sub_matches(const struct wsd_sub *s, const struct reg_event *ev)
 {
     if (s->topic)
         return false;
-    if (s->states && !(s->states & (1u << ev->state)))
+    if (ev->kind == REG_EV_TRUST ? !s->trust : s->states && !(s->states & (1u << ev->state)))
         return false;
     if (s->prefix && strncmp(ev->id, s->prefix, strlen(s->prefix)) != 0)
         return false;
     if (s->tag && strcmp(ev->tag, s->tag) != 0)
         return false;
     return true;
+}
+
+/* Queues ev for s (the caller has room or accepts dropping the oldest). */
+static void sub_push(struct wsd_sub *s, const struct reg_event *ev)
+{
+    if (s->n == WSD_QUEUE_MAX) {
+        ev_free(&s->q[s->head]);
+        s->head = (s->head + 1) % WSD_QUEUE_MAX;
+        s->n--;
+        s->lost++;
+    }
+    struct wsd_event *e = &s->q[(s->head + s->n++) % WSD_QUEUE_MAX];
+    memset(e, 0, sizeof *e);
+    e->id = xstrdup(ev->id);
+    e->details = xstrdup(ev->details ? ev->details : "");
+    e->tag = xstrdup(ev->tag ? ev->tag : "");
+    e->kind = ev->kind;
+    e->seq = ev->seq;
+    snprintf(e->eid, sizeof e->eid, "%s", ev->event_id ? ev->event_id : "");
+    if (ev->kind == REG_EV_TRUST) {
+        e->trust = xstrdup(ev->trust ? ev->trust : "");
+        e->old_trust = xstrdup(ev->old_trust ? ev->old_trust : "");
+    }
+    if (s->ncmp) {
+        e->alt = xstrdup(ev->alt_id ? ev->alt_id : "");
+        e->producer = xstrdup(ev->producer ? ev->producer : "");
+        struct buf b;
+        buf_init(&b, SIZE_MAX);
+        buf_putc(&b, '{');
+        for (size_t k = 0; k < ev->npub; k++) {
+            if (k)
+                buf_putc(&b, ',');
+            jw_str(&b, ev->pub[2 * k]);
+            buf_putc(&b, ':');
+            jw_str(&b, ev->pub[2 * k + 1]);
+        }
+        buf_putc(&b, '}');
+        e->pub = xstrndup(b.data, b.len);
+        buf_release(&b);
+    }
+    e->state = ev->state;
+    e->previous = ev->old_state;
+    e->lock = ev->lock;
+    e->ts = ev->ts;
 }
 
 static void on_event(void *ud, const struct reg_event *ev)
@@ -103,45 +174,69 @@ static void on_event(void *ud, const struct reg_event *ev)
         bool any = false;
         for (size_t i = 0; i < c->nsubs; i++) {
             struct wsd_sub *s = &c->subs[i];
-            if (!sub_matches(s, ev))
+            /* a replaying subscription reads this one from the log (it is written already) */
+            if (s->replay || !sub_matches(s, ev))
                 continue;
-            if (s->n == WSD_QUEUE_MAX) {
-                ev_free(&s->q[s->head]);
-                s->head = (s->head + 1) % WSD_QUEUE_MAX;
-                s->n--;
-                s->lost++;
-            }
-            struct wsd_event *e = &s->q[(s->head + s->n++) % WSD_QUEUE_MAX];
-            memset(e, 0, sizeof *e);
-            e->id = xstrdup(ev->id);
-            e->details = xstrdup(ev->details ? ev->details : "");
-            e->tag = xstrdup(ev->tag ? ev->tag : "");
-            if (s->ncmp) {
-                e->alt = xstrdup(ev->alt_id ? ev->alt_id : "");
-                e->producer = xstrdup(ev->producer ? ev->producer : "");
-                struct buf b;
-                buf_init(&b, SIZE_MAX);
-                buf_putc(&b, '{');
-                for (size_t k = 0; k < ev->npub; k++) {
-                    if (k)
-                        buf_putc(&b, ',');
-                    jw_str(&b, ev->pub[2 * k]);
-                    buf_putc(&b, ':');
-                    jw_str(&b, ev->pub[2 * k + 1]);
-                }
-                buf_putc(&b, '}');
-                e->pub = xstrndup(b.data, b.len);
-                buf_release(&b);
-            }
-            e->state = ev->state;
-            e->previous = ev->old_state;
-            e->lock = ev->lock;
-            e->ts = ev->ts;
+            sub_push(s, ev);
             any = true;
         }
         if (any)
             lws_callback_on_writable(c->wsi);
     }
+}
+
+#define WSD_READ_MAX 1000   /* events per read of the log */
+
+static void read_more(struct ws_devices *c, struct wsd_sub *s);
+
+static void on_read(void *ud, const struct reg_event *ev, size_t n, int status)
+{
+    struct wsd_read *rd = ud;
+    struct wsd_sub *s = rd->sub;
+    struct ws_devices *c = rd->c;
+    free(rd);
+    if (!s)
+        return; /* unsubscribed or closed meanwhile */
+    s->rd = NULL;
+    struct reg *reg = c->api->reg;
+    uint64_t last = reg ? reg_events_last(reg) : s->pos;
+    if (status < 0) {
+        /* the log cannot be read: what is missing is counted as lost, live events follow */
+        log_warn("api", "reading the registry's event log failed: subscription %s continues live", s->id);
+        if (last > s->pos)
+            s->lost += last - s->pos;
+        s->replay = false;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].seq <= s->pos)
+                continue;
+            if (ev[i].seq > s->pos + 1 && ev[i].seq <= last)
+                s->lost += ev[i].seq - s->pos - 1; /* past the retention */
+            s->pos = ev[i].seq;
+            if (sub_matches(s, &ev[i]))
+                sub_push(s, &ev[i]);
+        }
+        if (n < WSD_READ_MAX && s->pos >= last) {
+            s->replay = false; /* caught up: live events from here */
+        } else if (n == 0) {
+            s->lost += last - s->pos; /* nothing left after pos: gone with the retention */
+            s->pos = last;
+            s->replay = false;
+        } else if (s->n + WSD_READ_MAX <= WSD_QUEUE_MAX) {
+            read_more(c, s);
+        }
+    }
+    if (s->n || s->lost)
+        lws_callback_on_writable(c->wsi);
+}
+
+static void read_more(struct ws_devices *c, struct wsd_sub *s)
+{
+    struct wsd_read *rd = xzalloc(sizeof *rd);
+    rd->sub = s;
+    rd->c = c;
+    s->rd = rd;
+    reg_events_read_start(c->api->reg, s->pos, WSD_READ_MAX, on_read, rd);
 }
 
 int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *wsi, json_t *msg,
@@ -196,6 +291,18 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
                 json_decref(f);
                 return -1;
             }
+        } else if (strcmp(k, "after") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0) {
+                snprintf(err, errlen, "'devices.after' is a position: 0 (the oldest event kept) or the \"pos\" of a frame received");
+                json_decref(f);
+                return -1;
+            }
+        } else if (strcmp(k, "trust") == 0) {
+            if (!json_is_boolean(v)) {
+                snprintf(err, errlen, "'devices.trust' is true (trust level events too) or false");
+                json_decref(f);
+                return -1;
+            }
         } else if (strcmp(k, "prefix") == 0 || strcmp(k, "tag") == 0) {
             if (!json_is_string(v)) {
                 snprintf(err, errlen, "'devices.%s' is a string", k);
@@ -203,7 +310,7 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
                 return -1;
             }
         } else {
-            snprintf(err, errlen, "unknown 'devices.%.64s' (states, prefix, tag, format)", k);
+            snprintf(err, errlen, "unknown 'devices.%.64s' (states, prefix, tag, format, trust, after)", k);
             json_decref(f);
             return -1;
         }
@@ -243,7 +350,14 @@ int ws_registry_subscribe(struct api *api, struct ws_devices **cp, struct lws *w
     s->topic = topic ? xstrdup(topic) : NULL;
     const char *fmt = json_string_value(json_object_get(f, "format"));
     s->ncmp = fmt && strcmp(fmt, "ncmp") == 0;
+    s->trust = json_is_true(json_object_get(f, "trust"));
     s->q = xnew(struct wsd_event, WSD_QUEUE_MAX);
+    json_t *after = json_object_get(f, "after");
+    if (after) {
+        s->pos = (uint64_t)json_integer_value(after);
+        s->replay = true;
+        read_more(c, s);
+    }
     json_decref(f);
     if (api->device_listening != api->reg) {
         reg_listen(api->reg, on_event, api);
@@ -294,6 +408,8 @@ int ws_registry_unsubscribe(struct ws_devices *c, const char *id)
             continue;
         sub_release(&c->subs[i]);
         c->subs[i] = c->subs[--c->nsubs];
+        if (c->subs[i].rd)
+            c->subs[i].rd->sub = &c->subs[i]; /* it moved */
         memset(&c->subs[c->nsubs], 0, sizeof c->subs[c->nsubs]);
         return 0;
     }
@@ -315,11 +431,10 @@ bool ws_registry_ready(const struct ws_devices *c)
 static void lcm_event(struct buf *tx, const struct wsd_event *e)
 {
     bool create = e->state == RS_ADVISED && e->previous == RS_ADVISED, del = e->state == RS_DELETED;
-    char id[37], t[32];
-    uuid4_text(id);
+    char t[32];
     time_text_ncmp(e->ts, t);
     jw_raw(tx, "{\"eventId\":");
-    jw_str(tx, id);
+    jw_str(tx, e->eid);
     jw_raw(tx, ",\"eventCorrelationId\":");
     jw_str(tx, e->id);
     jw_raw(tx, ",\"eventTime\":");
@@ -355,76 +470,96 @@ static void lcm_event(struct buf *tx, const struct wsd_event *e)
     jw_raw(tx, "}}}");
 }
 
+/* NCMP's trust level notification (onap/cps: TrustLevelManager, CmAvcEventPublisher,
+ * NcmpEvent): a CloudEvent of type AvcEvent, correlationid the cm handle id, whose data is
+ * {"data":{"attributeValueChange":[{"attributeName":"trustLevel","oldAttributeValue":..,
+ * "newAttributeValue":..}]}} (oldAttributeValue left out when there was none). */
+static void avc_event(struct buf *tx, const struct wsd_event *e)
+{
+    char t[32];
+    time_text_ncmp(e->ts, t);
+    jw_raw(tx, "{\"specversion\":\"1.0\",\"id\":");
+    jw_str(tx, e->eid);
+    jw_raw(tx, ",\"source\":\"NCMP\",\"type\":\"org.onap.cps.ncmp.events.avc.ncmp_to_client.AvcEvent\","
+               "\"dataschema\":\"urn:cps:org.onap.cps.ncmp.events.avc.ncmp_to_client.AvcEvent:1.0.0\",\"time\":");
+    jw_str(tx, t);
+    jw_raw(tx, ",\"correlationid\":");
+    jw_str(tx, e->id);
+    jw_raw(tx, ",\"data\":{\"data\":{\"attributeValueChange\":[{\"attributeName\":\"trustLevel\"");
+    if (e->old_trust && *e->old_trust) {
+        jw_raw(tx, ",\"oldAttributeValue\":");
+        jw_str(tx, e->old_trust);
+    }
+    jw_raw(tx, ",\"newAttributeValue\":");
+    jw_str(tx, e->trust ? e->trust : "");
+    jw_raw(tx, "}]}}}");
+}
+
+static void opsd_event(struct buf *tx, const struct wsd_event *e)
+{
+    jw_raw(tx, "{\"cmHandle\":");
+    jw_str(tx, e->id);
+    if (e->kind == REG_EV_TRUST) {
+        jw_raw(tx, ",\"trustLevel\":");
+        jw_str(tx, e->trust);
+        jw_raw(tx, ",\"previousTrustLevel\":");
+        if (e->old_trust && *e->old_trust)
+            jw_str(tx, e->old_trust);
+        else
+            jw_raw(tx, "null");
+    } else {
+        jw_raw(tx, ",\"state\":");
+        jw_str(tx, reg_state_name(e->state));
+        jw_raw(tx, ",\"previous\":");
+        jw_str(tx, reg_state_name(e->previous));
+        jw_raw(tx, ",\"lockReason\":");
+        jw_str(tx, reg_lock_name(e->lock));
+        jw_raw(tx, ",\"details\":");
+        jw_str(tx, e->details);
+    }
+    jw_raw(tx, ",\"moduleSetTag\":");
+    jw_str(tx, e->tag);
+    buf_printf(tx, ",\"ts\":%lld,\"pos\":%llu}", (long long)e->ts, (unsigned long long)e->seq);
+}
+
 int ws_registry_encode(struct ws_devices *c, struct buf *tx)
 {
     for (size_t i = 0; i < c->nsubs; i++) {
         struct wsd_sub *s = &c->subs[i];
         if (!s->n && !s->lost)
             continue;
-        if (s->topic) {
-            jw_raw(tx, "{\"op\":\"event\",\"id\":");
-            jw_str(tx, s->id);
-            jw_raw(tx, ",\"events\":[");
-            size_t sent = 0;
-            while (s->n && tx->len < WS_FRAME_BUDGET) {
-                struct wsd_event *e = &s->q[s->head];
-                if (sent++)
-                    buf_putc(tx, ',');
-                jw_raw(tx, e->details);
-                s->bytes -= strlen(e->details);
-                ev_free(e);
-                s->head = (s->head + 1) % WSD_QUEUE_MAX;
-                s->n--;
-            }
-            buf_printf(tx, "],\"lost\":%llu}", (unsigned long long)s->lost);
-            s->lost = 0;
-            return 1;
-        }
-        if (s->ncmp) {
-            jw_raw(tx, "{\"op\":\"devices\",\"id\":");
-            jw_str(tx, s->id);
-            jw_raw(tx, ",\"events\":[");
-            size_t sent = 0;
-            while (s->n && tx->len < WS_FRAME_BUDGET) {
-                struct wsd_event *e = &s->q[s->head];
-                if (sent++)
-                    buf_putc(tx, ',');
-                lcm_event(tx, e);
-                ev_free(e);
-                s->head = (s->head + 1) % WSD_QUEUE_MAX;
-                s->n--;
-            }
-            buf_printf(tx, "],\"lost\":%llu}", (unsigned long long)s->lost);
-            s->lost = 0;
-            return 1;
-        }
-        jw_raw(tx, "{\"op\":\"devices\",\"id\":");
+        jw_raw(tx, s->topic ? "{\"op\":\"event\",\"id\":" : "{\"op\":\"devices\",\"id\":");
         jw_str(tx, s->id);
         jw_raw(tx, ",\"events\":[");
         size_t sent = 0;
+        uint64_t pos = 0;
         while (s->n && tx->len < WS_FRAME_BUDGET) {
             struct wsd_event *e = &s->q[s->head];
             if (sent++)
                 buf_putc(tx, ',');
-            jw_raw(tx, "{\"cmHandle\":");
-            jw_str(tx, e->id);
-            jw_raw(tx, ",\"state\":");
-            jw_str(tx, reg_state_name(e->state));
-            jw_raw(tx, ",\"previous\":");
-            jw_str(tx, reg_state_name(e->previous));
-            jw_raw(tx, ",\"lockReason\":");
-            jw_str(tx, reg_lock_name(e->lock));
-            jw_raw(tx, ",\"details\":");
-            jw_str(tx, e->details);
-            jw_raw(tx, ",\"moduleSetTag\":");
-            jw_str(tx, e->tag);
-            buf_printf(tx, ",\"ts\":%lld}", (long long)e->ts);
+            if (s->topic) {
+                jw_raw(tx, e->details);
+                s->bytes -= strlen(e->details);
+            } else if (!s->ncmp) {
+                opsd_event(tx, e);
+            } else if (e->kind == REG_EV_TRUST) {
+                avc_event(tx, e);
+            } else {
+                lcm_event(tx, e);
+            }
+            pos = e->seq;
             ev_free(e);
             s->head = (s->head + 1) % WSD_QUEUE_MAX;
             s->n--;
         }
-        buf_printf(tx, "],\"lost\":%llu}", (unsigned long long)s->lost);
+        buf_printf(tx, "],\"lost\":%llu", (unsigned long long)s->lost);
+        if (!s->topic && pos)
+            buf_printf(tx, ",\"pos\":%llu", (unsigned long long)pos);
+        buf_putc(tx, '}');
         s->lost = 0;
+        /* a replay reads on once its queue has room */
+        if (s->replay && !s->rd && c->api->reg && s->n + WSD_READ_MAX <= WSD_QUEUE_MAX)
+            read_more(c, s);
         return 1;
     }
     return 0;

@@ -253,7 +253,6 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
     const char *plugin = sval(j, "dmiPlugin"), *dplugin = sval(j, "dmiDataPlugin");
     const char *mplugin = sval(j, "dmiModelPlugin");
     struct failures f = {.out = failed};
-    struct reg_batch *b = regb_cur(r);
     struct reg_vec known = {0}; /* created handles of a known tag */
     size_t i, ne;
     const struct rj *arr;
@@ -268,15 +267,17 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
             fail_add(&f, id, REG_E_NOT_FOUND);
             continue;
         }
+        /* NCMP: a removed handle's trust level becomes NONE (TrustLevelManager.removeCmHandles) */
+        regev_trust(r, h, regm_trust(r, h), "NONE");
         struct reg_event ev = {.id = h->id, .old_state = h->state, .state = RS_DELETING,
                                .details = "", .tag = h->tag ? h->tag : "", .ts = now_ms(),
                                .alt_id = h->alt_id ? h->alt_id : "", .producer = h->producer ? h->producer : ""};
-        for (int k = 0; k < REG_LISTENERS; k++)
-            if (r->listeners[k].fn)
-                r->listeners[k].fn(r->listeners[k].ud, &ev);
-        if (b->ndeleted % 64 == 0)
-            b->deleted_ids = xgrow(b->deleted_ids, b->ndeleted + 64);
-        b->deleted_ids[b->ndeleted++] = xstrdup(id);
+        regev_fire(r, &ev);
+        /* DELETED is in the same transaction as the removal: listeners get both once it is durable */
+        ev.old_state = RS_DELETING;
+        ev.state = RS_DELETED;
+        ev.tag = ev.alt_id = ev.producer = "";
+        regev_fire(r, &ev);
         regm_handle_remove(r, h);
         r->st.removed++;
     }
@@ -312,6 +313,10 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
         apply_props(r, h, rj_get(e, "cmHandleProperties"), rj_get(e, "publicCmHandleProperties"));
         regm_log_handle(r, h);
         regm_emit(r, h, RS_ADVISED);
+        /* NCMP announces a new handle's trust level only when it is registered NONE
+         * (TrustLevelManager.registerCmHandles) */
+        if (h->trust && strcmp(h->trust, "NONE") == 0)
+            regev_trust(r, h, NULL, "NONE");
         regm_queue(r, h);
         if (h->tag && regm_set_find(r, h->tag))
             rvec_push(&known, h); /* READY once the request is applied, see below */
@@ -346,8 +351,11 @@ int reg_register(struct reg *r, const char *body, size_t len, struct buf *failed
         }
         if (rj_str(rj_get(e, "dataProducerIdentifier")))
             set_str(&h->producer, sval(e, "dataProducerIdentifier"));
-        if (rj_str(rj_get(e, "trustLevel")))
+        if (rj_str(rj_get(e, "trustLevel"))) {
+            const char *before = regm_trust(r, h);
             set_str(&h->trust, sval(e, "trustLevel"));
+            regev_trust(r, h, before, regm_trust(r, h));
+        }
         apply_props(r, h, rj_get(e, "cmHandleProperties"), rj_get(e, "publicCmHandleProperties"));
         regm_log_handle(r, h);
     }

@@ -129,9 +129,7 @@ void regb_free(struct reg_batch *b)
         free(b->ops[i].b);
     }
     free(b->ops);
-    for (size_t i = 0; i < b->ndeleted; i++)
-        free(b->deleted_ids[i]);
-    free(b->deleted_ids);
+    regev_release(b);
     free(b);
 }
 
@@ -592,9 +590,7 @@ void regm_emit(struct reg *r, struct reg_handle *h, enum reg_state old)
         .alt_id = h->alt_id ? h->alt_id : "", .producer = h->producer ? h->producer : "",
         .pub = pub, .npub = h->npub,
     };
-    for (int i = 0; i < REG_LISTENERS; i++)
-        if (r->listeners[i].fn)
-            r->listeners[i].fn(r->listeners[i].ud, &ev);
+    regev_fire(r, &ev);
     if (pub != small)
         free(pub);
 }

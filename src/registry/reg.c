@@ -22,8 +22,10 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
     out->plugin_timeout_ms = 10000;
     out->max_batch = 10000;
     out->data_timeout_ms = 30000;
-    out->data_concurrency = 16;
+    out->data_concurrency = 64;
     out->health_interval_ms = 30000;
+    out->events_retention_ms = 7 * 86400000LL;
+    out->events_partition_ms = 3600000;
     if (!n)
         return 0;
     int before = y->nerrors;
@@ -36,7 +38,8 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
         return -1;
     }
     static const char *const keys[] = {"sync_batch", "sync_concurrency", "retry_initial", "retry_max",
-                                       "plugin_timeout", "max_batch", "data_timeout", "data_concurrency", "health_interval", NULL};
+                                       "plugin_timeout", "max_batch", "data_timeout", "data_concurrency", "health_interval",
+                                       "events_retention", "events_partition", NULL};
     yn_check_keys(y, n, "registry", keys);
     int64_t v;
     if (yn_get_int(y, n, "sync_batch", "registry.sync_batch", false, &v) == 0) {
@@ -91,6 +94,24 @@ int reg_config_parse(struct yconf *y, const ynode *n, struct reg_config *out)
                 out->health_interval_ms = ms;
         }
     }
+    const struct {
+        const char *key;
+        int64_t *dst;
+        int64_t min;
+    } evd[] = {{"events_retention", &out->events_retention_ms, 60000}, {"events_partition", &out->events_partition_ms, 1000}};
+    for (size_t i = 0; i < ARRAY_LEN(evd); i++) {
+        char path[64];
+        snprintf(path, sizeof path, "registry.%s", evd[i].key);
+        int64_t ms;
+        if (yn_get_duration(y, n, evd[i].key, path, false, &ms) == 0) {
+            if (ms < evd[i].min)
+                yconf_error(y, yn_get(y, n, evd[i].key), path, evd[i].min >= 60000 ? "must be at least 1m" : "must be at least 1s");
+            else
+                *evd[i].dst = ms;
+        }
+    }
+    if (out->events_partition_ms > out->events_retention_ms)
+        yconf_error(y, n, "registry.events_partition", "must not be longer than events_retention");
     if (out->retry_max_ms < out->retry_initial_ms)
         yconf_error(y, n, "registry.retry_max", "must not be shorter than retry_initial");
     return y->nerrors > before ? -1 : 0;
@@ -114,10 +135,17 @@ int reg_open(struct reg **out, const struct reg_config *cfg, const char *data_di
     if (regstore_open(&r->db, path) < 0)
         goto fail;
     uint64_t t0 = mono_ns();
-    if (regstore_load(r, r->db) < 0) {
+    r->loading = true;
+    int lrc = regstore_load(r, r->db);
+    r->loading = false;
+    r->evstore.part_ms = cfg->events_partition_ms > 0 ? cfg->events_partition_ms : 3600000;
+    r->evstore.retention_ms = cfg->events_retention_ms > 0 ? cfg->events_retention_ms : 7 * 86400000LL;
+    if (lrc < 0 || regev_open(r->db, &r->evstore, &r->ev_seq) < 0) {
         log_error("registry", "cannot read %s: %s", path, sqlite3_errmsg(r->db));
         goto fail;
     }
+    r->ev_delivered = r->ev_seq;
+    uuid4_text(r->ev_base);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (regw_start(r) < 0)
         goto fail;
@@ -150,13 +178,13 @@ fail:
 void reg_reconfigure(struct reg *r, const struct reg_config *cfg)
 {
     pthread_mutex_lock(&r->slock);
-    uint32_t threads = r->cfg.sync_concurrency, dthreads = r->cfg.data_concurrency;
+    uint32_t threads = r->cfg.sync_concurrency;
     r->cfg = *cfg;
-    /* the numbers of fetch and data threads are fixed at start; more work than threads queues */
-    if (cfg->sync_concurrency != threads || cfg->data_concurrency != dthreads)
-        log_warn("registry", "registry.sync_concurrency and data_concurrency take effect after a restart");
+    /* the number of fetch threads is fixed at start; more work than threads queues (the data
+     * operations' bound, data_concurrency, applies from the next transfer on) */
+    if (cfg->sync_concurrency != threads)
+        log_warn("registry", "registry.sync_concurrency takes effect after a restart");
     r->cfg.sync_concurrency = threads;
-    r->cfg.data_concurrency = dthreads;
     r->cfg.present = true;
     pthread_mutex_unlock(&r->slock);
     regs_kick(r);
@@ -181,6 +209,7 @@ void reg_free(struct reg *r)
         return;
     sqlite3_close(r->db);
     regm_release(r);
+    free(r->evstore.parts);
     pthread_mutex_destroy(&r->wlock);
     pthread_cond_destroy(&r->wwake);
     pthread_mutex_destroy(&r->slock);

@@ -4,6 +4,7 @@
 #ifndef OPSD_REGISTRY_REG_INT_H
 #define OPSD_REGISTRY_REG_INT_H
 
+#include <curl/curl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 
@@ -122,12 +123,26 @@ struct reg_handle {
 };
 
 /* ---- changes for the writer (one batch = one transaction) ---- */
-enum reg_op_kind { OP_PUT_HANDLE, OP_DEL_HANDLE, OP_PUT_SET, OP_DEL_SET, OP_PUT_MODULE, OP_DEL_MODULE };
+enum reg_op_kind { OP_PUT_HANDLE, OP_DEL_HANDLE, OP_PUT_SET, OP_DEL_SET, OP_PUT_MODULE, OP_DEL_MODULE,
+                   OP_PUT_EVENT };
 struct reg_op {
     enum reg_op_kind kind;
-    char *key;
-    char *doc;                /* JSON (handle, set) or the YANG source (module) */
-    char *a, *b;              /* module: name, revision */
+    char *key;                /* event: its position, decimal */
+    char *doc;                /* JSON (handle, set, event) or the YANG source (module) */
+    char *a, *b;              /* module: name, revision; event: its time (ms, decimal) */
+};
+
+/* An event held by its batch until the batch commits (events.c). */
+struct reg_evrec {
+    uint64_t seq;
+    enum reg_event_kind kind;
+    enum reg_state state, prev;
+    enum reg_lock lock;
+    int64_t ts;
+    char eid[37];
+    char *id, *details, *tag, *alt, *producer, *trust, *old_trust;
+    char **pub;               /* key, value, key, value... */
+    size_t npub;
 };
 
 struct reg_batch {
@@ -139,14 +154,22 @@ struct reg_batch {
     void (*done)(void *ud, int status);
     void *ud;
     int status;
-    char **deleted_ids;       /* DELETED events once durable */
-    size_t ndeleted;
+    struct reg_evrec *evs;    /* its events, handed to listeners once it is written */
+    size_t nevs, capevs;
+};
+
+/* The event log's partitions (events.c), owned by the writer thread after open. */
+struct reg_evstore {
+    int64_t part_ms, retention_ms;
+    int64_t *parts;           /* first ms of each events_START table, ascending */
+    size_t nparts, capparts;
+    int64_t pruned_ms;        /* when retention last ran */
 };
 
 /* store.c: SQLite on the writer thread (and at open, before it starts). */
 int regstore_open(sqlite3 **out, const char *path);
 /* One transaction for the batches: 0, or -ENOSPC (the disk is full) / -EIO, rolled back. */
-int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n);
+int regstore_apply(sqlite3 *db, struct reg_evstore *es, struct reg_batch *const *b, size_t n);
 /* Loads everything into r (open time). */
 int regstore_load(struct reg *r, sqlite3 *db);
 /* Reads one module's source (any thread with its own connection). */
@@ -202,6 +225,7 @@ struct reg_job {
 };
 
 #define REG_LISTENERS 8
+#define DATA_EASY_KEEP 256   /* data.c: idle easy handles kept for reuse */
 
 struct reg {
     struct reg_config cfg;
@@ -254,16 +278,22 @@ struct reg {
     uv_timer_t sync_timer;
     uv_idle_t sync_idle;                       /* the next pass, next loop iteration */
     bool handles_open;
-    /* data operations (data.c) */
-    pthread_t *dthreads;
-    uint32_t nddata;
-    pthread_mutex_t dlock;
-    pthread_cond_t dwake;
-    struct reg_dop *dq_first, *dq_last;        /* to forward */
-    struct reg_dop *dd_first;                  /* answered, to complete on the loop */
+    /* data operations and health checks (data.c): a libcurl multi handle on the loop */
+    CURLM *dmulti;
+    uv_timer_t dtimer;                         /* the multi's timeout */
+    int depfd;                                 /* epoll set of the multi's sockets ... */
+    uv_poll_t dpoll;                           /* ... watched by the loop */
+    struct { uint8_t want, state; } *dfd;      /* per descriptor (data.c) */
+    size_t ndfd;
+    struct curl_slist *dheaders;
+    struct reg_dop *dq_first, *dq_last;        /* waiting for a transfer slot */
     uint64_t dqueued;
-    bool dstop;                                /* atomic: aborts transfers in progress */
-    uv_async_t ddone_async;
+    struct reg_dop *drun_first;                /* transfers in progress */
+    uint32_t drunning;
+    uint32_t dchecking;                        /* answers being checked on the pool */
+    CURL *easy[DATA_EASY_KEEP];                /* idle easy handles, reused */
+    size_t neasy;
+    bool dstop;
     /* searches answering in slices (search.c) */
     struct reg_search *searches;
     uint32_t nsearches;
@@ -272,6 +302,12 @@ struct reg {
     struct reg_handle *graveyard;              /* removed while a search may still hold them */
     uv_idle_t search_idle;                     /* a slice per loop iteration while searches run */
     bool search_idle_open;
+    /* event log (events.c) */
+    uint64_t ev_seq;                           /* the last position given */
+    uint64_t ev_delivered;                     /* the last position handed to listeners */
+    char ev_base[37];                          /* event ids: this UUID with the position in its end */
+    bool loading;                              /* regstore_load: no events */
+    struct reg_evstore evstore;
     struct reg_stats st;
 };
 
@@ -357,6 +393,23 @@ bool regp_match(const struct regp_cond *c, const struct reg_handle *h, bool priv
 /* When c is one step with one "=" term: its node, leaf and value (v2 NULL); or a
  * public-properties step with name= and value=: leaf -1, v the name, v2 the value. */
 bool regp_simple(const struct regp_cond *c, int *node, int *leaf, const char **v, const char **v2);
+
+/* events.c */
+/* Gives ev a position, logs it in the current batch (written with it) and keeps it there to be
+ * handed to listeners once the batch commits. Nothing while loading. */
+void regev_fire(struct reg *r, const struct reg_event *ev);
+/* A trust event for h when its effective trust level changed from old (NULL: none before). */
+void regev_trust(struct reg *r, struct reg_handle *h, const char *old, const char *now);
+/* Hands b's events to the listeners (loop, once b is written). */
+void regev_deliver(struct reg *r, struct reg_batch *b);
+void regev_release(struct reg_batch *b);
+/* Writer side, inside regstore_apply's transaction: one event row. */
+int regev_put(sqlite3 *db, struct reg_evstore *es, const struct reg_op *op, sqlite3_stmt **ins,
+              int64_t *ins_part);
+/* Open time: the partitions and the last position; drops partitions past the retention. */
+int regev_open(sqlite3 *db, struct reg_evstore *es, uint64_t *last_seq);
+/* Drops the partitions past the retention (writer thread, at most once a minute). */
+void regev_prune(sqlite3 *db, struct reg_evstore *es, int64_t now);
 
 /* data.c */
 struct reg_dop;

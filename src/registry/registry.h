@@ -36,6 +36,8 @@ struct reg_config {
     int64_t data_timeout_ms;    /* one data operation forwarded to a DMI plugin */
     uint32_t data_concurrency;  /* data operations forwarded at once (threads) */
     int64_t health_interval_ms; /* DMI plugin health checks (trust level); 0: none */
+    int64_t events_retention_ms;/* lifecycle and trust events kept this long (DATA/registry) */
+    int64_t events_partition_ms;/* ... in partitions of this length, dropped whole */
 };
 
 /* Parses the registry: section (n may be NULL: defaults, not present). Returns 0 or -1 with
@@ -111,9 +113,19 @@ void reg_metrics_text(struct reg *r, struct buf *out);
 
 /* ---- lifecycle events ---- */
 
-/* Called on the loop thread for every state change, after the change is applied in memory.
- * id and the reason stay valid only during the call. */
+/* Every state change (REG_EV_STATE) and every change of a handle's effective trust level
+ * (REG_EV_TRUST) is an event with a position in the registry's event log (1, 2, 3, ...;
+ * never reused). It is written in the same transaction as the change, and listeners get it on
+ * the loop thread once that transaction committed, in position order: an event a listener saw
+ * can be read again after a restart (reg_events_read_start). The strings stay valid only
+ * during the call. */
+enum reg_event_kind { REG_EV_STATE, REG_EV_TRUST };
 struct reg_event {
+    uint64_t seq;                 /* its position (set by the registry) */
+    enum reg_event_kind kind;
+    const char *event_id;         /* a UUID, the same every time the event is read */
+    const char *trust, *old_trust;/* REG_EV_TRUST: the effective trust level after and before
+                                   * ("" before: none, a new handle) */
     const char *id;
     enum reg_state old_state, state;
     enum reg_lock lock;
@@ -128,6 +140,14 @@ typedef void (*reg_listener)(void *ud, const struct reg_event *ev);
 /* At most a few listeners; returns 0 or -1 when full. */
 int reg_listen(struct reg *r, reg_listener fn, void *ud);
 void reg_unlisten(struct reg *r, reg_listener fn, void *ud);
+/* The position of the last event handed to listeners (0: none yet). */
+uint64_t reg_events_last(struct reg *r);
+/* Reads up to max events with positions after `after` from registry.db on the libuv pool, in
+ * position order; done(ud, ev, n, status) runs on the loop from a later iteration (ev valid
+ * during the call; status 0, or -EIO when the store could not be read). An event older than
+ * the retention is gone: the first one read then has a position above after + 1. */
+void reg_events_read_start(struct reg *r, uint64_t after, size_t max,
+                           void (*done)(void *ud, const struct reg_event *ev, size_t n, int status), void *ud);
 
 /* ---- inventory (NCMP's POST /ncmpInventory/v1/ch) ---- */
 

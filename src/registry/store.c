@@ -9,6 +9,7 @@
  *       doc: {"tag":"..","modules":[[module hash, namespace],...]}
  *   modules(hash TEXT PRIMARY KEY, name, revision, source)   hash: FNV-1a 128 of
  *       name NUL revision NUL source NUL (32 hex digits)
+ *   events_START, meta       the event log (see events.c)
  * Reference counts are not stored: they are the number of rows pointing at a set or module,
  * counted at load. The loop removes a set or module in the same batch as its last user, so
  * the file never holds orphans; load still drops any it finds (a file from elsewhere).
@@ -17,6 +18,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -54,7 +56,7 @@ int regstore_open(sqlite3 **out, const char *path)
     return 0;
 }
 
-int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n)
+int regstore_apply(sqlite3 *db, struct reg_evstore *es, struct reg_batch *const *b, size_t n)
 {
     static const char *const sql[] = {
         [OP_PUT_HANDLE] = "INSERT OR REPLACE INTO handles(id, doc) VALUES(?1, ?2)",
@@ -63,8 +65,12 @@ int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n)
         [OP_DEL_SET] = "DELETE FROM module_sets WHERE key = ?1",
         [OP_PUT_MODULE] = "INSERT OR IGNORE INTO modules(hash, source, name, revision) VALUES(?1, ?2, ?3, ?4)",
         [OP_DEL_MODULE] = "DELETE FROM modules WHERE hash = ?1",
+        [OP_PUT_EVENT] = "INSERT OR REPLACE INTO meta(key, value) VALUES('events_seq', ?1)",
     };
     sqlite3_stmt *st[ARRAY_LEN(sql)] = {0};
+    sqlite3_stmt *ev_ins = NULL;     /* the event partition being written (events.c) */
+    int64_t ev_part = 0;
+    const char *ev_last = NULL;      /* the last event position of the transaction */
     int rc = -1;
     if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
         goto out;
@@ -74,6 +80,12 @@ int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n)
     for (size_t k = 0; k < n; k++) {
         for (size_t i = 0; i < b[k]->nops; i++) {
             const struct reg_op *op = &b[k]->ops[i];
+            if (op->kind == OP_PUT_EVENT) {
+                if (regev_put(db, es, op, &ev_ins, &ev_part) < 0)
+                    goto rollback;
+                ev_last = op->key;
+                continue;
+            }
             sqlite3_stmt *s = st[op->kind];
             sqlite3_reset(s);
             sqlite3_bind_text(s, 1, op->key, -1, SQLITE_STATIC);
@@ -87,6 +99,12 @@ int regstore_apply(sqlite3 *db, struct reg_batch *const *b, size_t n)
                 goto rollback;
         }
     }
+    if (ev_last) {
+        sqlite3_reset(st[OP_PUT_EVENT]);
+        sqlite3_bind_int64(st[OP_PUT_EVENT], 1, strtoll(ev_last, NULL, 10));
+        if (sqlite3_step(st[OP_PUT_EVENT]) != SQLITE_DONE)
+            goto rollback;
+    }
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
         rc = 0;
     else
@@ -99,6 +117,7 @@ rollback:
 out:
     for (size_t i = 0; i < ARRAY_LEN(sql); i++)
         sqlite3_finalize(st[i]);
+    sqlite3_finalize(ev_ins);
     return rc;
 }
 

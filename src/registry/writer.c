@@ -3,7 +3,7 @@
  * The loop hands it batches (regw_submit: the changes of one registration request or one
  * sync result). The thread takes every batch queued so far and writes them in one SQLite
  * transaction (group commit), then passes them back; on the loop, each batch's done callback
- * runs with 0 or the error, and DELETED events go out for the handles it removed.
+ * runs with 0 or the error, after its events went to the listeners (events.c).
  * The queue's depth (in changes) is reg_stats.queued_ops; reg_register refuses new work
  * while it is over REG_QUEUE_MAX.
  *
@@ -86,7 +86,9 @@ static void *writer_main(void *arg)
             arr[n++] = b;
             ops += b->nops;
         }
-        int rc = regstore_apply(r->db, arr, n);
+        int rc = regstore_apply(r->db, &r->evstore, arr, n);
+        if (rc == 0)
+            regev_prune(r->db, &r->evstore, now_ms());
         if (rc < 0) {
             keep_for_redo(&redo, arr + 1, n - 1);
             if (!fault_since) {
@@ -190,13 +192,7 @@ static void on_written(uv_async_t *a)
     pthread_mutex_unlock(&r->wlock);
     while (b) {
         struct reg_batch *next = b->next;
-        for (size_t i = 0; i < b->ndeleted; i++) {
-            struct reg_event ev = {.id = b->deleted_ids[i], .old_state = RS_DELETING, .state = RS_DELETED,
-                                   .details = "", .tag = "", .ts = now_ms(), .alt_id = "", .producer = ""};
-            for (int k = 0; k < REG_LISTENERS; k++)
-                if (r->listeners[k].fn)
-                    r->listeners[k].fn(r->listeners[k].ud, &ev);
-        }
+        regev_deliver(r, b);
         if (b->done)
             b->done(b->ud, b->status);
         regb_free(b);

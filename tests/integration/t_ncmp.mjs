@@ -350,26 +350,36 @@ await test('ncmp: passthrough read and writes are forwarded in the DMI API shape
     assertEq(dmi.stats.data[dmi.stats.data.length - 1].body.operation, op, `${method} is ${op}`);
   }
   assertEq(dmi.stats.dataOps, 5, 'five forwarded');
+  // ncmp-datastore:operational: NCMP's data sync cache, which opsd does not keep: the plugin's
+  // operational data, asked as passthrough-operational
+  r = await as('GET', dataUrl('ch-4', 'ncmp-datastore:operational', `resourceIdentifier=${encodeURIComponent(RESID)}&include-descendants=true`), undefined, 'v-tok');
+  assertEq(r.status, 200, `operational read (${r.text.slice(0, 200)})`);
+  assertEq(r.json['ietf-netconf-monitoring:netconf-state'].resourceIdentifier, RESID, 'operational: resource identifier');
+  assertEq(dmi.stats.data[5].datastore, PO, 'operational is read from the plugin as passthrough-operational');
+  assertEq(dmi.stats.data[5].body.operation, 'read', 'a read');
 });
 
 await test('ncmp: bad data requests get NCMP\'s error and nothing is forwarded', async () => {
   dmi.reset();
   const cases = [
-    ['GET', dataUrl('ch-1', 'ncmp-datastore:bogus'), undefined, 400],
-    ['GET', dataUrl('ch-1', 'ncmp-datastore:operational'), undefined, 400],
-    ['POST', dataUrl('ch-1', PO), { a: 1 }, 400],
+    ['GET', dataUrl('ch-1', 'ncmp-datastore:bogus'), undefined, 400, 'ncmp-datastore:bogus is an invalid datastore name'],
+    ['GET', dataUrl('ch-1', 'ncmp-datastore:running'), undefined, 400, 'ncmp-datastore:running is an invalid datastore name'],
+    ['POST', dataUrl('ch-1', PO), { a: 1 }, 400, `${PO} is not supported`],
+    ['PUT', dataUrl('ch-1', 'ncmp-datastore:operational'), { a: 1 }, 400, 'ncmp-datastore:operational is not supported'],
+    ['DELETE', dataUrl('ch-1', 'ncmp-datastore:operational'), undefined, 400, 'ncmp-datastore:operational is not supported'],
     ['GET', dataUrl('ch-1', PO, ''), undefined, 400],
     ['GET', dataUrl('ch-1', PO, `resourceIdentifier=${'x'.repeat(5000)}`), undefined, 400],
     ['POST', dataUrl('ch-1', PR), '{"not json', 400],
     ['PUT', dataUrl('ch-1', PR), '', 400], // Content-Length: 0 is answered at once (it waited 30 s)
     ['GET', dataUrl('no-such', PO), undefined, 404],
   ];
-  for (const [method, url, body, status] of cases) {
+  for (const [method, url, body, status, message] of cases) {
     const t0 = Date.now();
     const r = await as(method, url, body);
     assert(Date.now() - t0 < 3000, `${method} answered in ${Date.now() - t0} ms`);
     assertEq(r.status, status, `${method} ${url.slice(0, 90)}: ${r.text.slice(0, 200)}`);
     assert(r.json && typeof r.json.status === 'string' && r.json.message, `NCMP error body: ${r.text.slice(0, 200)}`);
+    if (message) assertEq(r.json.message, message, 'NCMP\'s message (DatastoreType, validateDataStore)');
   }
   // a handle that is not READY: NCMP's CpsException
   await reg({ dmiPlugin: 'http://127.0.0.1:9', createdCmHandles: [{ cmHandle: 'nr-1' }] });
@@ -544,6 +554,120 @@ await test('ncmp: module sets of different new tags are fetched at once (bounded
     assert(ms < 4000, `all READY in ${ms} ms (in series it takes 4.8 s)`);
   } finally {
     await slow.close();
+  }
+});
+
+// Collects the events of subscription id on c until want(events) holds.
+async function collect(c, id, want, ms = 8000, what = 'events') {
+  const evs = [];
+  let pos = 0;
+  const deadline = Date.now() + ms;
+  while (!want(evs)) {
+    const m = await c.next((x) => x.op === 'devices' && x.id === id, Math.max(1, deadline - Date.now()), what);
+    assertEq(m.lost, 0, `nothing lost (${what})`);
+    if (m.events.length) {
+      assert(m.pos > pos, `frame positions grow (${m.pos} after ${pos})`);
+      pos = m.pos;
+    }
+    evs.push(...m.events);
+  }
+  return { evs, pos };
+}
+const key = (e) => `${e.cmHandle}:${e.state || e.trustLevel}:${e.pos}`;
+
+await test('ncmp: lifecycle events persist: a subscriber resumes after a restart with exactly what it missed', async () => {
+  let c = await Client.connect(`${d.wsUrl}?token=v-tok`);
+  let seen;
+  try {
+    c.send({ op: 'subscribe', id: 'p', devices: { prefix: 'rs-' } });
+    await c.next((m) => m.op === 'subscribed' && m.id === 'p', 3000, 'subscribed');
+    await reg({ dmiPlugin: dmi.url, createdCmHandles: ['rs-1', 'rs-2', 'rs-3'].map((id) => ({ cmHandle: id, moduleSetTag: 'tagA' })) });
+    await waitReady(['rs-1', 'rs-2', 'rs-3']);
+    seen = await collect(c, 'p', (e) => e.filter((x) => x.state === 'READY').length === 3, 8000, 'live events');
+    assertEq(seen.evs.length, 6, `ADVISED and READY of each (${seen.evs.map(key)})`);
+    for (const e of seen.evs) assert(e.pos > 0 && e.pos <= seen.pos, 'every event has its position');
+  } finally {
+    c.ws.close();
+  }
+  // missed while away: two new handles, one removed; then a restart
+  await reg({ dmiPlugin: dmi.url, createdCmHandles: ['rs-4', 'rs-5'].map((id) => ({ cmHandle: id, moduleSetTag: 'tagB' })) });
+  await waitReady(['rs-4', 'rs-5']);
+  await reg({ dmiPlugin: dmi.url, removedCmHandles: ['rs-1'] });
+  await d.stop('SIGTERM', 10000);
+  d = await startOpsd(work, { config });
+  c = await Client.connect(`${d.wsUrl}?token=v-tok`);
+  try {
+    c.send({ op: 'subscribe', id: 'r', devices: { prefix: 'rs-', after: seen.pos } });
+    await c.next((m) => m.op === 'subscribed' && m.id === 'r', 3000, 'subscribed');
+    const missed = await collect(c, 'r', (e) => e.length >= 6, 8000, 'missed events');
+    const got = missed.evs.map((e) => `${e.cmHandle}:${e.state}`);
+    assertEq(JSON.stringify([...got].sort()), JSON.stringify(['rs-1:DELETED', 'rs-1:DELETING', 'rs-4:ADVISED', 'rs-4:READY',
+      'rs-5:ADVISED', 'rs-5:READY']), 'exactly the missed events');
+    assert(missed.evs.every((e) => e.pos > seen.pos), 'all after the position');
+    assert(got.indexOf('rs-1:DELETING') + 1 === got.indexOf('rs-1:DELETED'), 'DELETING then DELETED');
+    // then live events follow, no repeat and no gap
+    await reg({ dmiPlugin: dmi.url, createdCmHandles: [{ cmHandle: 'rs-6', moduleSetTag: 'tagA' }] });
+    await waitReady(['rs-6']);
+    const live = await collect(c, 'r', (e) => e.length >= 2, 8000, 'live after the replay');
+    assertEq(live.evs.map((e) => `${e.cmHandle}:${e.state}`).join(), 'rs-6:ADVISED,rs-6:READY', 'live continues');
+    assert(live.evs[0].pos > missed.pos, 'positions go on');
+    assertEq((await c.during(300, (m) => m.op === 'devices' && m.id === 'r')).length, 0, 'nothing more');
+    // the whole history from the start, in NCMP's format: the same events, the same event ids
+    c.send({ op: 'subscribe', id: 'all', devices: { prefix: 'rs-', after: 0, format: 'ncmp' } });
+    const all = await collect(c, 'all', (e) => e.length >= 14, 8000, 'the whole history');
+    assertEq(all.evs.length, 14, 'every event kept');
+    c.send({ op: 'subscribe', id: 'all2', devices: { prefix: 'rs-', after: 0, format: 'ncmp' } });
+    const all2 = await collect(c, 'all2', (e) => e.length >= 14, 8000, 'the whole history again');
+    assertEq(all2.evs.map((e) => e.eventId).join(), all.evs.map((e) => e.eventId).join(), 'event ids are stable');
+    assertEq(all.evs.map((e) => e.eventType.split('.').pop()).filter((t) => t === 'delete').length, 1, 'one delete');
+    // bad positions are refused
+    c.send({ op: 'subscribe', id: 'bad', devices: { after: -1 } });
+    const e = await c.error('bad');
+    assertEq(e.error.code, 'bad_request', 'negative position');
+  } finally {
+    c.ws.close();
+  }
+});
+
+await test('ncmp: trust level changes are events (NCMP\'s AvcEvent): device trust, plugin health, removal', async () => {
+  const p = await startDmi({});
+  const c = await Client.connect(`${d.wsUrl}?token=v-tok`);
+  try {
+    c.send({ op: 'subscribe', id: 'tn', devices: { prefix: 'tr-', format: 'ncmp', trust: true } });
+    c.send({ op: 'subscribe', id: 'to', devices: { prefix: 'tr-', trust: true, states: ['DELETED'] } });
+    c.send({ op: 'subscribe', id: 'plain', devices: { prefix: 'tr-', states: ['DELETED'] } });
+    for (const id of ['tn', 'to', 'plain']) await c.next((m) => m.op === 'subscribed' && m.id === id, 3000, 'subscribed');
+    await reg({ dmiPlugin: p.url, createdCmHandles: [{ cmHandle: 'tr-1', moduleSetTag: 'tagA' }, { cmHandle: 'tr-2', moduleSetTag: 'tagA', trustLevel: 'NONE' }] });
+    await waitReady(['tr-1', 'tr-2']);
+    for (let i = 0; i < 50 && !p.stats.health; i++) await sleep(100);
+    p.setHealth('DOWN');
+    for (let i = 0; i < 50 && (await ch('tr-1')).json.trustLevel !== 'NONE'; i++) await sleep(100);
+    p.setHealth('UP');
+    for (let i = 0; i < 50 && (await ch('tr-1')).json.trustLevel !== 'COMPLETE'; i++) await sleep(100);
+    await reg({ dmiPlugin: p.url, updatedCmHandles: [{ cmHandle: 'tr-1', trustLevel: 'NONE' }] });
+    await reg({ dmiPlugin: p.url, updatedCmHandles: [{ cmHandle: 'tr-1', trustLevel: 'COMPLETE' }] });
+    await reg({ dmiPlugin: p.url, removedCmHandles: ['tr-1', 'tr-2'] });
+    const want = ['tr-2:-:NONE', 'tr-1:COMPLETE:NONE', 'tr-1:NONE:COMPLETE', 'tr-1:COMPLETE:NONE', 'tr-1:NONE:COMPLETE',
+      'tr-1:COMPLETE:NONE'];
+    const avc = (await collect(c, 'to', (e) => e.filter((x) => x.trustLevel).length >= want.length, 10000, 'trust events'))
+      .evs.filter((x) => x.trustLevel);
+    assertEq(avc.map((e) => `${e.cmHandle}:${e.previousTrustLevel || '-'}:${e.trustLevel}`).join(), want.join(), 'opsd format');
+    const n = (await collect(c, 'tn', (e) => e.filter((x) => x.type).length >= want.length, 10000, 'AvcEvents')).evs.filter((x) => x.type);
+    for (const e of n) {
+      assertEq(JSON.stringify([e.specversion, e.source, e.type, e.dataschema]), JSON.stringify(['1.0', 'NCMP',
+        'org.onap.cps.ncmp.events.avc.ncmp_to_client.AvcEvent', 'urn:cps:org.onap.cps.ncmp.events.avc.ncmp_to_client.AvcEvent:1.0.0']), 'CloudEvent header');
+      assert(/^[0-9a-f-]{36}$/.test(e.id) && e.time, 'id and time');
+    }
+    assertEq(JSON.stringify(n[0].data), '{"data":{"attributeValueChange":[{"attributeName":"trustLevel","newAttributeValue":"NONE"}]}}',
+      'a handle registered NONE (as ONAP\'s integration test expects it)');
+    assertEq(n[1].correlationid, 'tr-1', 'correlationid is the cm handle');
+    assertEq(JSON.stringify(n[1].data.data.attributeValueChange[0]), '{"attributeName":"trustLevel","oldAttributeValue":"COMPLETE","newAttributeValue":"NONE"}', 'plugin down');
+    // a subscription without trust: true gets none
+    const plain = await collect(c, 'plain', (e) => e.length >= 2, 5000, 'plain events');
+    assert(plain.evs.every((e) => e.state === 'DELETED'), 'no trust events without trust: true');
+  } finally {
+    c.ws.close();
+    await p.close();
   }
 });
 

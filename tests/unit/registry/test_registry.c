@@ -3,7 +3,8 @@
  * missing module), the NCMP registration answer (codes 100, 101, 109, 110; one bad
  * handle never fails its batch; malformed bodies change nothing), search, the DMI payload
  * parsers, durability across a reopen, and a plugin that refuses connections locking the
- * handle with MODULE_SYNC_FAILED and its attempt count. */
+ * handle with MODULE_SYNC_FAILED and its attempt count, the event log's partitions and
+ * retention. */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -836,6 +837,69 @@ static void test_config(void **state)
     yconf_release(&y);
 }
 
+/* The event log (events.c): rows go to the partition of their time (never behind the newest),
+ * retention drops whole partitions but never the newest, and the last position survives in
+ * meta when every event row is gone. */
+static void ev_put(sqlite3 *db, struct reg_evstore *es, uint64_t seq, int64_t ts)
+{
+    char key[24], t[24];
+    snprintf(key, sizeof key, "%llu", (unsigned long long)seq);
+    snprintf(t, sizeof t, "%lld", (long long)ts);
+    struct reg_op op = {.kind = OP_PUT_EVENT, .key = key, .doc = "{\"k\":\"s\",\"id\":\"x\"}", .a = t};
+    struct reg_batch b = {.ops = &op, .nops = 1};
+    struct reg_batch *bp = &b;
+    assert_int_equal(regstore_apply(db, es, &bp, 1), 0);
+}
+
+static int64_t count_rows(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return n;
+}
+
+static void test_event_log_partitions(void **state)
+{
+    (void)state;
+    mk_tmp();
+    char path[512];
+    snprintf(path, sizeof path, "%s/registry.db", tmpdir);
+    sqlite3 *db = NULL;
+    assert_int_equal(regstore_open(&db, path), 0);
+    struct reg_evstore es = {.part_ms = 3600000, .retention_ms = 86400000};
+    uint64_t last = 99;
+    assert_int_equal(regev_open(db, &es, &last), 0);
+    assert_int_equal(last, 0);
+    int64_t now = now_ms(), old = now - 3 * 86400000LL;
+    ev_put(db, &es, 1, old);             /* a partition three days old */
+    ev_put(db, &es, 2, now);             /* this hour's */
+    ev_put(db, &es, 3, old + 1000);      /* the clock stepped back: the newest partition */
+    assert_int_equal(es.nparts, 2);
+    assert_int_equal(count_rows(db, "SELECT count(*) FROM sqlite_master WHERE name GLOB 'events_[0-9]*'"), 2);
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM events_%lld", (long long)es.parts[1]);
+    assert_int_equal(count_rows(db, sql), 2);
+    assert_int_equal(count_rows(db, "SELECT value FROM meta WHERE key = 'events_seq'"), 3);
+    /* retention: the old partition goes whole, the newest stays */
+    es.pruned_ms = 0;
+    regev_prune(db, &es, now);
+    assert_int_equal(es.nparts, 1);
+    assert_int_equal(count_rows(db, "SELECT count(*) FROM sqlite_master WHERE name GLOB 'events_[0-9]*'"), 1);
+    /* a reopen finds the last position; with every partition dropped, meta still has it */
+    assert_int_equal(regev_open(db, &es, &last), 0);
+    assert_int_equal(last, 3);
+    snprintf(sql, sizeof sql, "DROP TABLE events_%lld", (long long)es.parts[0]);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(regev_open(db, &es, &last), 0);
+    assert_int_equal(last, 3);
+    assert_int_equal(es.nparts, 0);
+    free(es.parts);
+    sqlite3_close(db);
+    rm_tmp();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -851,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_cps_paths),
         cmocka_unit_test(test_register_codes_and_reopen),
         cmocka_unit_test(test_write_failure_redo),
+        cmocka_unit_test(test_event_log_partitions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
