@@ -4,8 +4,9 @@
  * consumes the queue with manual acknowledgements. It gathers what has arrived (up to a
  * share of the prefetch, or until the socket has been quiet for 2 ms) into one batch,
  * converts each delivery into a journal message (AMQP headers table -> headers verbatim; the
- * message-id and content-type properties stand in when the NServiceBus headers are
- * missing) and hands the batch to the writer. It goes on reading while the writer makes
+ * content-type property stands in when the NServiceBus header is missing, and a message
+ * without NServiceBus.MessageId gets ServiceControl's GUID of its message-id property) and
+ * hands the batch to the writer. It goes on reading while the writer makes
  * batches durable, PIPELINE of them at most in flight (the prefetch shared between them, so
  * the broker always has credit to send the next batch while one commits); a batch is
  * acknowledged with one basic.ack (multiple) once it and every batch before it are durable. A delivery that cannot be a journal message (a
@@ -138,11 +139,10 @@ static void to_msg(const amqp_envelope_t *env, struct jnl_msg *m, int64_t now)
     if (!m->fail_reason && jnl_msg_check(m, err, sizeof err) < 0)
         m->fail_reason = xstrdup(err);
     jnl_msg_derive(m, now);
-    if (m->id_derived && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len &&
-        utf8_valid(p->message_id.bytes, p->message_id.len)) {
-        m->id = jnl_msg_strndup(m, p->message_id.bytes, p->message_id.len);
-        m->id_derived = false;
-    }
+    /* ServiceControl's id of a message without NServiceBus.MessageId: the deterministic GUID
+     * of the transport's id (the RabbitMQ transport's native id is the message-id property). */
+    if (m->id_derived && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len)
+        jnl_msg_native_id(m, p->message_id.bytes, p->message_id.len);
     if (!m->content_type && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG) && p->content_type.len &&
         utf8_valid(p->content_type.bytes, p->content_type.len))
         m->content_type = jnl_msg_strndup(m, p->content_type.bytes, p->content_type.len);
