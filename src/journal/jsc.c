@@ -356,7 +356,7 @@ static const char *sc_sort_expr(enum jnl_sc_sort s, bool *text)
     case JNL_SC_SORT_DELIVERY: return "delivery_ms";
     case JNL_SC_SORT_MESSAGE_ID: *text = true; return "message_id";
     case JNL_SC_SORT_TYPE: *text = true; return "type";
-    case JNL_SC_SORT_STATUS: return "0"; /* status is derived from headers: the order is storage order */
+    case JNL_SC_SORT_STATUS: return "0 * rowid"; /* status is derived from headers: storage order */
     default: return "time_sent";
     }
 }
