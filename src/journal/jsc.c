@@ -103,6 +103,8 @@ static const char *type_part(const char *s, char *t, size_t n)
     return t;
 }
 
+#define SAGAS_MAX 100 /* invoked sagas shown of one message */
+
 /* ServiceControl's SagaRelationshipsEnricher: invoked_sagas from NServiceBus.InvokedSagas
  * ("Type:id;...") with the change of each from ServiceControl.SagaStateChange ("id:New;..."),
  * else from NServiceBus.SagaId/SagaType; originates_from_saga from OriginatingSagaId/Type. */
@@ -114,10 +116,17 @@ static void sc_sagas(struct buf *o, const struct jnl_msg *m)
     if (inv && *inv) {
         jw_raw(o, ",\"invoked_sagas\":[");
         bool first = true;
-        for (const char *p = inv; *p;) {
+        const char *seen[SAGAS_MAX]; /* Distinct(), as ServiceControl lists them */
+        size_t seen_len[SAGAS_MAX], nseen = 0;
+        for (const char *p = inv; *p && nseen < SAGAS_MAX;) {
             size_t n = strcspn(p, ";");
             const char *colon = memchr(p, ':', n);
-            if (colon) {
+            bool dup = false;
+            for (size_t k = 0; k < nseen && !dup; k++)
+                dup = seen_len[k] == n && memcmp(seen[k], p, n) == 0;
+            if (colon && !dup) {
+                seen[nseen] = p;
+                seen_len[nseen++] = n;
                 char id[128];
                 snprintf(id, sizeof id, "%.*s", (int)(n - (size_t)(colon + 1 - p)), colon + 1);
                 /* the change: the last of Completed > New > Updated given for this id */

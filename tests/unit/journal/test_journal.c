@@ -964,7 +964,67 @@ static void test_retries_sc(void **state)
     json_decref(k);
     buf_reset(&out);
     assert_int_equal(jnl_q_sc_saga(j, "00000000-1111-4222-8333-444455556666", &out), -ENOENT);
+    buf_reset(&out);
+    assert_int_equal(jnl_q_sc_saga(j, "\" AND OR (", &out), -ENOENT); /* words, not FTS syntax */
     buf_release(&out);
+
+    /* malformed saga, host id and address headers, saga audit bodies: shown as they are, never
+     * a broken answer */
+    static const char *const sagas[] = {"", ":", ";;;", "T", "T:", ":id", "A:1;B", "A:1;A:1;B:2:3", "X:\xc3\xa9;"};
+    static const char *const changes[] = {"", ":", "1", "1:", "1:Bogus;1:New;1:Completed;1:Updated", ";;", "2:New:x"};
+    b = jnl_batch_new(ARRAY_LEN(sagas) + 2);
+    for (size_t i = 0; i < ARRAY_LEN(sagas); i++) {
+        struct jnl_msg *m = &b->msgs[i];
+        char id[32];
+        snprintf(id, sizeof id, "adv-%zu", i);
+        add(m, "NServiceBus.MessageId", id);
+        add(m, "NServiceBus.ConversationId", "conv-adv");
+        add(m, "NServiceBus.InvokedSagas", sagas[i]);
+        add(m, "ServiceControl.SagaStateChange", changes[i % ARRAY_LEN(changes)]);
+        add(m, "NServiceBus.OriginatingSagaId", i % 2 ? "" : "not-a-guid");
+        add(m, "$.diagnostics.hostid", i % 2 ? "" : "NOT-A-GUID-AT-ALL-0000000000000000000");
+        add(m, "NServiceBus.OriginatingAddress", i % 3 ? "@" : "q@");
+        add(m, "NServiceBus.FailedQ", i % 3 ? "@@" : "");
+        add(m, "NServiceBus.MessageIntent", i % 2 ? "PUBLISH" : "Nonsense");
+        add(m, "NServiceBus.DeliverAt", "9999-99-99");
+        jnl_msg_derive(m, now_ms());
+    }
+    for (size_t i = 0; i < 2; i++) { /* saga audit messages that are not the plugin's JSON */
+        struct jnl_msg *m = &b->msgs[ARRAY_LEN(sagas) + i];
+        add(m, "NServiceBus.MessageId", i ? "sa-bad-2" : "sa-bad-1");
+        add(m, "NServiceBus.EnclosedMessageTypes", "ServiceControl.EndpointPlugin.Messages.SagaState.SagaUpdatedMessage");
+        add(m, "NServiceBus.ContentType", "application/json");
+        add(m, "NServiceBus.ConversationId", "conv-adv");
+        const char *body = i ? "{\"SagaId\":\"5e0c9d2a-1111-4222-8333-444455556666\",\"Initiator\":7,\"ResultingMessages\":{}}"
+                             : "5e0c9d2a-1111-4222-8333-444455556666 not json";
+        m->body = (unsigned char *)strdup(body);
+        m->body_len = strlen(body);
+        jnl_msg_derive(m, now_ms());
+    }
+    b->done = on_done;
+    assert_int_equal(jnl_submit(j, b), 0);
+    wait_done(2);
+    assert_int_equal(last_status, 0);
+    struct jnl_scq qa = {.sent_from = -1, .sent_to = -1, .page = 1, .per_page = 50, .conversation = "conv-adv",
+                         .include_system = true};
+    r = sc_list(j, &qa, &total);
+    assert_int_equal(total, ARRAY_LEN(sagas) + 2);
+    json_decref(r);
+    buf_init(&out, 1 << 20);
+    assert_int_equal(jnl_q_sc_saga(j, "5e0c9d2a-1111-4222-8333-444455556666", &out), 0);
+    k = json_loads(out.data, 0, NULL);
+    assert_non_null(k);
+    assert_int_equal(json_array_size(json_object_get(k, "changes")), 2); /* the good one and the odd one */
+    json_decref(k);
+    buf_release(&out);
+    /* a page too deep is refused, not read */
+    qa.page = 1000000;
+    struct buf o2;
+    buf_init(&o2, 1 << 20);
+    char err[200];
+    assert_int_equal(jnl_q_sc_messages(j, &qa, &o2, &total, err, sizeof err), -1);
+    assert_non_null(strstr(err, "deeper"));
+    buf_release(&o2);
     jnl_stop(j);
     uv_run(&loop, UV_RUN_DEFAULT);
     jnl_free(j);

@@ -349,6 +349,24 @@ static void test_config(void **state)
     jnl_config_release(&c);
     assert_int_equal(parse("other: 1\n", &c, e, sizeof e), 0);
     assert_false(c.present);
+    assert_string_equal(c.sc_prefix, "/api"); /* ServiceControl's API where ServiceControl has it */
+    /* ServiceControl's prefix: off, or a path beside opsd's /api/v1 */
+    assert_int_equal(parse("journal:\n  servicecontrol: {prefix: off}\n", &c, e, sizeof e), 0);
+    assert_string_equal(c.sc_prefix, "");
+    jnl_config_release(&c);
+    assert_int_equal(parse("journal:\n  servicecontrol: {prefix: /sc/api}\n", &c, e, sizeof e), 0);
+    assert_string_equal(c.sc_prefix, "/sc/api");
+    jnl_config_release(&c);
+    static const char *const badp[] = {"/api/v1", "/api/v1/sc", "api", "/", "/api/", "//x", "/a b", "/x?y",
+                                       "/0123456789012345678901234567890123456789012345678901234567890123"};
+    for (size_t k = 0; k < sizeof badp / sizeof *badp; k++) {
+        char y[200];
+        snprintf(y, sizeof y, "journal:\n  servicecontrol: {prefix: \"%s\"}\n", badp[k]);
+        assert_int_equal(parse(y, &c, e, sizeof e), -1);
+        assert_non_null(strstr(e, "prefix must be off or a path"));
+    }
+    assert_int_equal(parse("journal:\n  servicecontrol: /api\n", &c, e, sizeof e), -1);
+    assert_int_equal(parse("journal:\n  servicecontrol: {prefix: /api, port: 1}\n", &c, e, sizeof e), -1);
 }
 
 int main(void)
