@@ -154,7 +154,15 @@ static void sc_done(uv_work_t *w, int status)
                 /* the stored content type (NServiceBus.ContentType), else ServiceControl's default */
                 snprintf(r->ctype_buf, sizeof r->ctype_buf, "%s",
                          x->body.content_type[0] ? x->body.content_type : "text/xml");
+                for (const char *c = r->ctype_buf; *c; c++)
+                    if (*c < 0x20 || *c > 0x7e) { /* no header injection: printable ASCII only */
+                        snprintf(r->ctype_buf, sizeof r->ctype_buf, "application/octet-stream");
+                        break;
+                    }
                 r->ctype = r->ctype_buf;
+                /* a stored body is data, never a page of opsd's origin (it may say text/html) */
+                rest_header(r, "x-content-type-options", "nosniff");
+                rest_header(r, "content-security-policy", "sandbox");
                 r->cache_control = "private, max-age=86400";
             }
         } else if (x->out.overflow) {

@@ -310,6 +310,7 @@ await test('journal sc: bodies, known endpoints, audit counts, sagas, configurat
   assertEq(b.status, 200, 'body');
   assertEq(b.headers.get('content-type'), 'application/json', 'the stored content type');
   assertEq(b.text, '{"orderId":42,"item":"widget"}', 'bytes');
+  assertEq(b.headers.get('content-security-policy'), 'sandbox', 'a body is never a page of this origin');
   assertEq((await sc('/messages/c-1/body', { 'If-None-Match': b.headers.get('etag') })).status, 304, 'ETag');
   assertEq((await sc('/messages/ctl-1/body')).status, 204, 'empty body: no content');
   assertEq((await sc('/messages/nope/body')).status, 404, 'unknown');
