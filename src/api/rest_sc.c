@@ -368,7 +368,7 @@ static void root(struct http_req *r, const char *prefix)
 }
 
 /* The audit queue: the first AMQP source's. */
-static const char *audit_queue(const struct jnl_config *c) { return c->nsources ? c->sources[0].queue : "audit"; }
+static const char *audit_queue(const struct jnl_config *c) { return c->sc_queue[0] ? c->sc_queue : "audit"; }
 
 static void configuration(struct http_req *r)
 {

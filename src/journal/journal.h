@@ -65,6 +65,8 @@ struct jnl_config {
     struct jnl_source *sources;
     size_t nsources;
     char sc_prefix[64];           /* where ServiceControl's audit API is served ("/api"); "": off */
+    char sc_queue[256];           /* the journal's: the audit queue ServiceControl's API names (the
+                                   * first source's, at open) */
 };
 
 /* Parses the journal: section (n may be NULL: absent). Returns 0 or -1 with the errors
@@ -294,8 +296,8 @@ int jnl_q_sc_audit_count(struct jnl *j, const char *endpoint, int64_t now_ms, st
 /* Appends ServiceControl's SagaHistory of saga id (from the saga audit messages stored).
  * Returns 0 or -ENOENT. */
 int jnl_q_sc_saga(struct jnl *j, const char *saga_id, struct buf *out);
-/* The journal's configuration as opened (sources, ServiceControl's prefix); limits as of the
- * last reload. Loop thread. */
+/* The journal's configuration: ServiceControl's prefix and queue as at open, limits as of the
+ * last reload (sources: none). Loop thread. */
 const struct jnl_config *jnl_config_of(struct jnl *j);
 
 #endif

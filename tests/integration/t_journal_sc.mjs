@@ -14,7 +14,7 @@ import { startRabbit, amqp } from './lib/journal_rabbit.mjs';
 
 const work = workDir('t_journal_sc');
 const dataDir = join(work.dir, 'data');
-const QUEUE = 'audit';
+const QUEUE = 'audit-sc';
 
 let rabbit;
 try {
