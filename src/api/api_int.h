@@ -82,6 +82,9 @@ struct http_req {
     bool close_after;
     const char *cache_control;        /* NULL: no-store */
     char etag[64];                    /* "" : none */
+    char ctype_buf[256];              /* a Content-Type that is not a constant (ctype points here) */
+    char *xh;                         /* more headers (rest_header), NULL: none */
+    size_t xh_len;
 };
 
 /* An answer that comes later: rest_defer() from a handler (which then leaves r->status 0),
@@ -101,6 +104,10 @@ void rest_dispatch(struct http_req *r);
 void rest_error(struct http_req *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void rest_json(struct http_req *r, int status);
+/* Adds header name (lowercase, without ':') with value to r's answer (at most HTTP_XH_MAX bytes
+ * of them in all; past that they are left out). */
+#define HTTP_XH_MAX 3072
+void rest_header(struct http_req *r, const char *name, const char *value);
 /* Query argument "name" (without '='), URL-decoded, into buf; NULL when absent. */
 const char *rest_arg(struct http_req *r, const char *name, char *buf, int len);
 
@@ -114,6 +121,13 @@ bool rest_registry(struct http_req *r);
 /* rest_journal.c: answers /api/v1/messages..., /api/v1/conversations/..., /api/v1/journal/...;
  * false for any other path. */
 bool rest_journal(struct http_req *r);
+
+/* Percent-decodes s[0..n) into out (cap bytes). Returns 0, or -1 when empty, malformed or too
+ * long. */
+int rest_url_decode(const char *s, size_t n, char *out, size_t cap);
+/* rest_sc.c: answers ServiceControl's audit API under the journal's servicecontrol prefix;
+ * false for any other path (or when the journal or the prefix is off). */
+bool rest_sc(struct http_req *r);
 
 /* rest_alarm.c: /api/v1/alarms..., /api/v1/alarm-events, /api/v1/deployment... */
 void rest_alarm_dispatch(struct http_req *r);

@@ -765,6 +765,8 @@ void rest_dispatch(struct http_req *r)
         return;
     } else if (rest_journal(r)) {
         return;
+    } else if (rest_sc(r)) {
+        return;
     } else if (strcmp(p, "/api/v1/stream") == 0) {
         return rest_error(r, 400, "bad_request", "/api/v1/stream is a WebSocket: send an upgrade");
     } else {

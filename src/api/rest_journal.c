@@ -380,8 +380,7 @@ static void start(struct http_req *r, struct jwork *x)
     uv_queue_work(r->api->loop, &x->work, work_run, work_done);
 }
 
-/* Percent-decodes s[0..n) into out (cap bytes). Returns 0, or -1 when malformed or too long. */
-static int url_decode(const char *s, size_t n, char *out, size_t cap)
+int rest_url_decode(const char *s, size_t n, char *out, size_t cap)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
@@ -493,7 +492,7 @@ static void get_simple(struct http_req *r, enum jkind kind)
 /* The path after prefix, up to an optional suffix, decoded into x->id. */
 static bool path_id(struct http_req *r, struct jwork *x, const char *rest, size_t n)
 {
-    if (url_decode(rest, n, x->id, sizeof x->id) < 0) {
+    if (rest_url_decode(rest, n, x->id, sizeof x->id) < 0) {
         rest_error(r, 400, "bad_request", "the id in the path is empty, too long or badly percent-encoded");
         return false;
     }

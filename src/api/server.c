@@ -113,7 +113,22 @@ static void req_free(struct http_req *r)
         r->deferred->req = NULL; /* the answer, when it comes, has no one to go to */
     buf_release(&r->body);
     buf_release(&r->resp);
+    free(r->xh);
     free(r);
+}
+
+void rest_header(struct http_req *r, const char *name, const char *value)
+{
+    size_t have = r->xh_len, nl = strlen(name), vl = strlen(value);
+    if (have + nl + vl + 4 > HTTP_XH_MAX)
+        return; /* over the room for extra headers: left out */
+    r->xh = xrealloc(r->xh, have + nl + vl + 4);
+    memcpy(r->xh + have, name, nl);
+    r->xh[have + nl] = ':';
+    r->xh[have + nl + 1] = '\0';
+    memcpy(r->xh + have + nl + 2, value, vl + 1);
+    r->xh[have + nl + vl + 3] = '\0'; /* the end, until a next header */
+    r->xh_len = have + nl + vl + 3;
 }
 
 void rest_json(struct http_req *r, int status)
@@ -238,7 +253,7 @@ static int req_write(struct pss *pss)
     struct http_req *r = pss->req;
     struct lws *wsi = r->wsi;
     if (!r->headers_sent) {
-        unsigned char hbuf[LWS_PRE + 1024];
+        unsigned char hbuf[LWS_PRE + 1024 + HTTP_XH_MAX];
         unsigned char *start = hbuf + LWS_PRE, *p = start, *end = hbuf + sizeof hbuf - 1;
         if (lws_add_http_common_headers(wsi, (unsigned int)r->status, r->ctype, r->resp.len, &p, end))
             return -1;
@@ -255,6 +270,13 @@ static int req_write(struct pss *pss)
                                         (const unsigned char *)r->retry_after,
                                         (int)strlen(r->retry_after), &p, end))
             return -1;
+        for (const char *h = r->xh; h && h < r->xh + r->xh_len;) { /* "name:" NUL "value" NUL, ... */
+            const char *v = h + strlen(h) + 1;
+            if (lws_add_http_header_by_name(wsi, (const unsigned char *)h, (const unsigned char *)v,
+                                            (int)strlen(v), &p, end))
+                return -1;
+            h = v + strlen(v) + 1;
+        }
         if (lws_finalize_write_http_header(wsi, start, &p, end))
             return -1;
         r->headers_sent = true;

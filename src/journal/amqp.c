@@ -4,13 +4,15 @@
  * consumes the queue with manual acknowledgements. It gathers what has arrived (up to a
  * share of the prefetch, or until the socket has been quiet for 2 ms) into one batch,
  * converts each delivery into a journal message (AMQP headers table -> headers verbatim; the
- * message-id and content-type properties stand in when the NServiceBus headers are
- * missing) and hands the batch to the writer. It goes on reading while the writer makes
+ * content-type property stands in when the NServiceBus header is missing, and a message
+ * without NServiceBus.MessageId gets ServiceControl's GUID of its message-id property) and
+ * hands the batch to the writer. It goes on reading while the writer makes
  * batches durable, PIPELINE of them at most in flight (the prefetch shared between them, so
  * the broker always has credit to send the next batch while one commits); a batch is
- * acknowledged with one basic.ack (multiple) once it and every batch before it are durable. A delivery that cannot be a journal message (a
- * header that is a table or an array, a value that is not UTF-8, too many headers) becomes a
- * failed import with its reason, and is acknowledged like the rest: a poison message never
+ * acknowledged with one basic.ack (multiple) once it and every batch before it are durable.
+ * Header values become text as the NServiceBus RabbitMQ transport makes them (put_value). A
+ * delivery that cannot be a journal message (a value holding a NUL byte or over 64 KiB, too
+ * many headers) becomes a failed import with its reason, and is acknowledged like the rest: a poison message never
  * blocks the queue. While the journal refuses input (disk floor, circuit breaker, full
  * queue) the consumer holds its batch and stops reading: the broker keeps the rest (the
  * prefetch bounds what is in flight). A lost connection, or a batch that could not be made
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -51,6 +54,7 @@ struct jnl_consumer {
     uv_cond_t cond;
     struct inflight fl[PIPELINE];  /* a ring: fl[head], fl[head + 1], ... nfl of them */
     size_t head, nfl;
+    struct buf scratch;            /* a header value being converted (JNL_HEADER_VALUE_MAX) */
 };
 
 static void batch_done(struct jnl_batch *b, int status)
@@ -74,38 +78,135 @@ static void set_fail(struct jnl_msg *m, const char *reason)
         m->fail_reason = xstrdup(reason);
 }
 
-/* One header of the AMQP table as text. */
-static void add_field(struct jnl_msg *m, const char *name, const amqp_field_value_t *v)
+/* ---- header values as the NServiceBus RabbitMQ transport reads them (MessageConverter.
+ * ValueToString: a byte string as UTF-8, invalid sequences U+FFFD; a table "k=v,k=v"; an
+ * array "v;v"; a timestamp in NServiceBus' wire format; anything else as .NET prints it) ---- */
+
+#define VALUE_DEPTH_MAX 16 /* nested tables and arrays read, deeper ones left empty */
+
+/* The length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
 {
-    char t[64];
+    unsigned c = s[0];
+    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    return len && len <= n && utf8_valid((const char *)s, len) ? len : 0;
+}
+
+/* bytes as .NET's Encoding.UTF8.GetString gives them: each invalid byte sequence one U+FFFD
+ * (the bytes that could begin a valid sequence taken together). */
+static void put_utf8(struct buf *o, const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_seq(s + i, n - i);
+        if (k) {
+            buf_append(o, s + i, k);
+            i += k;
+            continue;
+        }
+        /* the maximal prefix of a sequence that could still be valid */
+        unsigned c = s[i];
+        size_t want = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
+        size_t j = i + 1;
+        while (j < n && j < i + want && (s[j] & 0xc0) == 0x80)
+            j++;
+        buf_append(o, "\xef\xbf\xbd", 3);
+        i = want > 1 && c >= 0xc2 && c <= 0xf4 ? j : i + 1;
+    }
+}
+
+/* A double as .NET Core prints it: the shortest text that reads back the same; E+XX. */
+static void put_double(struct buf *o, double v)
+{
+    char t[40];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(t, sizeof t, "%.*g", p, v);
+        if (strtod(t, NULL) == v)
+            break;
+    }
+    char *e = strchr(t, 'e');
+    if (e) {
+        *e = '\0';
+        int x = (int)strtol(e + 1, NULL, 10);
+        buf_printf(o, "%sE%c%02d", t, x < 0 ? '-' : '+', x < 0 ? -x : x);
+    } else {
+        buf_printf(o, "%s", t);
+    }
+}
+
+static void put_value(struct buf *o, const amqp_field_value_t *v, int depth)
+{
     switch (v->kind) {
     case AMQP_FIELD_KIND_UTF8:
     case AMQP_FIELD_KIND_BYTES:
-        jnl_msg_add_header(m, name, v->value.bytes.bytes ? v->value.bytes.bytes : "", v->value.bytes.len);
-        return;
-    case AMQP_FIELD_KIND_BOOLEAN: snprintf(t, sizeof t, "%s", v->value.boolean ? "True" : "False"); break;
-    case AMQP_FIELD_KIND_I8: snprintf(t, sizeof t, "%d", v->value.i8); break;
-    case AMQP_FIELD_KIND_U8: snprintf(t, sizeof t, "%u", v->value.u8); break;
-    case AMQP_FIELD_KIND_I16: snprintf(t, sizeof t, "%d", v->value.i16); break;
-    case AMQP_FIELD_KIND_U16: snprintf(t, sizeof t, "%u", v->value.u16); break;
-    case AMQP_FIELD_KIND_I32: snprintf(t, sizeof t, "%" PRId32, v->value.i32); break;
-    case AMQP_FIELD_KIND_U32: snprintf(t, sizeof t, "%" PRIu32, v->value.u32); break;
-    case AMQP_FIELD_KIND_I64: snprintf(t, sizeof t, "%" PRId64, v->value.i64); break;
-    case AMQP_FIELD_KIND_U64: case AMQP_FIELD_KIND_TIMESTAMP: snprintf(t, sizeof t, "%" PRIu64, v->value.u64); break;
-    case AMQP_FIELD_KIND_F32: snprintf(t, sizeof t, "%.9g", (double)v->value.f32); break;
-    case AMQP_FIELD_KIND_F64: snprintf(t, sizeof t, "%.17g", v->value.f64); break;
-    case AMQP_FIELD_KIND_VOID: t[0] = '\0'; break;
-    default: {
+        put_utf8(o, v->value.bytes.bytes, v->value.bytes.len);
+        break;
+    case AMQP_FIELD_KIND_BOOLEAN: buf_printf(o, "%s", v->value.boolean ? "True" : "False"); break;
+    case AMQP_FIELD_KIND_I8: buf_printf(o, "%d", v->value.i8); break;
+    case AMQP_FIELD_KIND_U8: buf_printf(o, "%u", v->value.u8); break;
+    case AMQP_FIELD_KIND_I16: buf_printf(o, "%d", v->value.i16); break;
+    case AMQP_FIELD_KIND_U16: buf_printf(o, "%u", v->value.u16); break;
+    case AMQP_FIELD_KIND_I32: buf_printf(o, "%" PRId32, v->value.i32); break;
+    case AMQP_FIELD_KIND_U32: buf_printf(o, "%" PRIu32, v->value.u32); break;
+    case AMQP_FIELD_KIND_I64: buf_printf(o, "%" PRId64, v->value.i64); break;
+    case AMQP_FIELD_KIND_U64: buf_printf(o, "%" PRIu64, v->value.u64); break;
+    case AMQP_FIELD_KIND_F32: put_double(o, (double)v->value.f32); break;
+    case AMQP_FIELD_KIND_F64: put_double(o, v->value.f64); break;
+    case AMQP_FIELD_KIND_DECIMAL: { /* .NET's decimal keeps its scale: 150 at 2 places is 1.50 */
+        char d[16];
+        uint8_t places = v->value.decimal.decimals > 10 ? 10 : v->value.decimal.decimals;
+        int n = snprintf(d, sizeof d, "%0*" PRIu32, places + 1, v->value.decimal.value);
+        if (places)
+            buf_printf(o, "%.*s.%s", n - places, d, d + n - places);
+        else
+            buf_printf(o, "%s", d);
+        break;
+    }
+    case AMQP_FIELD_KIND_TIMESTAMP: { /* seconds since 1970 */
+        time_t secs = v->value.u64 > (uint64_t)253402300799ULL ? (time_t)253402300799LL : (time_t)v->value.u64;
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        buf_printf(o, "%04d-%02d-%02d %02d:%02d:%02d:000000 Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                   tm.tm_hour, tm.tm_min, tm.tm_sec);
+        break;
+    }
+    case AMQP_FIELD_KIND_TABLE:
+        for (int i = 0; depth < VALUE_DEPTH_MAX && i < v->value.table.num_entries; i++) {
+            const amqp_table_entry_t *e = &v->value.table.entries[i];
+            if (i)
+                buf_putc(o, ',');
+            put_utf8(o, e->key.bytes, e->key.len);
+            buf_putc(o, '=');
+            put_value(o, &e->value, depth + 1);
+        }
+        break;
+    case AMQP_FIELD_KIND_ARRAY:
+        for (int i = 0; depth < VALUE_DEPTH_MAX && i < v->value.array.num_entries; i++) {
+            if (i)
+                buf_putc(o, ';');
+            put_value(o, &v->value.array.entries[i], depth + 1);
+        }
+        break;
+    default: /* void: no value */
+        break;
+    }
+}
+
+/* One header of the AMQP table as text (a value over the header limit fails the message with
+ * jnl_msg_check's reason). */
+static void add_field(struct jnl_msg *m, struct buf *scratch, const char *name, const amqp_field_value_t *v)
+{
+    buf_reset(scratch);
+    put_value(scratch, v, 0);
+    if (scratch->overflow) {
         char r[200];
-        snprintf(r, sizeof r, "header '%.100s' is a table, array or decimal: only scalar headers are kept", name);
+        snprintf(r, sizeof r, "header '%.100s': the value is over %u bytes", name, JNL_HEADER_VALUE_MAX);
         set_fail(m, r);
         return;
     }
-    }
-    jnl_msg_add_header(m, name, t, strlen(t));
+    jnl_msg_add_header(m, name, scratch->data ? scratch->data : "", scratch->len);
 }
 
-static void to_msg(const amqp_envelope_t *env, struct jnl_msg *m, int64_t now)
+static void to_msg(const amqp_envelope_t *env, struct jnl_msg *m, int64_t now, struct buf *scratch)
 {
     const amqp_basic_properties_t *p = &env->message.properties;
     if (p->_flags & AMQP_BASIC_HEADERS_FLAG) {
@@ -122,7 +223,7 @@ static void to_msg(const amqp_envelope_t *env, struct jnl_msg *m, int64_t now)
                 continue;
             }
             char *name = xstrndup(e->key.bytes, e->key.len);
-            add_field(m, name, &e->value);
+            add_field(m, scratch, name, &e->value);
             free(name);
         }
     }
@@ -138,11 +239,10 @@ static void to_msg(const amqp_envelope_t *env, struct jnl_msg *m, int64_t now)
     if (!m->fail_reason && jnl_msg_check(m, err, sizeof err) < 0)
         m->fail_reason = xstrdup(err);
     jnl_msg_derive(m, now);
-    if (m->id_derived && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len &&
-        utf8_valid(p->message_id.bytes, p->message_id.len)) {
-        m->id = jnl_msg_strndup(m, p->message_id.bytes, p->message_id.len);
-        m->id_derived = false;
-    }
+    /* ServiceControl's id of a message without NServiceBus.MessageId: the deterministic GUID
+     * of the transport's id (the RabbitMQ transport's native id is the message-id property). */
+    if (m->id_derived && (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len)
+        jnl_msg_native_id(m, p->message_id.bytes, p->message_id.len);
     if (!m->content_type && (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG) && p->content_type.len &&
         utf8_valid(p->content_type.bytes, p->content_type.len))
         m->content_type = jnl_msg_strndup(m, p->content_type.bytes, p->content_type.len);
@@ -310,7 +410,7 @@ static int consume(struct jnl_consumer *c, amqp_connection_state_t conn)
                 b = jnl_batch_new(cap);
                 b->n = 0;
             }
-            to_msg(&env, &b->msgs[n], now_ms());
+            to_msg(&env, &b->msgs[n], now_ms(), &c->scratch);
             n++;
             b->n = n;
             last_tag = env.delivery_tag;
@@ -384,6 +484,7 @@ struct jnl_consumer *jnl_consumer_start(struct jnl *j, const struct jnl_source *
     c->src.password = xstrdup(src->password);
     c->src.queue = xstrdup(src->queue);
     c->src.prefetch = src->prefetch;
+    buf_init(&c->scratch, JNL_HEADER_VALUE_MAX);
     uv_mutex_init(&c->lock);
     uv_cond_init(&c->cond);
     if (uv_thread_create(&c->thread, consumer_main, c) != 0) {
@@ -403,6 +504,7 @@ void jnl_consumer_stop(struct jnl_consumer *c)
         uv_thread_join(&c->thread);
     uv_mutex_destroy(&c->lock);
     uv_cond_destroy(&c->cond);
+    buf_release(&c->scratch);
     free(c->src.name);
     free(c->src.host);
     free(c->src.vhost);

@@ -15,6 +15,7 @@
  *     amqp: {host, port, vhost, user, password, queue, prefetch}   # one source, or
  *     sources:
  *       - {type: amqp, url: "amqp://guest:guest@127.0.0.1:5672/", queue: audit, prefetch: 1000}
+ *     servicecontrol: {prefix: /api}   # where ServiceControl's audit API is served; off: nowhere
  * Every error is collected as FILE:LINE: PATH: REASON; nothing is kept on error. */
 #include <amqp.h>
 #include <ctype.h>
@@ -132,11 +133,29 @@ static void parse_source(struct yconf *y, const ynode *s, const char *path, stru
     free(ucopy);
 }
 
+/* Takes v as ServiceControl's prefix ("off": none). Returns 0, or -1 when it is not one. */
+static int sc_prefix_set(struct jnl_config *c, const char *v)
+{
+    if (strcmp(v, "off") == 0) {
+        c->sc_prefix[0] = '\0';
+        return 0;
+    }
+    size_t n = strlen(v);
+    if (n < 2 || n >= sizeof c->sc_prefix || v[0] != '/' || v[n - 1] == '/' || strstr(v, "//") ||
+        strcmp(v, "/api/v1") == 0 || strncmp(v, "/api/v1/", 8) == 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)v[i]) && !strchr("-_./", v[i]))
+            return -1;
+    memcpy(c->sc_prefix, v, n + 1);
+    return 0;
+}
+
 int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
 {
     static const char *const keys[] = {"retention", "partition", "inline_max", "compress_min", "compress_level", "body_max",
                                        "body_file_min", "search_body_max", "disk_floor", "queue_max", "breaker",
-                                       "amqp", "sources", NULL};
+                                       "amqp", "sources", "servicecontrol", NULL};
     static const char *const bkeys[] = {"failures", "window", "pause", NULL};
     memset(out, 0, sizeof *out);
     out->retention_ms = 7 * 86400000LL;
@@ -152,6 +171,7 @@ int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
     out->breaker_failures = 100;
     out->breaker_window_ms = 60000;
     out->breaker_pause_ms = 30000;
+    snprintf(out->sc_prefix, sizeof out->sc_prefix, "/api");
     if (!n)
         return 0;
     int errs = y->nerrors;
@@ -216,6 +236,19 @@ int jnl_config_parse(struct yconf *y, const ynode *n, struct jnl_config *out)
             yconf_error(y, yn_get(y, b, "window"), "journal.breaker", "window must be at least 1s");
         if (out->breaker_pause_ms < 100)
             yconf_error(y, yn_get(y, b, "pause"), "journal.breaker", "pause must be at least 100ms");
+    }
+    const ynode *scn = yn_get(y, n, "servicecontrol");
+    if (scn && !yn_is_map(scn)) {
+        yconf_error(y, scn, "journal.servicecontrol", "must be a mapping {prefix: /api}");
+    } else if (scn) {
+        static const char *const sckeys[] = {"prefix", NULL};
+        yn_check_keys(y, scn, "journal.servicecontrol", sckeys);
+        const ynode *pn = yn_get(y, scn, "prefix");
+        const char *pv = pn ? yn_scalar(pn) : NULL;
+        if (pn && (!pv || sc_prefix_set(out, pv) < 0))
+            yconf_error(y, pn, "journal.servicecontrol",
+                        "prefix must be off or a path like /api or /sc/api (letters, digits, - _ . /, at most "
+                        "63 bytes, not under /api/v1)");
     }
     const ynode *a = yn_get(y, n, "amqp");
     if (a)

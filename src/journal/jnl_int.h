@@ -56,6 +56,14 @@ struct jnl {
  * the text columns, no combos), so that both can be compared. */
 void jnl_q_test_scan(bool on);
 
+/* jquery.c: user words -> an FTS5 query (each word a phrase, a trailing '*' a prefix, all
+ * required); false when there is no word. */
+bool jnl__fts_query(const char *q, struct buf *out);
+
+/* jquery.c: the body of row st as it was sent (its body_state, body_size and body at columns
+ * cs, cz, cb; its rowid at column 0), malloc'ed with a NUL after it. 0, -EIO or -EBADMSG. */
+int jnl__row_body(sqlite3 *db, sqlite3_stmt *st, int cs, int cz, int cb, void **out, size_t *len);
+
 /* amqp.c */
 struct jnl_consumer *jnl_consumer_start(struct jnl *j, const struct jnl_source *src);
 void jnl_consumer_stop(struct jnl_consumer *c);   /* joins and frees */

@@ -64,6 +64,9 @@ struct jnl_config {
     int64_t breaker_pause_ms;
     struct jnl_source *sources;
     size_t nsources;
+    char sc_prefix[64];           /* where ServiceControl's audit API is served ("/api"); "": off */
+    char sc_queue[256];           /* the journal's: the audit queue ServiceControl's API names (the
+                                   * first source's, at open) */
 };
 
 /* Parses the journal: section (n may be NULL: absent). Returns 0 or -1 with the errors
@@ -77,8 +80,11 @@ struct jnl_hdr {
     char *name, *value;     /* verbatim, NUL-terminated, valid UTF-8 once checked */
 };
 
-/* A message. Headers and body are owned by it; derived strings are NULL when unknown and
- * times are -1 when unknown (ms since the epoch; durations in ms). Header names and values
+/* A duration that is not known (a real one may be negative: clocks of two machines differ). */
+#define JNL_DUR_UNKNOWN INT64_MIN
+
+/* A message. Headers and body are owned by it; derived strings are NULL when unknown, times
+ * are -1 when unknown (ms since the epoch) and durations (ms) JNL_DUR_UNKNOWN. Header names and values
  * and the derived strings live in the message's string blocks (one allocation for most
  * messages), freed together by jnl_msg_release. */
 struct jnl_strblk;
@@ -91,18 +97,20 @@ struct jnl_msg {
     char *fail_reason;          /* set: goes to the failed-import store, not the journal */
     int64_t reimport_id;        /* > 0: a failed import re-imported; removed once stored */
     /* derived (jnl_msg_derive) */
-    char *id;                   /* NServiceBus.MessageId, or derived (id_derived) */
+    char *id;                   /* NServiceBus.MessageId, or derived (id_derived): see jnl_msg_native_id */
     bool id_derived;
     char *type;                 /* first of NServiceBus.EnclosedMessageTypes, without assembly */
     char *intent;
     char *conversation_id, *related_to;
     char *sending_endpoint, *receiving_endpoint;
     char *sending_host, *receiving_host;
+    char *sending_host_id, *receiving_host_id; /* $.diagnostics.originating.hostid, $.diagnostics.hostid */
     char *content_type;
     int64_t time_sent, processing_started, processed_at;
     int64_t received_at;        /* when the journal got it */
     int64_t processing_ms, critical_ms, delivery_ms;
     bool is_system;
+    bool is_retried;            /* sent again by ServiceControl (ServiceControl.Retry.UniqueMessageId, .RetryId) */
     /* prepared (jstore_prepare, on a journal's prep thread; else by jstore_put itself) */
     char body_hash[65];         /* SHA-256 of the body, hex; "" until prepared */
     unsigned char *zbody;       /* the body as one zstd frame, when it is to be kept compressed */
@@ -122,6 +130,16 @@ const char *jnl_msg_header(const struct jnl_msg *m, const char *name);
 int jnl_msg_check(const struct jnl_msg *m, char *err, size_t errlen);
 /* Fills the derived fields from the headers (replacing earlier ones). received_ms: now. */
 void jnl_msg_derive(struct jnl_msg *m, int64_t received_ms);
+/* A message without NServiceBus.MessageId that came with a transport id (the AMQP message-id):
+ * its id becomes ServiceControl's deterministic GUID of that id (jnl_det_guid), id_derived set.
+ * Call after jnl_msg_derive. */
+void jnl_msg_native_id(struct jnl_msg *m, const char *native, size_t n);
+/* ServiceControl's DeterministicGuid.MakeId: the MD5 of s[0..n) read as a .NET Guid (its first
+ * three groups little-endian), as 36 lowercase characters + NUL. */
+void jnl_det_guid(const char *s, size_t n, char out[37]);
+/* The queue part of an NServiceBus address ("queue@machine" -> "queue"), into m's strings;
+ * NULL for NULL or empty. */
+char *jnl_address_queue(struct jnl_msg *m, const char *address);
 /* Frees what m owns and zeroes it. */
 void jnl_msg_release(struct jnl_msg *m);
 /* The headers as a JSON object text (appended to out). */
@@ -248,5 +266,38 @@ int jnl_q_failed(struct jnl *j, size_t limit, struct buf *out);
 /* Reads failed import `id` into a new one-message batch (reimport_id set, derived), or
  * -ENOENT; -EINVAL with the reason in err when it is still not importable. */
 int jnl_q_failed_load(struct jnl *j, int64_t id, struct jnl_batch **out, char *err, size_t errlen);
+
+/* ---- ServiceControl's audit views (jsc.c; the same threads as the queries above) ---- */
+
+enum jnl_sc_sort {
+    JNL_SC_SORT_TIME_SENT, JNL_SC_SORT_PROCESSED_AT, JNL_SC_SORT_CRITICAL, JNL_SC_SORT_PROCESSING,
+    JNL_SC_SORT_DELIVERY, JNL_SC_SORT_MESSAGE_ID, JNL_SC_SORT_TYPE, JNL_SC_SORT_STATUS
+};
+
+struct jnl_scq {
+    const char *q;              /* full-text words ("" or NULL: all) */
+    const char *endpoint;       /* receiving endpoint */
+    const char *conversation;
+    bool include_system;
+    int64_t sent_from, sent_to; /* time_sent range, inclusive; -1: open */
+    enum jnl_sc_sort sort;
+    bool asc;
+    size_t page, per_page;      /* page from 1 */
+};
+
+/* Appends a JSON array of ServiceControl MessagesView objects: page q->page of the matches;
+ * *total: every match. Returns 0, or -1 with the reason in err (a page too deep, bad words). */
+int jnl_q_sc_messages(struct jnl *j, const struct jnl_scq *q, struct buf *out, uint64_t *total, char *err,
+                      size_t errlen);
+/* Appends ServiceControl's known endpoints ([{id, endpoint_details, host_display_name}]). */
+int jnl_q_sc_known(struct jnl *j, struct buf *out, uint64_t *total);
+/* Appends [{utc_date, count}]: non-system messages endpoint received per day, last 30 days. */
+int jnl_q_sc_audit_count(struct jnl *j, const char *endpoint, int64_t now_ms, struct buf *out);
+/* Appends ServiceControl's SagaHistory of saga id (from the saga audit messages stored).
+ * Returns 0 or -ENOENT. */
+int jnl_q_sc_saga(struct jnl *j, const char *saga_id, struct buf *out);
+/* The journal's configuration: ServiceControl's prefix and queue as at open, limits as of the
+ * last reload (sources: none). Loop thread. */
+const struct jnl_config *jnl_config_of(struct jnl *j);
 
 #endif

@@ -60,8 +60,20 @@ static void col_time_int(struct buf *o, int64_t v)
         jw_int(o, v);
 }
 
-/* The summary object of the current row (SUMMARY_COLS first), without the closing brace. */
-static void summary_json(struct buf *o, sqlite3_stmt *st)
+/* A duration of a partition of format fmt: null when unknown (INT64_MIN; before format 5, -1
+ * or any negative value). */
+static void col_dur(struct buf *o, sqlite3_stmt *st, int i, int fmt)
+{
+    int64_t v = sqlite3_column_int64(st, i);
+    if (sqlite3_column_type(st, i) == SQLITE_NULL || v == JNL_DUR_UNKNOWN || (fmt < 5 && v < 0))
+        jw_raw(o, "null");
+    else
+        jw_int(o, v);
+}
+
+/* The summary object of the current row (SUMMARY_COLS first) of a partition of format fmt,
+ * without the closing brace. */
+static void summary_json(struct buf *o, sqlite3_stmt *st, int fmt)
 {
     static const char *const strs[] = {NULL, "id", "receiving_endpoint", NULL, "type", "intent",
                                        "conversation_id", "related_to", "sending_endpoint",
@@ -87,7 +99,10 @@ static void summary_json(struct buf *o, sqlite3_stmt *st)
     jw_bool(o, sqlite3_column_int(st, 3) != 0);
     for (int i = 0; i < 7; i++) {
         buf_printf(o, ",\"%s\":", times[i]);
-        col_time(o, st, 12 + i);
+        if (i < 4)
+            col_time(o, st, 12 + i);
+        else
+            col_dur(o, st, 12 + i, fmt);
     }
     jw_raw(o, ",\"is_system\":");
     jw_bool(o, sqlite3_column_int(st, 19) != 0);
@@ -150,6 +165,8 @@ static bool fts_query(const char *q, struct buf *out)
     }
     return any;
 }
+
+bool jnl__fts_query(const char *q, struct buf *out) { return fts_query(q, out); }
 
 static const char *sort_col(enum jnl_sort s)
 {
@@ -355,7 +372,8 @@ int jnl_q_search(struct jnl *j, const struct jnl_query *q, struct buf *out, char
         buf_init(&sql, 4096);
         /* Format 3 without words or conversation: combos and the sort keys' indexes; else
          * (older files, full text, conversation) the filters on the text columns. */
-        bool v3 = !force_scan && !fts && !conv && jstore_format_of(db) >= 3 && plan3_make(db, q, &pl);
+        int fmt = jstore_format_of(db);
+        bool v3 = !force_scan && !fts && !conv && fmt >= 3 && plan3_make(db, q, &pl);
         sqlite3_stmt *st = NULL;
         if (v3) {
             uint64_t n = pl.matched;
@@ -398,7 +416,7 @@ int jnl_q_search(struct jnl *j, const struct jnl_query *q, struct buf *out, char
             while ((s = sqlite3_step(st)) == SQLITE_ROW) {
                 struct buf row;
                 buf_init(&row, 1 << 20);
-                summary_json(&row, st);
+                summary_json(&row, st, fmt);
                 buf_putc(&row, '}');
                 if (nh == cap) {
                     cap = cap ? cap * 2 : 256;
@@ -564,6 +582,11 @@ static int row_body(sqlite3 *db, sqlite3_stmt *st, int cs, int cz, int cb, void 
     return rc;
 }
 
+int jnl__row_body(sqlite3 *db, sqlite3_stmt *st, int cs, int cz, int cb, void **out, size_t *len)
+{
+    return row_body(db, st, cs, cz, cb, out, len);
+}
+
 int jnl_q_message(struct jnl *j, const char *id, const char *endpoint, struct buf *out)
 {
     sqlite3 *db;
@@ -571,7 +594,7 @@ int jnl_q_message(struct jnl *j, const char *id, const char *endpoint, struct bu
     int rc = find_msg(j, id, endpoint, SUMMARY_COLS ", headers, body", &db, &st);
     if (rc < 0)
         return rc;
-    summary_json(out, st);
+    summary_json(out, st, jstore_format_of(db));
     jw_raw(out, ",\"headers\":");
     if (sqlite3_column_type(st, NSUMMARY) == SQLITE_BLOB) {
         jstore_headers_json(db, sqlite3_column_blob(st, NSUMMARY), (size_t)sqlite3_column_bytes(st, NSUMMARY), out);
@@ -647,10 +670,11 @@ int jnl_q_conversation(struct jnl *j, const char *id, struct buf *out)
         if (sqlite3_prepare_v2(db, "SELECT " SUMMARY_COLS " FROM messages WHERE conversation_id = ?"
                                " ORDER BY time_sent LIMIT 10000", -1, &st, NULL) == SQLITE_OK) {
             sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+            int fmt = jstore_format_of(db);
             while (nh < CONVERSATION_MAX && sqlite3_step(st) == SQLITE_ROW) {
                 struct buf row;
                 buf_init(&row, 1 << 20);
-                summary_json(&row, st);
+                summary_json(&row, st, fmt);
                 buf_putc(&row, '}');
                 if (nh == cap) {
                     cap = cap ? cap * 2 : 64;

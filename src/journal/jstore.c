@@ -9,22 +9,27 @@
  * Schema of a partition (SQLite, WAL mode, synchronous=FULL):
  *   meta(k, v)                    format, partition start and length
  *   messages(rowid, message_id, receiving_endpoint, derived columns..., body_state,
- *            body_size, body_hash, body, headers)   UNIQUE(message_id, receiving_endpoint)
+ *            body_size, body_hash, body, headers)   UNIQUE(message_id, receiving_endpoint,
+ *            processing_started) (before format 5: UNIQUE(message_id, receiving_endpoint))
  *     body_state 0 none, 1 inline (body holds the bytes), 2 compressed (bodies table),
  *     3 not stored (over body_max: size, content type and hash only); flags 4 (a zstd
  *     frame) and 8 (in the body file: body holds its offset and length)
- *     unknown times and durations are -1
+ *     unknown times are -1, unknown durations INT64_MIN (before format 5: -1, and no
+ *     negative durations)
  *   bodies(rowid = messages.rowid, data)   zstd frames of bodies above inline_max
  *   fts(t)                        FTS5, contentless, rowid = messages.rowid: header values
  *                                 and searchable text bodies
  *   endpoints(name, role, host, messages, proc_sum, proc_n, proc_max, crit_sum, crit_n,
  *             crit_max, first_seen, last_seen)   role 0 sending, 1 receiving
+ *   ep_hosts(name, role, host_id, host, last_seen)   format 5: the hosts each endpoint ran
+ *                                 on, by host id ("" unknown)
  *   combos(id, sending_endpoint, receiving_endpoint, type, n)   format 3: the triples of the
  *                                 partition with their counts; messages.combo is the id
  *   indexes: conversation_id, time_sent, processed_at; format 3 also processing_ms,
  *            critical_ms, combo
  * Invariants: a message lives in exactly one partition; the uniqueness constraint makes a
- * redelivered copy a no-op (the same message, same endpoint, same processed_at -> same
+ * redelivered copy a no-op (the same message, same endpoint, same processing start, same
+ * processed_at -> same
  * partition); retention never deletes rows, it unlinks files. */
 #include <dirent.h>
 #include <errno.h>
@@ -53,6 +58,13 @@ struct ep_acc {
     int64_t messages, proc_sum, proc_n, proc_max, crit_sum, crit_n, crit_max, first, last;
 };
 #define EP_ACC_MAX 256  /* distinct endpoints gathered before they are written early */
+
+/* The hosts (by host id) each endpoint was seen on in the open transaction (format 5). */
+struct eh_acc {
+    char *name, *host_id, *host;
+    int role;
+    int64_t last;
+};
 
 /* Header names of a partition, interned: a message's headers are stored as (name id, value)
  * pairs. Ids 1..n are rows of hnames; names past HNAMES_MAX are written out in full. */
@@ -106,6 +118,9 @@ struct jpart {
     uint64_t used;      /* for closing the least recently used */
     struct ep_acc *eps;
     size_t neps;
+    struct eh_acc *ehs;     /* format 5 */
+    size_t nehs;
+    sqlite3_stmt *eh;
     struct bfile bf;
 };
 
@@ -164,10 +179,10 @@ static const char part_pragmas[] =
     " body BLOB, headers TEXT"
 
 /* The tables of every format (a file that exists keeps its own: IF NOT EXISTS). */
-#define PART_TABLES(messages_extra)                                                                  \
+#define PART_TABLES(messages_extra, unique)                                                          \
     "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v);"                                        \
     "CREATE TABLE IF NOT EXISTS messages(" MESSAGES_COLS messages_extra                              \
-    ", UNIQUE(message_id, receiving_endpoint));"                                                     \
+    ", UNIQUE(" unique "));"                                                                         \
     "CREATE INDEX IF NOT EXISTS m_conv ON messages(conversation_id);"                                \
     "CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, data BLOB);"                       \
     "CREATE TABLE IF NOT EXISTS hnames(id INTEGER PRIMARY KEY, name TEXT NOT NULL);"                 \
@@ -178,7 +193,7 @@ static const char part_pragmas[] =
 
 /* Formats 1 and 2: one index per time to sort by, no combos. */
 static const char part_schema_2[] =
-    PART_TABLES("")
+    PART_TABLES("", "message_id, receiving_endpoint")
     "CREATE INDEX IF NOT EXISTS m_sent ON messages(time_sent);"
     "CREATE INDEX IF NOT EXISTS m_proc ON messages(processed_at);";
 
@@ -187,16 +202,26 @@ static const char part_schema_2[] =
  * combos.n. Each index costs the writer about a microsecond per message: the filter is
  * not in the sort keys' indexes (a third column broke their (key, rowid) order and cost
  * three times as much). */
-static const char part_schema_3[] =
-    PART_TABLES(", combo INT")
-    "CREATE TABLE IF NOT EXISTS combos(id INTEGER PRIMARY KEY, sending_endpoint TEXT,"
-    " receiving_endpoint TEXT, type TEXT, n INT NOT NULL);"
-    "INSERT OR IGNORE INTO combos VALUES(0, NULL, NULL, NULL, 0);"
-    "CREATE INDEX IF NOT EXISTS m_sent ON messages(time_sent);"
-    "CREATE INDEX IF NOT EXISTS m_proc ON messages(processed_at);"
-    "CREATE INDEX IF NOT EXISTS m_ptime ON messages(processing_ms);"
-    "CREATE INDEX IF NOT EXISTS m_ctime ON messages(critical_ms);"
-    "CREATE INDEX IF NOT EXISTS m_combo ON messages(combo);";
+#define PART_TABLES_3 \
+    "CREATE TABLE IF NOT EXISTS combos(id INTEGER PRIMARY KEY, sending_endpoint TEXT,"                \
+    " receiving_endpoint TEXT, type TEXT, n INT NOT NULL);"                                         \
+    "INSERT OR IGNORE INTO combos VALUES(0, NULL, NULL, NULL, 0);"                                  \
+    "CREATE INDEX IF NOT EXISTS m_sent ON messages(time_sent);"                                     \
+    "CREATE INDEX IF NOT EXISTS m_proc ON messages(processed_at);"                                  \
+    "CREATE INDEX IF NOT EXISTS m_ptime ON messages(processing_ms);"                                \
+    "CREATE INDEX IF NOT EXISTS m_ctime ON messages(critical_ms);"                                  \
+    "CREATE INDEX IF NOT EXISTS m_combo ON messages(combo);"
+static const char part_schema_3[] = PART_TABLES(", combo INT", "message_id, receiving_endpoint") PART_TABLES_3;
+/* Format 5: a record per processing (see JSTORE_FORMAT); the hosts of each endpoint by host id
+ * (ServiceControl's known endpoints are (name, host id) pairs). */
+static const char part_schema_5[] =
+    PART_TABLES(", combo INT", "message_id, receiving_endpoint, processing_started") PART_TABLES_3
+    "CREATE TABLE IF NOT EXISTS ep_hosts(name TEXT, role INT, host_id TEXT, host TEXT, last_seen INT,"
+    " PRIMARY KEY(name, role, host_id)) WITHOUT ROWID;";
+
+static const char eh_sql[] =
+    "INSERT INTO ep_hosts VALUES(?1,?2,?3,?4,?5) ON CONFLICT(name, role, host_id) DO UPDATE SET"
+    " host = coalesce(excluded.host, host), last_seen = max(last_seen, excluded.last_seen)";
 
 static const char ins_sql[] =
     "INSERT OR IGNORE INTO messages(message_id, receiving_endpoint, id_derived, type, intent,"
@@ -254,6 +279,12 @@ static int sq_err(int rc)
 
 static void eps_clear(struct jpart *p)
 {
+    for (size_t i = 0; i < p->nehs; i++) {
+        free(p->ehs[i].name);
+        free(p->ehs[i].host_id);
+        free(p->ehs[i].host);
+    }
+    p->nehs = 0;
     for (size_t i = 0; i < p->neps; i++) {
         free(p->eps[i].name);
         free(p->eps[i].host);
@@ -453,58 +484,82 @@ static int encode_headers(struct jpart *p, const struct jnl_msg *m, struct buf *
     return SQLITE_DONE;
 }
 
-int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out)
+void jstore_names_load(sqlite3 *db, struct jstore_names *nm)
 {
-    char **names = NULL;
-    size_t nn = 0;
+    memset(nm, 0, sizeof *nm);
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT id, name FROM hnames ORDER BY id", -1, &st, NULL) == SQLITE_OK) {
         while (sqlite3_step(st) == SQLITE_ROW) {
-            if (sqlite3_column_int64(st, 0) != (int64_t)nn + 1)
+            if (sqlite3_column_int64(st, 0) != (int64_t)nm->n + 1)
                 break;
-            names = xgrow(names, nn + 1);
-            names[nn++] = xstrdup((const char *)sqlite3_column_text(st, 1));
+            nm->v = xgrow(nm->v, nm->n + 1);
+            nm->v[nm->n++] = xstrdup((const char *)sqlite3_column_text(st, 1));
         }
     }
     sqlite3_finalize(st);
+}
+
+void jstore_names_release(struct jstore_names *nm)
+{
+    for (size_t i = 0; i < nm->n; i++)
+        free(nm->v[i]);
+    free(nm->v);
+    memset(nm, 0, sizeof *nm);
+}
+
+int jstore_headers_walk(const struct jstore_names *nm, const void *blob, size_t n,
+                        void (*fn)(void *ud, const char *name, size_t nl, const char *v, size_t vl), void *ud)
+{
     const unsigned char *p = blob, *end = p + n;
-    int rc = 0;
-    buf_putc(out, '{');
-    for (bool first = true; p < end; first = false) {
+    while (p < end) {
         uint64_t id, l;
         const char *name;
         size_t name_len;
-        if (!get_varint(&p, end, &id) || id > nn) {
-            rc = -EBADMSG;
-            break;
-        }
+        if (!get_varint(&p, end, &id) || id > nm->n)
+            return -EBADMSG;
         if (id) {
-            name = names[id - 1];
+            name = nm->v[id - 1];
             name_len = strlen(name);
         } else {
-            if (!get_varint(&p, end, &l) || l > (uint64_t)(end - p)) {
-                rc = -EBADMSG;
-                break;
-            }
+            if (!get_varint(&p, end, &l) || l > (uint64_t)(end - p))
+                return -EBADMSG;
             name = (const char *)p;
             name_len = (size_t)l;
             p += l;
         }
-        if (!get_varint(&p, end, &l) || l > (uint64_t)(end - p)) {
-            rc = -EBADMSG;
-            break;
-        }
-        if (!first)
-            buf_putc(out, ',');
-        jw_strn(out, name, name_len);
-        buf_putc(out, ':');
-        jw_strn(out, (const char *)p, (size_t)l);
+        if (!get_varint(&p, end, &l) || l > (uint64_t)(end - p))
+            return -EBADMSG;
+        fn(ud, name, name_len, (const char *)p, (size_t)l);
         p += l;
     }
+    return 0;
+}
+
+struct hj {
+    struct buf *out;
+    bool first;
+};
+
+static void header_json(void *ud, const char *name, size_t nl, const char *v, size_t vl)
+{
+    struct hj *h = ud;
+    if (!h->first)
+        buf_putc(h->out, ',');
+    h->first = false;
+    jw_strn(h->out, name, nl);
+    buf_putc(h->out, ':');
+    jw_strn(h->out, v, vl);
+}
+
+int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out)
+{
+    struct jstore_names nm;
+    jstore_names_load(db, &nm);
+    struct hj h = {out, true};
+    buf_putc(out, '{');
+    int rc = jstore_headers_walk(&nm, blob, n, header_json, &h);
     buf_putc(out, '}');
-    for (size_t i = 0; i < nn; i++)
-        free(names[i]);
-    free(names);
+    jstore_names_release(&nm);
     return rc;
 }
 
@@ -733,6 +788,8 @@ static void part_close(struct jpart *p)
     bf_close(&p->bf);
     eps_clear(p);
     free(p->eps);
+    free(p->ehs);
+    sqlite3_finalize(p->eh);
     hn_free(&p->hn_map);
     cmb_free(&p->cmb);
     sqlite3_finalize(p->hn);
@@ -793,7 +850,8 @@ static struct jpart *part_get(struct jstore *s, int64_t start, char *err, size_t
         p->format = jstore_format_of(p->db);
         if (!p->format)
             p->format = write_format;
-        rc = sqlite3_exec(p->db, p->format >= 3 ? part_schema_3 : part_schema_2, NULL, NULL, NULL);
+        rc = sqlite3_exec(p->db, p->format >= 5 ? part_schema_5 : p->format >= 3 ? part_schema_3 : part_schema_2, NULL,
+                          NULL, NULL);
     }
     if (rc == SQLITE_OK) {
         char meta[256];
@@ -829,6 +887,8 @@ static struct jpart *part_get(struct jstore *s, int64_t start, char *err, size_t
         rc = sqlite3_prepare_v2(p->db, "INSERT INTO fts(rowid, t) VALUES(?,?)", -1, &p->fts, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(p->db, ep_sql, -1, &p->ep, NULL);
+    if (rc == SQLITE_OK && p->format >= 5)
+        rc = sqlite3_prepare_v2(p->db, eh_sql, -1, &p->eh, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(p->db, "SAVEPOINT m", -1, &p->sp, NULL);
     if (rc == SQLITE_OK)
@@ -1034,6 +1094,12 @@ static bool text_type(const char *ct)
     return strncmp(ct, "text/", 5) == 0 || strstr(ct, "json") || strstr(ct, "xml");
 }
 
+/* A duration as partition p keeps it: files before format 5 know only -1 for unknown. */
+static int64_t dur_col(const struct jpart *p, int64_t v)
+{
+    return p->format >= 5 || (v != JNL_DUR_UNKNOWN && v >= 0) ? v : -1;
+}
+
 static void acc_ep(struct jpart *p, const char *name, int role, const char *host, const struct jnl_msg *m)
 {
     if (!name)
@@ -1054,13 +1120,13 @@ static void acc_ep(struct jpart *p, const char *name, int role, const char *host
         a->host = xstrdup(host);
     }
     a->messages++;
-    if (role == 1 && m->processing_ms >= 0) {
+    if (role == 1 && m->processing_ms != JNL_DUR_UNKNOWN) {
         a->proc_sum += m->processing_ms;
         a->proc_n++;
         if (m->processing_ms > a->proc_max)
             a->proc_max = m->processing_ms;
     }
-    if (role == 1 && m->critical_ms >= 0) {
+    if (role == 1 && m->critical_ms != JNL_DUR_UNKNOWN) {
         a->crit_sum += m->critical_ms;
         a->crit_n++;
         if (m->critical_ms > a->crit_max)
@@ -1070,6 +1136,31 @@ static void acc_ep(struct jpart *p, const char *name, int role, const char *host
         a->first = m->processed_at;
     if (m->processed_at > a->last)
         a->last = m->processed_at;
+}
+
+/* Notes that endpoint name (role) ran on host_id ("" when unknown) in the open transaction. */
+static void acc_eh(struct jpart *p, const char *name, int role, const char *host_id, const char *host,
+                   const struct jnl_msg *m)
+{
+    if (!name || p->format < 5)
+        return;
+    const char *hid = host_id ? host_id : "";
+    for (size_t i = 0; i < p->nehs; i++) {
+        struct eh_acc *a = &p->ehs[i];
+        if (a->role == role && strcmp(a->name, name) == 0 && strcmp(a->host_id, hid) == 0) {
+            if (m->processed_at > a->last)
+                a->last = m->processed_at;
+            if (host && (!a->host || strcmp(a->host, host) != 0)) {
+                free(a->host);
+                a->host = xstrdup(host);
+            }
+            return;
+        }
+    }
+    if (!p->ehs)
+        p->ehs = xzalloc(EP_ACC_MAX * sizeof *p->ehs);
+    p->ehs[p->nehs++] = (struct eh_acc){.name = xstrdup(name), .host_id = xstrdup(hid),
+                                        .host = host ? xstrdup(host) : NULL, .role = role, .last = m->processed_at};
 }
 
 /* Writes the gathered endpoint figures into the open transaction. */
@@ -1094,6 +1185,21 @@ static int eps_flush(struct jpart *p)
         int rc = sqlite3_step(e);
         if (rc != SQLITE_DONE) {
             log_error("journal", "endpoints of partition %" PRId64 ": %s", p->start, sqlite3_errmsg(p->db));
+            return rc;
+        }
+    }
+    for (size_t i = 0; i < p->nehs; i++) {
+        const struct eh_acc *a = &p->ehs[i];
+        sqlite3_stmt *e = p->eh;
+        sqlite3_reset(e);
+        sqlite3_bind_text(e, 1, a->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int(e, 2, a->role);
+        sqlite3_bind_text(e, 3, a->host_id, -1, SQLITE_STATIC);
+        bind_text(e, 4, a->host);
+        sqlite3_bind_int64(e, 5, a->last);
+        int rc = sqlite3_step(e);
+        if (rc != SQLITE_DONE) {
+            log_error("journal", "endpoint hosts of partition %" PRId64 ": %s", p->start, sqlite3_errmsg(p->db));
             return rc;
         }
     }
@@ -1335,9 +1441,9 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
     sqlite3_bind_int64(st, 13, m->processing_started);
     sqlite3_bind_int64(st, 14, m->processed_at);
     sqlite3_bind_int64(st, 15, m->received_at);
-    sqlite3_bind_int64(st, 16, m->processing_ms);
-    sqlite3_bind_int64(st, 17, m->critical_ms);
-    sqlite3_bind_int64(st, 18, m->delivery_ms);
+    sqlite3_bind_int64(st, 16, dur_col(p, m->processing_ms));
+    sqlite3_bind_int64(st, 17, dur_col(p, m->critical_ms));
+    sqlite3_bind_int64(st, 18, dur_col(p, m->delivery_ms));
     sqlite3_bind_int(st, 19, m->is_system);
     sqlite3_bind_int(st, 20, state);
     sqlite3_bind_int64(st, 21, (int64_t)m->body_len);
@@ -1412,7 +1518,7 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         snprintf(err, errlen, "full-text index: %s", sqlite3_errmsg(p->db));
         goto fail;
     }
-    if (p->neps + 2 > EP_ACC_MAX && (rc = eps_flush(p)) != SQLITE_DONE) {
+    if ((p->neps + 2 > EP_ACC_MAX || p->nehs + 2 > EP_ACC_MAX) && (rc = eps_flush(p)) != SQLITE_DONE) {
         snprintf(err, errlen, "endpoints: %s", sqlite3_errmsg(p->db));
         goto fail;
     }
@@ -1420,6 +1526,8 @@ int jstore_put(struct jstore *s, const struct jnl_msg *m, int64_t at, const stru
         step_once(p->rel);
     acc_ep(p, m->sending_endpoint, 0, m->sending_host, m);
     acc_ep(p, m->receiving_endpoint, 1, m->receiving_host, m);
+    acc_eh(p, m->sending_endpoint, 0, m->sending_host_id, m->sending_host, m);
+    acc_eh(p, m->receiving_endpoint, 1, m->receiving_host_id, m->receiving_host, m);
     if (p->format >= 3)
         (*(combo ? &p->cmb.c[combo - 1].add : &p->cmb.add0))++;
     *body_state = state;

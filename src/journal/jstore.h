@@ -16,10 +16,13 @@
 #include "journal/journal.h"
 
 #define JSTORE_OPEN_MAX 8
-/* 4: large bodies in the partition's body file; 3: interned (sending endpoint, receiving
+/* 5: a message is unique by (id, receiving endpoint, processing started): a retry processed
+ * again at the same endpoint is a record of its own (ServiceControl keeps one per processing),
+ * a redelivered copy is not; durations may be negative, unknown ones are JNL_DUR_UNKNOWN (older
+ * formats: -1). 4: large bodies in the partition's body file; 3: interned (sending endpoint, receiving
  * endpoint, type) combos with counts, indexes on (sort key, rowid, combo); 2: headers as
  * (interned name, value) pairs; 1: JSON text */
-#define JSTORE_FORMAT   4
+#define JSTORE_FORMAT   5
 
 /* body_state: what the body is to readers (the low two bits); JBODY_ZSTD on an inline body
  * kept as one zstd frame (body_size is then the size before compression); JBODY_FILE on a
@@ -76,6 +79,17 @@ uint64_t jstore_part_bytes(const char *dir, int64_t start);
 /* Partitions and their bytes on disk now; rows in failed.db. */
 void jstore_usage(struct jstore *s, uint64_t *partitions, uint64_t *bytes, uint64_t *failed_rows);
 
+/* The header names of a partition (hnames), for reading many rows' headers column. */
+struct jstore_names {
+    char **v;   /* [id - 1] */
+    size_t n;
+};
+void jstore_names_load(sqlite3 *db, struct jstore_names *nm);
+void jstore_names_release(struct jstore_names *nm);
+/* Calls fn for each header of a headers column of format 2 (blob, n bytes; names from nm).
+ * Returns 0, or -EBADMSG when the column is damaged (fn has seen the headers before it). */
+int jstore_headers_walk(const struct jstore_names *nm, const void *blob, size_t n,
+                        void (*fn)(void *ud, const char *name, size_t nl, const char *v, size_t vl), void *ud);
 /* Appends the headers column of a message of db as a JSON object: the pairs of format 2
  * (names from db's hnames). Returns 0, or -EBADMSG when the column is damaged. */
 int jstore_headers_json(sqlite3 *db, const void *blob, size_t n, struct buf *out);

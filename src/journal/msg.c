@@ -2,26 +2,35 @@
  * NServiceBus header conventions, validation, and the small codecs it needs (SHA-256,
  * base64, UTF-8 checks, the NServiceBus wire time format).
  *
- * Derivation (jnl_msg_derive), header -> field:
- *   NServiceBus.MessageId            id (else the AMQP message-id the consumer copied into
- *                                    that header; else derived: SHA-256 of the headers sorted
- *                                    by name and of the body, shaped as a UUID, so a
- *                                    redelivered copy gets the same id)
+ * Derivation (jnl_msg_derive), header -> field, after ServiceControl's audit enrichers
+ * (docs/API.md names the version):
+ *   NServiceBus.MessageId            id (else, from AMQP, ServiceControl's deterministic GUID
+ *                                    of the AMQP message-id: jnl_msg_native_id; else derived:
+ *                                    SHA-256 of the headers sorted by name and of the body,
+ *                                    shaped as a UUID, so a redelivered copy gets the same id)
  *   NServiceBus.EnclosedMessageTypes type: the first of the ';'-separated list, without its
  *                                    assembly part ("A.B.C, Asm, Version=..." -> "A.B.C")
  *   NServiceBus.MessageIntent        intent
  *   NServiceBus.ConversationId       conversation_id
  *   NServiceBus.RelatedTo            related_to
- *   NServiceBus.OriginatingEndpoint  sending_endpoint (else the queue of ReplyToAddress)
- *   NServiceBus.OriginatingMachine   sending_host
- *   NServiceBus.ProcessingEndpoint   receiving_endpoint
- *   NServiceBus.ProcessingMachine    receiving_host
+ *   NServiceBus.OriginatingEndpoint  sending_endpoint, NServiceBus.OriginatingMachine
+ *                                    sending_host; when either is missing, the queue and
+ *                                    machine of NServiceBus.OriginatingAddress; else the queue
+ *                                    of NServiceBus.ReplyToAddress (opsd's own last resort)
+ *   $.diagnostics.originating.hostid sending_host_id
+ *   NServiceBus.ProcessingEndpoint   receiving_endpoint (else the queue of NServiceBus.FailedQ)
+ *   $.diagnostics.hostdisplayname    receiving_host (else NServiceBus.ProcessingMachine, else
+ *                                    the machine of NServiceBus.FailedQ)
+ *   $.diagnostics.hostid             receiving_host_id
  *   NServiceBus.ContentType          content_type
  *   NServiceBus.TimeSent             time_sent
  *   NServiceBus.ProcessingStarted    processing_started
  *   NServiceBus.ProcessingEnded      processed_at (else the time the journal received it)
- *   processing time = ended - started; critical time = ended - sent;
- *   delivery time = started - sent (each only when both ends are known and not negative).
+ *   processing time = ended - started; critical time = ended - start; delivery time =
+ *   started - start, where start is NServiceBus.DeliverAt when there is one (a delayed
+ *   message or saga timeout), else the time sent; each only when both ends are known, and
+ *   kept when negative (the clocks of two machines differ).
+ *   is_retried: ServiceControl.Retry.UniqueMessageId or ServiceControl.RetryId present.
  *   is_system: NServiceBus.ControlMessage true, intent Subscribe/Unsubscribe, or a type of
  *   NServiceBus' own infrastructure (scheduling, subscriptions, transport, ServiceControl).
  * Nothing in the headers can make derivation fail: a malformed time is unknown (-1). */
@@ -87,6 +96,36 @@ void jnl_sha256_hex(const void *p, size_t n, char out[65])
     if (EVP_Digest(p, n, d, &dl, sha256_md, NULL) != 1)
         abort(); /* out of memory */
     hex(d, 32, out);
+}
+
+static EVP_MD *md5_md;
+static pthread_once_t md5_once = PTHREAD_ONCE_INIT;
+
+static void md5_fetch(void)
+{
+    md5_md = EVP_MD_fetch(NULL, "MD5", NULL);
+    if (!md5_md)
+        abort();
+}
+
+void jnl_det_guid(const char *s, size_t n, char out[37])
+{
+    pthread_once(&md5_once, md5_fetch);
+    unsigned char d[16];
+    unsigned int dl = 16;
+    if (EVP_Digest(s, n, d, &dl, md5_md, NULL) != 1)
+        abort(); /* out of memory */
+    /* .NET's Guid(byte[]): an int, two shorts (little-endian), then eight bytes as they are */
+    static const int order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+    static const char x[] = "0123456789abcdef";
+    size_t o = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = x[d[order[i]] >> 4];
+        out[o++] = x[d[order[i]] & 15];
+    }
+    out[o] = '\0';
 }
 
 /* ---- base64, UTF-8 ---- */
@@ -352,9 +391,56 @@ static void clear_derived(struct jnl_msg *m)
 {
     char **s[] = {&m->id, &m->type, &m->intent, &m->conversation_id, &m->related_to,
                   &m->sending_endpoint, &m->receiving_endpoint, &m->sending_host,
-                  &m->receiving_host, &m->content_type};
+                  &m->receiving_host, &m->sending_host_id, &m->receiving_host_id, &m->content_type};
     for (size_t i = 0; i < ARRAY_LEN(s); i++)
         *s[i] = NULL; /* the strings stay in the blocks until the message is released */
+}
+
+char *jnl_address_queue(struct jnl_msg *m, const char *address)
+{
+    return address ? dup_nonempty(m, address, strcspn(address, "@")) : NULL;
+}
+
+/* The machine part of an NServiceBus address ("queue@machine" -> "machine"), or NULL. */
+static char *address_machine(struct jnl_msg *m, const char *address)
+{
+    const char *at = address ? strchr(address, '@') : NULL;
+    return at ? dup_nonempty(m, at + 1, strlen(at + 1)) : NULL;
+}
+
+void jnl_msg_native_id(struct jnl_msg *m, const char *native, size_t n)
+{
+    if (!m->id_derived || !n)
+        return;
+    char g[37];
+    jnl_det_guid(native, n, g);
+    m->id = jnl_msg_strndup(m, g, 36);
+}
+
+static void derive_endpoints(struct jnl_msg *m)
+{
+    /* ServiceControl's EndpointDetailsParser: the sending endpoint is the originating
+     * endpoint and machine when both are there, else the originating address. */
+    m->sending_endpoint = hdr_dup(m, "NServiceBus.OriginatingEndpoint");
+    m->sending_host = hdr_dup(m, "NServiceBus.OriginatingMachine");
+    const char *oa = jnl_msg_header(m, "NServiceBus.OriginatingAddress");
+    if ((!m->sending_endpoint || !m->sending_host) && oa && *oa) {
+        m->sending_endpoint = jnl_address_queue(m, oa);
+        m->sending_host = address_machine(m, oa);
+    }
+    if (!m->sending_endpoint)
+        m->sending_endpoint = jnl_address_queue(m, jnl_msg_header(m, "NServiceBus.ReplyToAddress"));
+    m->sending_host_id = hdr_dup(m, "$.diagnostics.originating.hostid");
+    m->receiving_endpoint = hdr_dup(m, "NServiceBus.ProcessingEndpoint");
+    m->receiving_host = hdr_dup(m, "$.diagnostics.hostdisplayname");
+    if (!m->receiving_host)
+        m->receiving_host = hdr_dup(m, "NServiceBus.ProcessingMachine");
+    const char *fq = jnl_msg_header(m, "NServiceBus.FailedQ");
+    if (!m->receiving_endpoint)
+        m->receiving_endpoint = jnl_address_queue(m, fq);
+    if (!m->receiving_host)
+        m->receiving_host = address_machine(m, fq);
+    m->receiving_host_id = hdr_dup(m, "$.diagnostics.hostid");
 }
 
 void jnl_msg_derive(struct jnl_msg *m, int64_t received_ms)
@@ -373,15 +459,7 @@ void jnl_msg_derive(struct jnl_msg *m, int64_t received_ms)
     m->intent = hdr_dup(m, "NServiceBus.MessageIntent");
     m->conversation_id = hdr_dup(m, "NServiceBus.ConversationId");
     m->related_to = hdr_dup(m, "NServiceBus.RelatedTo");
-    m->sending_endpoint = hdr_dup(m, "NServiceBus.OriginatingEndpoint");
-    if (!m->sending_endpoint) {
-        const char *r = jnl_msg_header(m, "NServiceBus.ReplyToAddress");
-        if (r)
-            m->sending_endpoint = dup_nonempty(m, r, strcspn(r, "@"));
-    }
-    m->sending_host = hdr_dup(m, "NServiceBus.OriginatingMachine");
-    m->receiving_endpoint = hdr_dup(m, "NServiceBus.ProcessingEndpoint");
-    m->receiving_host = hdr_dup(m, "NServiceBus.ProcessingMachine");
+    derive_endpoints(m);
     m->content_type = hdr_dup(m, "NServiceBus.ContentType");
     if (!m->content_type)
         m->content_type = hdr_dup(m, "Content-Type");
@@ -390,13 +468,20 @@ void jnl_msg_derive(struct jnl_msg *m, int64_t received_ms)
     m->received_at = received_ms;
     int64_t ended = hdr_time(m, "NServiceBus.ProcessingEnded");
     m->processed_at = ended >= 0 ? ended : received_ms;
-    m->processing_ms = m->critical_ms = m->delivery_ms = -1;
-    if (ended >= 0 && m->processing_started >= 0 && ended >= m->processing_started)
+    /* ServiceControl's ProcessingStatisticsEnricher: a delayed message (a saga timeout) is
+     * critical from the time it was due, not from the time it was sent. */
+    int64_t start = hdr_time(m, "NServiceBus.DeliverAt");
+    if (start < 0)
+        start = m->time_sent;
+    m->processing_ms = m->critical_ms = m->delivery_ms = JNL_DUR_UNKNOWN;
+    if (ended >= 0 && m->processing_started >= 0)
         m->processing_ms = ended - m->processing_started;
-    if (ended >= 0 && m->time_sent >= 0 && ended >= m->time_sent)
-        m->critical_ms = ended - m->time_sent;
-    if (m->processing_started >= 0 && m->time_sent >= 0 && m->processing_started >= m->time_sent)
-        m->delivery_ms = m->processing_started - m->time_sent;
+    if (ended >= 0 && start >= 0)
+        m->critical_ms = ended - start;
+    if (m->processing_started >= 0 && start >= 0)
+        m->delivery_ms = m->processing_started - start;
+    m->is_retried = jnl_msg_header(m, "ServiceControl.Retry.UniqueMessageId") ||
+                    jnl_msg_header(m, "ServiceControl.RetryId");
     static const char *const sys_prefixes[] = {
         "NServiceBus.Scheduling.Messages.", "NServiceBus.Unicast.Transport.",
         "NServiceBus.Unicast.Subscriptions.", "NServiceBus.Routing.", "ServiceControl.",

@@ -384,6 +384,7 @@ int jnl_open(struct jnl **out, const struct jnl_config *cfg, const char *data_di
     j->cfg = *cfg;
     j->cfg.sources = NULL;
     j->cfg.nsources = 0;
+    snprintf(j->cfg.sc_queue, sizeof j->cfg.sc_queue, "%s", cfg->nsources ? cfg->sources[0].queue : "audit");
     j->fail_times = xnew(int64_t, cfg->breaker_failures);
     int rc = jstore_open(dir, cfg->partition_ms, &j->store);
     if (rc < 0) {
@@ -441,8 +442,11 @@ void jnl_reconfigure(struct jnl *j, const struct jnl_config *cfg)
         j->fail_pos = 0;
     }
     int64_t part = j->cfg.partition_ms;
+    struct jnl_config kept = j->cfg; /* what is read at start only */
     j->cfg = *cfg;
     j->cfg.partition_ms = part;
+    memcpy(j->cfg.sc_prefix, kept.sc_prefix, sizeof kept.sc_prefix);
+    memcpy(j->cfg.sc_queue, kept.sc_queue, sizeof kept.sc_queue);
     j->cfg.sources = NULL;
     j->cfg.nsources = 0;
     uv_mutex_unlock(&j->lock);

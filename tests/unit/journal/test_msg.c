@@ -85,7 +85,7 @@ static void test_derived_id_deterministic(void **state)
     assert_int_equal(a.processed_at, 10);    /* no ProcessingEnded: received time */
     assert_null(a.type);
     assert_int_equal(a.time_sent, -1);
-    assert_int_equal(a.processing_ms, -1);
+    assert_true(a.processing_ms == JNL_DUR_UNKNOWN);
     /* A blank message id counts as missing. */
     struct jnl_msg d = {0};
     add(&d, "NServiceBus.MessageId", "   ");
@@ -111,8 +111,8 @@ static void test_system_and_adversarial(void **state)
     assert_true(m.is_system);
     assert_null(m.type);
     assert_int_equal(m.time_sent, -1);
-    assert_int_equal(m.processing_ms, -1); /* negative durations are unknown */
-    assert_int_equal(m.critical_ms, -1);
+    assert_int_equal(m.processing_ms, -4000); /* negative durations are kept (clock skew) */
+    assert_true(m.critical_ms == JNL_DUR_UNKNOWN); /* no valid time sent */
     assert_string_equal(m.sending_endpoint, "Billing");
     jnl_msg_release(&m);
 
@@ -127,6 +127,77 @@ static void test_system_and_adversarial(void **state)
     assert_true(t.is_system);
     assert_string_equal(t.type, "NServiceBus.Scheduling.Messages.ScheduledTask");
     jnl_msg_release(&t);
+}
+
+/* ServiceControl's enrichers (docs/API.md): DeliverAt as the start of critical and delivery
+ * time, negative times kept, the host display name, host ids, retries, the old address
+ * headers as fallbacks, the deterministic GUID of a transport id. */
+static void test_servicecontrol(void **state)
+{
+    (void)state;
+    struct jnl_msg m = {0};
+    add(&m, "NServiceBus.MessageId", "t-1");
+    add(&m, "NServiceBus.TimeSent", "2026-11-30 12:00:00:000000 Z");
+    add(&m, "NServiceBus.DeliverAt", "2026-11-30 12:00:10:000000 Z");  /* a saga timeout due 10 s later */
+    add(&m, "NServiceBus.ProcessingStarted", "2026-11-30 12:00:10:002000 Z");
+    add(&m, "NServiceBus.ProcessingEnded", "2026-11-30 12:00:10:005000 Z");
+    add(&m, "NServiceBus.ProcessingEndpoint", "Sales");
+    add(&m, "NServiceBus.ProcessingMachine", "app02");
+    add(&m, "$.diagnostics.hostdisplayname", "APP02 (blue)");
+    add(&m, "$.diagnostics.hostid", "9b2c1d5e-0000-4000-8000-00000000abcd");
+    add(&m, "$.diagnostics.originating.hostid", "1a2b3c4d-0000-4000-8000-000000001234");
+    add(&m, "ServiceControl.Retry.UniqueMessageId", "u-1");
+    jnl_msg_derive(&m, 1);
+    assert_int_equal(m.critical_ms, 5);
+    assert_int_equal(m.delivery_ms, 2);
+    assert_int_equal(m.processing_ms, 3);
+    assert_string_equal(m.receiving_host, "APP02 (blue)");
+    assert_string_equal(m.receiving_host_id, "9b2c1d5e-0000-4000-8000-00000000abcd");
+    assert_string_equal(m.sending_host_id, "1a2b3c4d-0000-4000-8000-000000001234");
+    assert_true(m.is_retried);
+    jnl_msg_release(&m);
+
+    /* clock skew: the receiver's clock is behind the sender's */
+    struct jnl_msg k = {0};
+    add(&k, "NServiceBus.TimeSent", "2026-11-30 12:00:02:000000 Z");
+    add(&k, "NServiceBus.ProcessingStarted", "2026-11-30 12:00:00:000000 Z");
+    add(&k, "NServiceBus.ProcessingEnded", "2026-11-30 12:00:00:500000 Z");
+    jnl_msg_derive(&k, 1);
+    assert_int_equal(k.critical_ms, -1500);
+    assert_int_equal(k.delivery_ms, -2000);
+    assert_int_equal(k.processing_ms, 500);
+    assert_false(k.is_retried);
+    jnl_msg_release(&k);
+
+    /* NServiceBus 3/4 address headers: OriginatingAddress, FailedQ */
+    struct jnl_msg o = {0};
+    add(&o, "NServiceBus.OriginatingEndpoint", "ClientUI"); /* without a machine: the address wins */
+    add(&o, "NServiceBus.OriginatingAddress", "ClientUI.v3@WEB07");
+    add(&o, "NServiceBus.FailedQ", "Billing@APP09");
+    add(&o, "ServiceControl.RetryId", "r-1");
+    jnl_msg_derive(&o, 1);
+    assert_string_equal(o.sending_endpoint, "ClientUI.v3");
+    assert_string_equal(o.sending_host, "WEB07");
+    assert_string_equal(o.receiving_endpoint, "Billing");
+    assert_string_equal(o.receiving_host, "APP09");
+    assert_true(o.is_retried);
+    jnl_msg_release(&o);
+
+    /* no NServiceBus.MessageId: the GUID of the transport's id, as ServiceControl makes it
+     * (MD5 read as a .NET Guid; the values from Python's uuid.UUID(bytes_le=md5)) */
+    struct jnl_msg n = {0};
+    add(&n, "NServiceBus.ProcessingEndpoint", "Sales");
+    jnl_msg_derive(&n, 1);
+    assert_true(n.id_derived);
+    jnl_msg_native_id(&n, "amqp-prop-id", 12);
+    assert_string_equal(n.id, "0b679b68-089f-207f-23a4-194593816d0f");
+    assert_true(n.id_derived);
+    jnl_msg_release(&n);
+    char g[37];
+    jnl_det_guid("msg-1Sales", 10, g);
+    assert_string_equal(g, "e58713c5-c42f-c60c-f5fb-60700261bd22");
+    jnl_det_guid("", 0, g);
+    assert_string_equal(g, "d98c1dd4-008f-04b2-e980-0998ecf8427e");
 }
 
 static void test_check(void **state)
@@ -278,6 +349,24 @@ static void test_config(void **state)
     jnl_config_release(&c);
     assert_int_equal(parse("other: 1\n", &c, e, sizeof e), 0);
     assert_false(c.present);
+    assert_string_equal(c.sc_prefix, "/api"); /* ServiceControl's API where ServiceControl has it */
+    /* ServiceControl's prefix: off, or a path beside opsd's /api/v1 */
+    assert_int_equal(parse("journal:\n  servicecontrol: {prefix: off}\n", &c, e, sizeof e), 0);
+    assert_string_equal(c.sc_prefix, "");
+    jnl_config_release(&c);
+    assert_int_equal(parse("journal:\n  servicecontrol: {prefix: /sc/api}\n", &c, e, sizeof e), 0);
+    assert_string_equal(c.sc_prefix, "/sc/api");
+    jnl_config_release(&c);
+    static const char *const badp[] = {"/api/v1", "/api/v1/sc", "api", "/", "/api/", "//x", "/a b", "/x?y",
+                                       "/0123456789012345678901234567890123456789012345678901234567890123"};
+    for (size_t k = 0; k < sizeof badp / sizeof *badp; k++) {
+        char y[200];
+        snprintf(y, sizeof y, "journal:\n  servicecontrol: {prefix: \"%s\"}\n", badp[k]);
+        assert_int_equal(parse(y, &c, e, sizeof e), -1);
+        assert_non_null(strstr(e, "prefix must be off or a path"));
+    }
+    assert_int_equal(parse("journal:\n  servicecontrol: /api\n", &c, e, sizeof e), -1);
+    assert_int_equal(parse("journal:\n  servicecontrol: {prefix: /api, port: 1}\n", &c, e, sizeof e), -1);
 }
 
 int main(void)
@@ -286,7 +375,7 @@ int main(void)
         cmocka_unit_test(test_derive_real),    cmocka_unit_test(test_derived_id_deterministic),
         cmocka_unit_test(test_system_and_adversarial), cmocka_unit_test(test_check),
         cmocka_unit_test(test_wire_time),      cmocka_unit_test(test_codecs),
-        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_config),         cmocka_unit_test(test_servicecontrol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
