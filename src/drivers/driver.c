@@ -435,6 +435,10 @@ void driver_batch_apply(struct driver *d, struct driver_batch *b)
             device_failed(d, b->dev, b->disconnected, b->keep_points, b->error[0] ? b->error : "failed");
         else
             driver_device_ok(b->dev, b->rtt_s);
+        if (b->warnings) {
+            b->dev->errors += b->warnings - 1;
+            device_failed(d, b->dev, false, true, b->warning);
+        }
     }
     for (size_t i = 0; i < b->n; i++) {
         const struct driver_sample *s = &b->s[i];

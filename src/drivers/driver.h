@@ -184,6 +184,10 @@ struct driver_batch {
                                   * when applied; such a batch is never dropped */
     void *done_ud;
     char error[DRIVER_ERROR_MAX];
+    uint32_t warnings;           /* errors the device answered in a good exchange (an exception,
+                                  * a malformed reply): counted, the last one in warning,
+                                  * logged once (driver_device_error) */
+    char warning[DRIVER_ERROR_MAX];
     struct driver_sample *s;
     size_t n, cap;
 };
