@@ -780,6 +780,7 @@ struct mq_state {
     size_t nwpts;
     bool up;                   /* connection thread only: CONNACK received, not yet lost */
     bool v311;                 /* connection thread only: MQTT 5 refused, 3.1.1 from now on */
+    char lib_error[160];       /* connection thread only: libmosquitto's last error line (TLS) */
     struct mq_pending *pending;        /* connection thread only */
     size_t npending, cappending;
     /* message thread only */
@@ -1124,13 +1125,28 @@ static void mq_wait(struct mq_state *st, int64_t ms)
     uv_mutex_unlock(&st->lock);
 }
 
+/* libmosquitto says why TLS failed only in its log ("OpenSSL Error[0]: ...: certificate
+ * verify failed"): the last error line is kept for the failure's reason. */
+static void on_log(struct mosquitto *mosq, void *ud, int level, const char *msg)
+{
+    struct mq_state *st = ud;
+    if (level == MOSQ_LOG_ERR && msg)
+        snprintf(st->lib_error, sizeof st->lib_error, "%s", msg);
+}
+
 static void connect_failed(struct mq_state *st, const char *what, int rc)
 {
     struct driver_batch *b = driver_batch_new(st->broker);
     b->status = -1;
     b->disconnected = true;
-    snprintf(b->error, sizeof b->error, "%s: %s", what,
-             rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+    const char *detail = "";
+    if (rc == MOSQ_ERR_TLS && st->lib_error[0]) {
+        const char *colons = strstr(st->lib_error, "::"); /* "error:0A000086:SSL routines::certificate verify failed" */
+        detail = colons ? colons + 2 : st->lib_error;
+    }
+    snprintf(b->error, sizeof b->error, "%s: %s%s%s", what, rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc),
+             detail[0] ? " " : "", detail);
+    st->lib_error[0] = '\0';
     driver_queue_push(&st->q, b);
 }
 
@@ -1430,6 +1446,7 @@ static int mq_start(struct driver *d)
     mosquitto_disconnect_callback_set(st->mosq, on_disconnect);
     mosquitto_message_callback_set(st->mosq, on_message);
     mosquitto_publish_callback_set(st->mosq, on_publish);
+    mosquitto_log_callback_set(st->mosq, on_log);
     mosquitto_threaded_set(st->mosq, true);
     if (c->username)
         mosquitto_username_pw_set(st->mosq, c->username, c->password);

@@ -120,6 +120,7 @@ await test('a broker certificate from another CA is refused: the points say so',
   assertEq(h.connected, false, 'not connected');
   assert(h.devices[0].errors > 0, `errors: ${JSON.stringify(h.devices[0])}`);
   assert(p.reason.startsWith(`127.0.0.1:${tport}: `), p.reason);
+  assert(/certificate verify failed/.test(p.reason), `the reason says why: ${p.reason}`);
 });
 
 await test('writes to plain topics: text and JSON on the command topics', async () => {
