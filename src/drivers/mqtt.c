@@ -422,6 +422,7 @@ struct mq_config {
     int qos;
     int64_t backoff_max_ms;
     char *group;           /* Sparkplug group id; NULL: no Sparkplug */
+    char *host_id;         /* Sparkplug primary host id: STATE published; NULL: none */
     int protocol;          /* 0: MQTT 5 when the broker takes it, else 3.1.1; 4: 3.1.1; 5: 5 */
     bool tls;
     char *ca, *cert, *key; /* PEM files */
@@ -457,6 +458,7 @@ static void mq_free_config(void *p)
     free(c->username);
     free(c->password);
     free(c->group);
+    free(c->host_id);
     free(c);
 }
 
@@ -666,7 +668,7 @@ static void *mq_parse(struct yconf *y, const ynode *n, const char *path)
     if (sp) {
         char p[256];
         snprintf(p, sizeof p, "%s.sparkplug", path);
-        static const char *const spkeys[] = {"group", NULL};
+        static const char *const spkeys[] = {"group", "host_id", NULL};
         if (!yn_is_map(sp)) {
             yconf_error(y, sp, path, "'sparkplug' must be a mapping like {group: Plant1}");
         } else {
@@ -674,6 +676,9 @@ static void *mq_parse(struct yconf *y, const ynode *n, const char *path)
             c->group = opt_str(y, sp, "group", p, true);
             if (c->group && (!c->group[0] || strlen(c->group) > SP_ID_MAX || strpbrk(c->group, "/+#")))
                 yconf_error(y, yn_get(y, sp, "group"), p, "'group' must be 1..128 characters without / + #");
+            c->host_id = opt_str(y, sp, "host_id", p, false);
+            if (c->host_id && (!c->host_id[0] || strlen(c->host_id) > SP_ID_MAX || strpbrk(c->host_id, "/+#")))
+                yconf_error(y, yn_get(y, sp, "host_id"), p, "'host_id' must be 1..128 characters without / + #");
         }
     }
     const ynode *pts = yn_get(y, n, "points");
@@ -780,6 +785,7 @@ struct mq_state {
     size_t nwpts;
     bool up;                   /* connection thread only: CONNACK received, not yet lost */
     bool v311;                 /* connection thread only: MQTT 5 refused, 3.1.1 from now on */
+    int64_t state_ts;          /* connection thread only: the STATE birth/death timestamp */
     char lib_error[160];       /* connection thread only: libmosquitto's last error line (TLS) */
     struct mq_pending *pending;        /* connection thread only */
     size_t npending, cappending;
@@ -1050,6 +1056,25 @@ static void run_cmds(struct mq_state *st)
     }
 }
 
+/* Sparkplug 3.0 primary host STATE: spBv1.0/STATE/<host_id>, retained, QoS 1,
+ * {"online":true|false,"timestamp":T}; the death (the will, set before each connect) and the
+ * birth published on its CONNACK carry the same timestamp. */
+static void state_payload(char *buf, size_t cap, bool online, int64_t ts)
+{
+    snprintf(buf, cap, "{\"online\":%s,\"timestamp\":%lld}", online ? "true" : "false", (long long)ts);
+}
+
+static void state_will(struct mq_state *st)
+{
+    if (!st->c->host_id)
+        return;
+    char topic[SP_ID_MAX + 32], pl[96];
+    st->state_ts = now_ms();
+    snprintf(topic, sizeof topic, "%s/STATE/%s", SP_NAMESPACE, st->c->host_id);
+    state_payload(pl, sizeof pl, false, st->state_ts);
+    mosquitto_will_set(st->mosq, topic, (int)strlen(pl), pl, 1, true);
+}
+
 static void on_connect(struct mosquitto *mosq, void *ud, int rc)
 {
     struct mq_state *st = ud;
@@ -1069,6 +1094,12 @@ static void on_connect(struct mosquitto *mosq, void *ud, int rc)
         snprintf(b->error, sizeof b->error, "connection refused: %s", mosquitto_connack_string(rc));
         driver_queue_push(&st->q, b);
         return;
+    }
+    if (st->c->host_id) {
+        char topic[SP_ID_MAX + 32], pl[96];
+        snprintf(topic, sizeof topic, "%s/STATE/%s", SP_NAMESPACE, st->c->host_id);
+        state_payload(pl, sizeof pl, true, st->state_ts);
+        mosquitto_publish(mosq, NULL, topic, (int)strlen(pl), pl, 1, true);
     }
     int src = mosquitto_subscribe_multiple(mosq, NULL, (int)st->nsubs, st->subs, st->c->qos, 0, NULL);
     if (src != MOSQ_ERR_SUCCESS) {
@@ -1189,6 +1220,7 @@ static void mq_thread(void *arg)
     bool first = true, connecting = false;
     while (!mq_stopping(st)) {
         if (!connecting) {
+            state_will(st);
             int rc = first ? mosquitto_connect_async(st->mosq, c->host, c->port, c->keepalive_s)
                            : mosquitto_reconnect_async(st->mosq);
             first = false;
@@ -1219,6 +1251,13 @@ static void mq_thread(void *arg)
         connecting = false;
         mq_wait(st, backoff);
         backoff = backoff * 2 > c->backoff_max_ms ? c->backoff_max_ms : backoff * 2;
+    }
+    if (st->up && c->host_id) {
+        /* a clean disconnect sends no will: the death certificate is published here */
+        char topic[SP_ID_MAX + 32], pl[96];
+        snprintf(topic, sizeof topic, "%s/STATE/%s", SP_NAMESPACE, c->host_id);
+        state_payload(pl, sizeof pl, false, st->state_ts);
+        mosquitto_publish(st->mosq, NULL, topic, (int)strlen(pl), pl, 1, true);
     }
     if (st->up) {
         mosquitto_disconnect(st->mosq);

@@ -68,7 +68,7 @@ drivers:
     client_id: opsd-secure
     backoff_max: 1s
     tls: {ca: ${f('ca.crt')}, cert: ${f('client.crt')}, key: ${f('client.key')}}
-    sparkplug: {group: G9}
+    sparkplug: {group: G9, host_id: opsd-host}
     points:
       - {name: "room-{1..2}-sp", type: double, topic: "site/room{1..2}/sp", writable: true, command_topic: "cmd/room{1..2}/sp"}
       - {name: "mode", type: string, topic: "site/mode", value: "$.v", writable: true, command_topic: "cmd/mode", command_payload: json}
@@ -163,6 +163,21 @@ await test('Sparkplug writes: DCMD and NCMD by the alias and data type of the bi
   r = await http(d, 'PUT', '/api/v1/points/e9-pump-2', { value: 300 });
   assertEq(r.status, 502, `UInt8 out of range: ${r.text}`);
   assert(/range/.test(r.text), r.text);
+});
+
+await test('Sparkplug primary host STATE: retained birth, then death with the same timestamp on stop', async () => {
+  const states = [];
+  const probe = mqtt.connect(`mqtt://127.0.0.1:${bport}`);
+  onCleanup(() => probe.end(true));
+  await new Promise((resolve, reject) => { probe.once('connect', resolve); probe.once('error', reject); });
+  probe.on('message', (topic, payload, pk) => states.push({ topic, retain: pk.retain, ...JSON.parse(payload.toString()) }));
+  await new Promise((resolve, reject) => probe.subscribe('spBv1.0/STATE/+', { qos: 1 }, (e) => (e ? reject(e) : resolve())));
+  const birth = await until(() => states.find((x) => x.online === true), 3000, 'retained STATE birth');
+  assertEq([birth.topic, birth.retain], ['spBv1.0/STATE/opsd-host', true], 'topic, retained');
+  assert(Math.abs(birth.timestamp - Date.now()) < 60000, `timestamp ${birth.timestamp}`);
+  await d.stop('SIGTERM', 5000);
+  const death = await until(() => states.find((x) => x.online === false), 3000, 'STATE death');
+  assertEq(death.timestamp, birth.timestamp, 'death timestamp = birth timestamp');
 });
 
 await finish();
