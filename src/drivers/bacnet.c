@@ -100,6 +100,11 @@ struct bn_config {
     size_t ndevs;
     struct bn_pt_cfg *pts;
     size_t npts;
+    /* opsd's own device object (`device:`): answers Who-Is and ReadProperty of itself */
+    bool own;
+    uint32_t own_instance;
+    char *own_name;
+    uint32_t own_vendor;
 };
 
 /* ---- running state ---- */
@@ -213,7 +218,7 @@ struct bn_state {
 
 static const char *const drv_keys[] = {DRIVER_COMMON_KEYS, "bind", "broadcast", "timeout", "retries",
                                        "poll", "discover", "cov_lifetime", "cov_confirmed",
-                                       "devices", "points", NULL};
+                                       "devices", "points", "device", NULL};
 static const char *const dev_keys[] = {"instance", "name", "address", "network", "mac", "max_apdu",
                                        "poll", "cov", "cov_limit", "max_in_flight", "max_batch", NULL};
 static const char *const pt_keys[] = {"device", "object", "property", "index", "priority", "datatype", NULL};
@@ -239,6 +244,7 @@ static void bn_free_config(void *p)
     }
     free(c->devs);
     free(c->pts);
+    free(c->own_name);
     free(c);
 }
 
@@ -427,6 +433,28 @@ static void *bn_parse(struct yconf *y, const ynode *n, const char *path)
     c->cov_lifetime_s = (uint32_t)(life / 1000);
     c->cov_confirmed = true;
     yn_get_bool(y, n, "cov_confirmed", path, false, &c->cov_confirmed);
+    const ynode *own = yn_get(y, n, "device");
+    if (own) {
+        char p[256];
+        snprintf(p, sizeof p, "%s.device", path);
+        static const char *const okeys[] = {"instance", "name", "vendor_id", NULL};
+        if (!yn_is_map(own)) {
+            yconf_error(y, own, path, "'device' (opsd's own device object) must be a mapping like {instance: 4000, name: opsd}");
+        } else {
+            yn_check_keys(y, own, p, okeys);
+            c->own = true;
+            if (yn_get_int(y, own, "instance", p, true, &v) == 0 && (v < 0 || v >= BAC_MAX_INSTANCE))
+                yconf_error(y, yn_get(y, own, "instance"), p, "'instance' must be 0..4194302");
+            c->own_instance = (uint32_t)(v < 0 || v >= BAC_MAX_INSTANCE ? 0 : v);
+            const char *nm = "opsd";
+            yn_get_str(y, own, "name", p, false, &nm);
+            c->own_name = xstrdup(nm);
+            v = 0;
+            if (yn_get_int(y, own, "vendor_id", p, false, &v) == 0 && (v < 0 || v > 65535))
+                yconf_error(y, yn_get(y, own, "vendor_id"), p, "'vendor_id' must be 0..65535");
+            c->own_vendor = (uint32_t)(v < 0 || v > 65535 ? 0 : v);
+        }
+    }
 
     const ynode *devs = yn_get(y, n, "devices");
     if (devs && !yn_is_seq(devs))
@@ -1744,6 +1772,106 @@ static void on_i_am(struct bn_state *st, const struct bac_apdu *a, const struct 
     }
 }
 
+/* ---- opsd's own device object ---- */
+
+static void own_i_am(struct bn_state *st, const struct sockaddr_in *to, const struct bac_npdu *np)
+{
+    uint8_t buf[64];
+    struct bac_w w;
+    bac_w_init(&w, buf, sizeof buf);
+    bac_enc_bvlc(&w, BVLC_ORIGINAL_UNICAST, 0);
+    bac_enc_npdu(&w, np->has_src ? &np->src : NULL, NULL, false, 0);
+    bac_enc_unconfirmed_hdr(&w, BAC_SVC_I_AM);
+    struct bac_iam iam = {st->c->own_instance, 1476, 3 /* no segmentation */, st->c->own_vendor};
+    bac_enc_i_am(&w, &iam);
+    bac_bvlc_finish(&w);
+    send_frame(st, to, buf, w.len);
+}
+
+static void on_who_is(struct bn_state *st, const struct bac_apdu *a, const struct sockaddr_in *from,
+                      const struct bac_npdu *np)
+{
+    int64_t lo, hi;
+    if (!st->c->own || bac_dec_who_is(a->body, a->body_len, &lo, &hi) < 0)
+        return;
+    if (lo >= 0 && ((int64_t)st->c->own_instance < lo || (int64_t)st->c->own_instance > hi))
+        return;
+    own_i_am(st, from, np);
+}
+
+/* ReadProperty of opsd's device object (clause 12.11): its identity and what it takes. */
+static void on_read_own(struct bn_state *st, const struct bac_apdu *a, const struct sockaddr_in *from,
+                        const struct bac_npdu *np)
+{
+    uint8_t buf[256];
+    struct bac_w w;
+    uint32_t oid, prop, index;
+    uint32_t me = bac_oid(BAC_OBJ_DEVICE, st->c->own_instance);
+    bac_w_init(&w, buf, sizeof buf);
+    bac_enc_bvlc(&w, BVLC_ORIGINAL_UNICAST, 0);
+    bac_enc_npdu(&w, np->has_src ? &np->src : NULL, NULL, false, 0);
+    if (bac_dec_read_property(a->body, a->body_len, &oid, &prop, &index) < 0) {
+        bac_enc_reject(&w, a->invoke_id, 4 /* invalid-tag */);
+        goto send;
+    }
+    /* the wildcard instance 4194303 names the device that answers (12.11.1) */
+    if (oid != me && oid != bac_oid(BAC_OBJ_DEVICE, BAC_MAX_INSTANCE)) {
+        bac_enc_error(&w, a->invoke_id, BAC_SVC_READ_PROPERTY, 1 /* object */, 31 /* unknown-object */);
+        goto send;
+    }
+    struct bac_value v;
+    memset(&v, 0, sizeof v);
+    const char *text = NULL;
+    switch (prop) {
+    case 75: v.tag = BAC_APP_OBJECT_ID; v.u.oid = me; break;          /* object-identifier */
+    case 77: text = st->c->own_name; break;                              /* object-name */
+    case 79: v.tag = BAC_APP_ENUMERATED; v.u.u = BAC_OBJ_DEVICE; break;  /* object-type */
+    case 112: v.tag = BAC_APP_ENUMERATED; v.u.u = 0; break;              /* system-status: operational */
+    case 121: text = "opsd"; break;                                      /* vendor-name */
+    case 120: v.tag = BAC_APP_UNSIGNED; v.u.u = st->c->own_vendor; break;
+    case 70: text = "opsd"; break;                                       /* model-name */
+    case 44: case 12: text = OPSD_VERSION; break;                        /* firmware, application version */
+    case 98: v.tag = BAC_APP_UNSIGNED; v.u.u = 1; break;                 /* protocol-version */
+    case 139: v.tag = BAC_APP_UNSIGNED; v.u.u = 14; break;               /* protocol-revision */
+    case BAC_PROP_MAX_APDU_LENGTH_ACCEPTED: v.tag = BAC_APP_UNSIGNED; v.u.u = 1476; break;
+    case 107: v.tag = BAC_APP_ENUMERATED; v.u.u = 3; break;              /* segmentation-supported: none */
+    case 11: v.tag = BAC_APP_UNSIGNED; v.u.u = (uint64_t)st->c->timeout_ms; break; /* apdu-timeout */
+    case 73: v.tag = BAC_APP_UNSIGNED; v.u.u = st->c->retries; break;   /* number-of-apdu-retries */
+    case 155: v.tag = BAC_APP_UNSIGNED; v.u.u = 0; break;                /* database-revision */
+    case 76:                                                             /* object-list: itself */
+        if (index == 0) {
+            v.tag = BAC_APP_UNSIGNED;
+            v.u.u = 1;
+        } else if (index == 1 || index == BAC_ARRAY_ALL) {
+            v.tag = BAC_APP_OBJECT_ID;
+            v.u.oid = me;
+        } else {
+            bac_enc_error(&w, a->invoke_id, BAC_SVC_READ_PROPERTY, 2 /* property */, 42 /* invalid-array-index */);
+            goto send;
+        }
+        break;
+    default:
+        bac_enc_error(&w, a->invoke_id, BAC_SVC_READ_PROPERTY, 2 /* property */, 32 /* unknown-property */);
+        goto send;
+    }
+    if (prop != 76 && index != BAC_ARRAY_ALL) {
+        bac_enc_error(&w, a->invoke_id, BAC_SVC_READ_PROPERTY, 2 /* property */, 50 /* property-is-not-an-array */);
+        goto send;
+    }
+    if (text) {
+        v.tag = BAC_APP_CHARACTER_STRING;
+        v.u.s.p = (const uint8_t *)text;
+        v.u.s.len = (uint32_t)strlen(text);
+        v.u.s.charset = 0;
+    }
+    bac_enc_complex_ack_hdr(&w, a->invoke_id, BAC_SVC_READ_PROPERTY);
+    bac_enc_read_property_ack(&w, me, prop, index, &v);
+send:
+    bac_bvlc_finish(&w);
+    if (!w.overflow)
+        send_frame(st, from, buf, w.len);
+}
+
 static void on_datagram(struct bn_state *st, const uint8_t *p, size_t n, struct sockaddr_in from)
 {
     struct bac_bvlc b;
@@ -1778,10 +1906,14 @@ static void on_datagram(struct bn_state *st, const uint8_t *p, size_t n, struct 
             on_i_am(st, &a, &from, &np);
         else if (a.service == BAC_SVC_UNCONFIRMED_COV_NOTIFICATION)
             on_cov(st, &a, &from, &np, false);
+        else if (a.service == BAC_SVC_WHO_IS)
+            on_who_is(st, &a, &from, &np);
         break;
     case BAC_PDU_CONFIRMED:
         if (a.service == BAC_SVC_CONFIRMED_COV_NOTIFICATION && !a.segmented) {
             on_cov(st, &a, &from, &np, true);
+        } else if (a.service == BAC_SVC_READ_PROPERTY && st->c->own && !a.segmented) {
+            on_read_own(st, &a, &from, &np);
         } else {
             uint8_t out[64];
             struct bac_w w;

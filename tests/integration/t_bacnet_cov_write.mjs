@@ -9,10 +9,11 @@
 // docs/drivers.md "BACnet/IP".
 import { test, finish, assert, assertEq, sleep, failTest } from './lib/harness.mjs';
 import { workDir, startOpsd, http } from './lib/opsd.mjs';
+import bacnet from '@bacnet-js/client';
 import { startBacnetDevice, freeUdpPort } from './lib/bacnet_device.mjs';
 
 const work = workDir('t_bacnet_cov_write');
-let d, dev4, dev5, dev6;
+let d, dev4, dev5, dev6, bindPort;
 const OP = { Authorization: 'Bearer op-token' };
 const VIEW = { Authorization: 'Bearer view-token' };
 try {
@@ -22,7 +23,7 @@ try {
   dev5.fault.covGarbage = true;
   dev6 = await startBacnetDevice({ instance: 6006, objects: 4 });
   dev6.fault.covNever = true;
-  const bindPort = await freeUdpPort();
+  bindPort = await freeUdpPort();
   d = await startOpsd(work, {
     config: (port, dataDir) => `server:
   listen: 127.0.0.1:${port}
@@ -40,6 +41,7 @@ drivers:
     retries: 1
     poll: 400ms
     cov_lifetime: 60s
+    device: {instance: 4194000, name: opsd-bms, vendor_id: 555}
     devices:
       - {instance: 4004, name: cov4, address: 127.0.0.1:${dev4.port}, cov: true, poll: 5s}
       - {instance: 5005, name: cov5, address: 127.0.0.1:${dev5.port}, cov: true}
@@ -156,6 +158,32 @@ await test('a write the device refuses: 502 with BACnet\'s error; a viewer is re
   assertEq(dev4.writes.length, n, 'nothing sent for the viewer');
   const nn = await http(d, 'PUT', '/api/v1/points/sp4-b', { value: 'x' }, OP);
   assertEq(nn.status, 400, nn.text);
+});
+
+await test('opsd\'s own device object: I-Am to Who-Is, ReadProperty of its properties', async () => {
+  const port = await freeUdpPort();
+  const c = new bacnet.default({ port, interface: '127.0.0.1', broadcastAddress: '127.0.0.1', apduTimeout: 1000 });
+  try {
+    const to = { address: `127.0.0.1:${bindPort}` };
+    const iams = [];
+    c.on('iAm', (m) => iams.push(m.payload));
+    c.whoIs(to, { lowLimit: 4194000, highLimit: 4194000 });
+    c.whoIs(to, { lowLimit: 1, highLimit: 2 }); // not in range: no answer
+    await waitFor(() => iams.length >= 1, 2000, 'I-Am');
+    await sleep(200);
+    assertEq(iams.length, 1, 'one I-Am (the range that excludes it is not answered)');
+    assertEq([iams[0].deviceId, iams[0].vendorId], [4194000, 555], 'instance and vendor');
+    const dev = { type: 8, instance: 4194000 };
+    const name = await c.readProperty(to, dev, 77);
+    assertEq(name.values[0].value, 'opsd-bms', 'object-name');
+    const ol = await c.readProperty(to, dev, 76);
+    assertEq(ol.values[0].value.instance, 4194000, 'object-list');
+    let err = null;
+    try { await c.readProperty(to, dev, 4242); } catch (e) { err = e; }
+    assert(err && /UNKNOWN_PROPERTY|32/i.test(String(err.message)), `unknown property: ${err && err.message}`);
+  } finally {
+    c.close();
+  }
 });
 
 await test('stop: subscriptions cancelled at the device', async () => {
