@@ -5,6 +5,7 @@
 // from a frame that does not belong to the request), the error logged once with the device's
 // name; exceptions 02, 04 and 06 logged and counted. docs/drivers.md "Modbus".
 import net from 'node:net';
+import { spawnSync } from 'node:child_process';
 import { test, finish, assert, assertEq, sleep, failTest } from './lib/harness.mjs';
 import { workDir, startOpsd, http, freePort } from './lib/opsd.mjs';
 
@@ -125,6 +126,19 @@ await test('exceptions 02, 04 and 06: points bad with the text, logged once each
     mode = 'ok';
     await waitPoint('r1', (x) => x.quality === 'good', 3000, 'good again');
   }
+});
+
+await test('opsctl drivers: counters and each device\'s health with its last error', async () => {
+  const r = spawnSync(process.env.OPSCTL, ['--url', d.url, 'drivers', 'plc'], { encoding: 'utf8', timeout: 10000 });
+  assertEq(r.status, 0, `exit status (${r.stderr})`);
+  assert(/^plc \(modbus\) 4 points, connected, samples \d+, errors \d+, malformed [1-9]\d*, dropped 0, skipped \d+$/m
+    .test(r.stdout), r.stdout);
+  assert(new RegExp(`^  127\\.0\\.0\\.1:${port}  up +\\d+ requests, \\d+ errors`, 'm').test(r.stdout), r.stdout);
+  assert(/last error at .*: holding 10\.\.13 of unit 1: exception 06/.test(r.stdout), r.stdout);
+  const all = spawnSync(process.env.OPSCTL, ['--url', d.url, 'drivers', '--json'], { encoding: 'utf8', timeout: 10000 });
+  assertEq(JSON.parse(all.stdout).drivers[0].name, 'plc', '--json');
+  const none = spawnSync(process.env.OPSCTL, ['--url', d.url, 'drivers', 'nope'], { encoding: 'utf8', timeout: 10000 });
+  assert(none.status !== 0 && /unknown_driver|no driver/i.test(none.stderr), `unknown driver: ${none.stderr}`);
 });
 
 server.close();
