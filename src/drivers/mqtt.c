@@ -1151,6 +1151,12 @@ static void mq_wait(struct mq_state *st, int64_t ms)
         int64_t now = (int64_t)(mono_ns() / 1000000);
         if (st->stop || now >= until)
             break;
+        if (st->cmds) { /* a write while away from the broker: refused now, not after the back-off */
+            uv_mutex_unlock(&st->lock);
+            run_cmds(st);
+            uv_mutex_lock(&st->lock);
+            continue;
+        }
         uv_cond_timedwait(&st->wake, &st->lock, (uint64_t)(until - now) * 1000000u);
     }
     uv_mutex_unlock(&st->lock);
@@ -1614,6 +1620,7 @@ static int mq_write(struct driver *d, uint32_t idx, const struct pt_value *v, dr
     else
         st->cmds = c;
     st->cmds_tail = c;
+    uv_cond_signal(&st->wake);
     uv_mutex_unlock(&st->lock);
     return 0;
 }
