@@ -117,6 +117,11 @@ static void bodies(const uint8_t *p, size_t n)
     bac_dec_read_property(p, n, &oid, &prop, &idx);
     if (bac_dec_read_property_ack(p, n, &oid, &prop, &idx, &v) == 0)
         on_res(NULL, &(struct bac_result){.value = v});
+    uint8_t prio;
+    if (bac_dec_write_property(p, n, &oid, &prop, &idx, &v, &prio) == 0) {
+        check(prio <= 16, "WriteProperty priority above 16");
+        on_res(NULL, &(struct bac_result){.value = v});
+    }
     bac_dec_rpm(p, n, on_ref, NULL);
     bac_dec_rpm_ack(p, n, on_res, NULL);
     rpm_ack_round_trip(p, n);

@@ -6,7 +6,8 @@
  * 127.0.0.1:9 (bacnet__datagram), then the loop runs once without waiting, so its timers
  * (re-sends, timeouts, polls, renewals) interleave with the fuzzed answers. Where decoding
  * ends, the transaction manager, batch shrinking, COV state and value conversion begin:
- * answers with matching invoke ids, refusals, errors and notifications reach them. Checks
+ * answers with matching invoke ids, refusals, errors and notifications reach them, and
+ * Who-Is and ReadProperty reach the driver's own device object. Checks
  * beyond the sanitizers: every point of the driver has a type-correct view and a valid
  * quality after each input, and text values are valid UTF-8 without NULs. */
 #include <stdio.h>
@@ -28,6 +29,7 @@ static const char config[] =
     "  poll: 100ms\n"
     "  discover: 100ms\n"
     "  cov_lifetime: 2s\n"
+    "  device: {instance: 77, name: fz}\n"
     "  devices:\n"
     "    - {instance: 1001, address: 127.0.0.1:9, cov: true, cov_limit: 4, max_in_flight: 4}\n"
     "    - {instance: 1002, address: 127.0.0.1:9, network: 5, mac: '0a', max_batch: 3}\n"

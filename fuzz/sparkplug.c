@@ -5,7 +5,8 @@
  * turn to one host mapping two nodes and a device (births, data, deaths in any order and with
  * any sequence numbers). Checks beyond the sanitizers: every value handed to the sink has the
  * type of the point it is mapped to and an index that exists, every reason is set, a string
- * fits a point. */
+ * fits a point; after each record a write to every point either is refused with a reason
+ * or encodes an NCMD/DCMD that decodes to one metric (sp_host_command). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             len = size - i;
         if (sp_handle(h, topic, data + i, len, now, &s, &why) < 0 && !why)
             fail("malformed without a reason");
+        /* a write to every point in the state the messages left: a command that encodes
+         * decodes back to one metric of the point's value, or is refused with a reason */
+        for (uint32_t k = 0; k < NPOINTS; k++) {
+            struct pt_value v = {map[k].type, {0}};
+            uint8_t x = len ? data[i] : 0;
+            switch (v.type) {
+            case PT_DOUBLE: v.u.d = (double)(int8_t)x * 1.5; break;
+            case PT_INT: v.u.i = (int64_t)(int8_t)x * 1000; break;
+            case PT_BOOL: v.u.b = x & 1; break;
+            default: v.u.s = x & 1 ? "text" : ""; break;
+            }
+            char topic_out[300];
+            uint8_t buf[512];
+            int n = sp_host_command(h, k, &v, now, topic_out, sizeof topic_out, buf, sizeof buf, &why);
+            if (n < 0) {
+                if (!why)
+                    fail("a command refused without a reason");
+                continue;
+            }
+            struct sp_payload cp;
+            if (sp_decode(buf, (size_t)n, &cp, &why) != 0 || cp.n != 1)
+                fail("a command that does not decode to one metric");
+            if (strncmp(topic_out, "spBv1.0/G1/", 11) != 0 || (!strstr(topic_out, "/NCMD/") && !strstr(topic_out, "/DCMD/")))
+                fail("a command on another topic");
+            sp_payload_release(&cp);
+        }
         i += len;
         now += 700;
     }

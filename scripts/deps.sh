@@ -9,7 +9,7 @@ build_pkgs=(build-essential cmake pkg-config libuv1-dev libwebsockets-dev libyam
             librabbitmq-dev libmodbus-dev libmosquitto-dev libprotobuf-c-dev protobuf-c-compiler
             libnats-dev)
 test_pkgs=(libcmocka-dev curl nodejs npm openssl clang libclang-rt-14-dev mosquitto rabbitmq-server chromium
-           nats-server)
+           nats-server python3-pymodbus python3-serial socat)
 bench_pkgs=()
 
 pkgs=("${build_pkgs[@]}")

@@ -526,6 +526,20 @@ static int driver_write(struct daemon *d, size_t i, uint32_t idx, const struct p
                         size_t errlen)
 {
     struct driver *drv = d->drivers[i];
+    if (!v) {
+        if (!drv->type->relinquish) {
+            snprintf(err, errlen, "driver %s (%s) has no command to relinquish: the value must not be null",
+                     drv->name, drv->type->name);
+            return -1;
+        }
+        struct write_relay *w = xmalloc(sizeof *w);
+        *w = (struct write_relay){done, done_ud};
+        if (drv->type->relinquish(drv, idx, relay_done, w, err, errlen) < 0) {
+            free(w);
+            return -1;
+        }
+        return 0;
+    }
     if (!drv->type->write) {
         snprintf(err, errlen, "driver %s (%s) does not write to its devices", drv->name, drv->type->name);
         return -1;
@@ -551,6 +565,10 @@ static int write_point(void *ud, uint32_t idx, const struct pt_value *v, int64_t
     if (pv.owner && i < 0)
         return 1;
     size_t unit = (size_t)(i + 1); /* 0: the points unit */
+    if (d->cl && !cluster_owns(d->cl, unit) && !v) {
+        snprintf(err, errlen, "relinquish on the node that runs the point's driver");
+        return -1;
+    }
     if (d->cl && !cluster_owns(d->cl, unit)) {
         cluster_forward_write(d->cl, unit, pv.name, v, ts, q, done, done_ud); /* to the unit's owner */
         return 0;

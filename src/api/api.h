@@ -67,7 +67,8 @@ struct api_hooks {
      * started (done(done_ud, status, err) follows later, once, on the loop: status 200, or an
      * HTTP status with the reason), 1 when the value is to be set in the table here (a point
      * fed from outside), -1 when refused (err says why). v is valid for the call only; ts and
-     * q are the sample's time and quality. */
+     * q are the sample's time and quality. v NULL (a body {"value": null}): the driver gives
+     * up its command of the point (BACnet relinquish); -1 when it has none. */
     int (*write_point)(void *ud, uint32_t idx, const struct pt_value *v, int64_t ts, enum pt_quality q,
                        void (*done)(void *done_ud, int status, const char *err), void *done_ud, char *err,
                        size_t errlen);

@@ -239,6 +239,8 @@ static void put_point(struct http_req *r, const char *name)
     const char *why;
     if (!json_is_object(j) || !jv) {
         rest_error(r, 400, "bad_request", "the body is {\"value\": ...}");
+    } else if (json_is_null(jv) && v.owner && rest_driver_write(r, name, idx, NULL, 0, Q_GOOD) == 0) {
+        log_info("api", "point %s: relinquish sent to its driver (role %s)", name, api_role_name(r->role));
     } else if ((why = json_to_value(jv, v.type, &val))) {
         rest_error(r, 400, "wrong_type", "point '%s' is %s: 'value' must be %s", name,
                    pt_type_name(v.type), why);

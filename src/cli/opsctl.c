@@ -86,6 +86,8 @@ static void usage(FILE *f)
           "\n"
           "commands:\n"
           "  status                            version, uptime, points, stream clients, drivers\n"
+          "  drivers [NAME] [--json]           each driver's counters and its devices' health:\n"
+          "                                    up or down, requests, errors, round trip, last error\n"
           "  points list [--prefix P] [--limit N] [--json]\n"
           "                                    points in name order: name, value, unit, quality\n"
           "                                    and age of the value; all of them unless --limit\n"
@@ -973,6 +975,78 @@ static void list_add(struct cli_table *t, const json_t *p, int64_t now)
     cli_table_add(t, row);
 }
 
+/* One driver of GET /api/v1/drivers: its counters, then each device's health. */
+static void print_driver(const json_t *d)
+{
+    struct buf t;
+    buf_init(&t, 1u << 16);
+    printf("%s", cli_member_text(&t, d, "name"));
+    printf(" (%s)", cli_member_text(&t, d, "type"));
+    printf(" %s points", cli_member_text(&t, d, "points"));
+    printf(", %s", json_is_true(json_object_get(d, "connected")) ? "connected" : "NOT connected");
+    static const char *const counters[] = {"samples", "errors", "malformed", "dropped", "skipped"};
+    for (size_t i = 0; i < ARRAY_LEN(counters); i++)
+        printf(", %s %s", counters[i], cli_member_text(&t, d, counters[i]));
+    putchar('\n');
+    const json_t *devs = json_object_get(d, "devices");
+    size_t nw = 0;
+    for (size_t i = 0; i < json_array_size(devs); i++) {
+        size_t w = cli_text_cols(cli_member_text(&t, json_array_get(devs, i), "name"));
+        nw = w > nw ? w : nw;
+    }
+    for (size_t i = 0; i < json_array_size(devs); i++) {
+        const json_t *dv = json_array_get(devs, i);
+        fputs("  ", stdout);
+        cli_put_padded(cli_member_text(&t, dv, "name"), nw, 2);
+        fputs(json_is_true(json_object_get(dv, "connected")) ? "up    " : "DOWN  ", stdout);
+        printf("%s requests", cli_member_text(&t, dv, "requests"));
+        printf(", %s errors", cli_member_text(&t, dv, "errors"));
+        const json_t *rtt = json_object_get(dv, "rtt_ms");
+        if (json_is_number(rtt))
+            printf(", rtt %.1f ms", json_number_value(rtt));
+        const json_t *le = json_object_get(dv, "last_error");
+        if (json_is_string(le) && json_string_length(le)) {
+            char when[64] = "";
+            const json_t *lt = json_object_get(dv, "last_error_time");
+            if (json_is_integer(lt))
+                cli_fmt_clock(when, sizeof when, json_integer_value(lt), true);
+            printf("\n  %*s  last error%s%s: %s", (int)nw, "", when[0] ? " at " : "", when,
+                   cli_member_text(&t, dv, "last_error"));
+        }
+        putchar('\n');
+    }
+    buf_release(&t);
+}
+
+static int cmd_drivers(struct ctl *c, const struct opts *o)
+{
+    struct buf path;
+    buf_init(&path, 1u << 16);
+    buf_printf(&path, "/api/v1/drivers");
+    if (o->nargs > 1) {
+        buf_printf(&path, "/");
+        cli_url_escape(&path, o->args[1]);
+    }
+    json_t *j;
+    int rc = ctl_request(c, "GET", path.data, NULL, &j);
+    buf_release(&path);
+    if (rc)
+        return rc;
+    if (o->seen & OPT(O_JSON)) {
+        cli_print_json(j);
+    } else if (o->nargs > 1) {
+        print_driver(j);
+    } else {
+        const json_t *all = json_object_get(j, "drivers");
+        for (size_t i = 0; i < json_array_size(all); i++)
+            print_driver(json_array_get(all, i));
+        if (json_array_size(all) == 0)
+            puts("no drivers");
+    }
+    json_decref(j);
+    return CTL_OK;
+}
+
 static int cmd_list(struct ctl *c, const struct opts *o)
 {
     bool json = o->seen & OPT(O_JSON);
@@ -1628,6 +1702,7 @@ static const struct command {
     const char *synopsis;
 } commands[] = {
     {"status", NULL, 0, 0, OPT(O_JSON), cmd_status, "status [--json]"},
+    {"drivers", NULL, 0, 1, OPT(O_JSON), cmd_drivers, "drivers [NAME] [--json]"},
     {"points", "list", 0, 0, OPT(O_JSON) | OPT(O_PREFIX) | OPT(O_LIMIT), cmd_list,
      "points list [--prefix P] [--limit N] [--json]"},
     {"points", "get", 1, 1, OPT(O_JSON), cmd_get, "points get NAME [--json]"},

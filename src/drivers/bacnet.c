@@ -83,6 +83,8 @@ struct bn_pt_cfg {
     uint32_t *oids;              /* decl.count objects */
     uint32_t prop;
     uint32_t index;
+    uint8_t priority;            /* writes: 1..16 */
+    int datatype;                /* writes: an application tag, -1: from the object type */
 };
 
 struct bn_config {
@@ -98,24 +100,36 @@ struct bn_config {
     size_t ndevs;
     struct bn_pt_cfg *pts;
     size_t npts;
+    /* opsd's own device object (`device:`): answers Who-Is and ReadProperty of itself */
+    bool own;
+    uint32_t own_instance;
+    char *own_name;
+    uint32_t own_vendor;
 };
 
 /* ---- running state ---- */
 
-enum { OBJ_POLL, OBJ_COV_PENDING, OBJ_COV, OBJ_COV_REFUSED };
-enum { TX_RPM, TX_RP, TX_SUB, TX_BEAT, TX_INFO };
+/* An object's COV state: polled; subscription sent; acknowledged but no notification yet
+ * (still polled); notified (its points off the poll list); polled for good (refused, or
+ * its notifications could not be used). */
+enum { OBJ_POLL, OBJ_COV_PENDING, OBJ_COV_ACKED, OBJ_COV, OBJ_COV_REFUSED };
+enum { TX_RPM, TX_RP, TX_SUB, TX_BEAT, TX_INFO, TX_CANCEL, TX_WRITE };
 
 struct bn_point {
     uint32_t idx;                /* point table index, LIVE_NONE when not declared */
     uint32_t oid, prop, index;
     enum pt_type type;
     uint32_t obj;                /* index into its device's objs */
+    uint32_t dev;                /* index into st->devs */
+    const struct bn_pt_cfg *e;   /* its entry (writable, priority, datatype) */
 };
 
 struct bn_obj {
     uint32_t oid;
     uint8_t state;
+    bool notified;               /* a notification came since the subscription was sent */
     int64_t renew_ms;            /* next SubscribeCOV (first or renewal) */
+    int64_t first_due_ms;        /* OBJ_COV_ACKED: its first notification is due by then */
     uint32_t first, n;           /* its points: dev->pts[first .. first+n) */
 };
 
@@ -146,6 +160,8 @@ struct bn_dev {
     int64_t cov_due;             /* earliest renew_ms of its objects */
     bool was_failing;
     bool need_info;              /* read its max-apdu-length-accepted (static, not configured) */
+    bool info_in_flight;         /* ... being read: polling waits for it */
+    unsigned awaiting;           /* objects in OBJ_COV_ACKED */
 };
 
 struct bn_txn {
@@ -156,6 +172,8 @@ struct bn_txn {
     int64_t deadline_ms;
     uint64_t sent_ns;
     uint32_t obj;                /* TX_SUB */
+    driver_write_done_fn done;   /* TX_WRITE */
+    void *done_ud;
     uint32_t pts[BN_MAX_BATCH];  /* TX_RPM / TX_RP: the points asked for */
     uint32_t npts;
     size_t len;
@@ -200,10 +218,18 @@ struct bn_state {
 
 static const char *const drv_keys[] = {DRIVER_COMMON_KEYS, "bind", "broadcast", "timeout", "retries",
                                        "poll", "discover", "cov_lifetime", "cov_confirmed",
-                                       "devices", "points", NULL};
+                                       "devices", "points", "device", NULL};
 static const char *const dev_keys[] = {"instance", "name", "address", "network", "mac", "max_apdu",
                                        "poll", "cov", "cov_limit", "max_in_flight", "max_batch", NULL};
-static const char *const pt_keys[] = {"device", "object", "property", "index", NULL};
+static const char *const pt_keys[] = {"device", "object", "property", "index", "priority", "datatype", NULL};
+
+/* Write data types by name (application tags, clause 20.2.1.4). */
+static const struct {
+    const char *name;
+    uint8_t tag;
+} datatypes[] = {{"real", BAC_APP_REAL},         {"double", BAC_APP_DOUBLE},   {"unsigned", BAC_APP_UNSIGNED},
+                 {"signed", BAC_APP_SIGNED},     {"enumerated", BAC_APP_ENUMERATED},
+                 {"boolean", BAC_APP_BOOLEAN},   {"character-string", BAC_APP_CHARACTER_STRING}};
 
 static void bn_free_config(void *p)
 {
@@ -218,6 +244,7 @@ static void bn_free_config(void *p)
     }
     free(c->devs);
     free(c->pts);
+    free(c->own_name);
     free(c);
 }
 
@@ -406,6 +433,28 @@ static void *bn_parse(struct yconf *y, const ynode *n, const char *path)
     c->cov_lifetime_s = (uint32_t)(life / 1000);
     c->cov_confirmed = true;
     yn_get_bool(y, n, "cov_confirmed", path, false, &c->cov_confirmed);
+    const ynode *own = yn_get(y, n, "device");
+    if (own) {
+        char p[256];
+        snprintf(p, sizeof p, "%s.device", path);
+        static const char *const okeys[] = {"instance", "name", "vendor_id", NULL};
+        if (!yn_is_map(own)) {
+            yconf_error(y, own, path, "'device' (opsd's own device object) must be a mapping like {instance: 4000, name: opsd}");
+        } else {
+            yn_check_keys(y, own, p, okeys);
+            c->own = true;
+            if (yn_get_int(y, own, "instance", p, true, &v) == 0 && (v < 0 || v >= BAC_MAX_INSTANCE))
+                yconf_error(y, yn_get(y, own, "instance"), p, "'instance' must be 0..4194302");
+            c->own_instance = (uint32_t)(v < 0 || v >= BAC_MAX_INSTANCE ? 0 : v);
+            const char *nm = "opsd";
+            yn_get_str(y, own, "name", p, false, &nm);
+            c->own_name = xstrdup(nm);
+            v = 0;
+            if (yn_get_int(y, own, "vendor_id", p, false, &v) == 0 && (v < 0 || v > 65535))
+                yconf_error(y, yn_get(y, own, "vendor_id"), p, "'vendor_id' must be 0..65535");
+            c->own_vendor = (uint32_t)(v < 0 || v > 65535 ? 0 : v);
+        }
+    }
 
     const ynode *devs = yn_get(y, n, "devices");
     if (devs && !yn_is_seq(devs))
@@ -478,8 +527,25 @@ static void *bn_parse(struct yconf *y, const ynode *n, const char *path)
                 yconf_error(y, yn_get(y, pn, "index"), p, "'index' must be 0..4294967294");
             e->index = (uint32_t)v;
         }
-        if (e->decl.meta.writable)
-            yconf_error(y, yn_get(y, pn, "writable"), p, "BACnet points are read-only in this version");
+        e->priority = 16;
+        if (yn_get_int(y, pn, "priority", p, false, &v) == 0) {
+            if (v < 1 || v > 16)
+                yconf_error(y, yn_get(y, pn, "priority"), p, "'priority' must be 1..16 (the command priority of writes)");
+            e->priority = (uint8_t)(v < 1 || v > 16 ? 16 : v);
+        }
+        e->datatype = -1;
+        if (yn_get_str(y, pn, "datatype", p, false, &s) == 0) {
+            for (size_t k = 0; k < ARRAY_LEN(datatypes); k++)
+                if (strcmp(s, datatypes[k].name) == 0)
+                    e->datatype = datatypes[k].tag;
+            if (e->datatype < 0)
+                yconf_error(y, yn_get(y, pn, "datatype"), p,
+                            "unknown datatype '%s' (real, double, unsigned, signed, enumerated, boolean, "
+                            "character-string)", s);
+        }
+        if (!e->decl.meta.writable && (yn_get(y, pn, "priority") || yn_get(y, pn, "datatype")))
+            yconf_error(y, yn_get(y, pn, "priority") ? yn_get(y, pn, "priority") : yn_get(y, pn, "datatype"), p,
+                        "'priority' and 'datatype' are for writable points (writable: true)");
     }
     if (y->nerrors != errs) {
         bn_free_config(c);
@@ -502,7 +568,8 @@ static const char *error_name(uint32_t cls, uint32_t code, char *buf, size_t len
         {2, "configuration-in-progress"}, {5, "service-request-denied"}, {9, "invalid-data-type"},
         {25, "operational-problem"}, {27, "read-access-denied"}, {31, "unknown-object"},
         {32, "unknown-property"}, {42, "invalid-array-index"}, {43, "cov-subscription-failed"},
-        {44, "not-cov-property"}, {50, "property-is-not-an-array"}, {0, "other"},
+        {44, "not-cov-property"}, {50, "property-is-not-an-array"}, {37, "value-out-of-range"},
+        {40, "write-access-denied"}, {47, "datatype-not-supported"}, {0, "other"},
     };
     for (size_t i = 0; i < ARRAY_LEN(codes); i++)
         if (codes[i].code == code) {
@@ -569,6 +636,60 @@ static void txn_release(struct bn_state *st, uint8_t id)
 }
 
 static int64_t mono_ms(void) { return (int64_t)(mono_ns() / 1000000); }
+
+/* "analog-input:3" (or "type 130:3") for log lines and reasons. */
+static const char *obj_text(uint32_t oid, char *buf, size_t len)
+{
+    const char *t = bac_object_type_name(bac_oid_type(oid));
+    if (t)
+        snprintf(buf, len, "%s:%u", t, bac_oid_instance(oid));
+    else
+        snprintf(buf, len, "type %u:%u", bac_oid_type(oid), bac_oid_instance(oid));
+    return buf;
+}
+
+static const char *prop_text(uint32_t prop, char *buf, size_t len)
+{
+    const char *p = bac_property_name(prop);
+    if (p)
+        snprintf(buf, len, "%s", p);
+    else
+        snprintf(buf, len, "property %u", prop);
+    return buf;
+}
+
+/* The device at address `from` (the first one when several share a router's address). */
+static struct bn_dev *dev_at(struct bn_state *st, const struct sockaddr_in *from)
+{
+    for (size_t i = 0; i < st->ndevs; i++)
+        if (st->devs[i].resolved && same_peer(&st->devs[i].addr, from))
+            return &st->devs[i];
+    return NULL;
+}
+
+static int find_obj(const struct bn_dev *dev, uint32_t oid)
+{
+    size_t lo = 0, hi = dev->nobjs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (dev->objs[mid].oid < oid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < dev->nobjs && dev->objs[lo].oid == oid ? (int)lo : -1;
+}
+
+static bool obj_acked(const struct bn_obj *o) { return o->state == OBJ_COV_ACKED || o->state == OBJ_COV; }
+
+/* Undoes an object's share of its device's COV counters (before its state changes). */
+static void obj_leave(struct bn_dev *dev, const struct bn_obj *o)
+{
+    if (obj_acked(o) && dev->subscribed)
+        dev->subscribed--;
+    if (o->state != OBJ_POLL && o->state != OBJ_COV_REFUSED && dev->cov_wanted)
+        dev->cov_wanted--;
+}
 
 /* ---- values ---- */
 
@@ -784,12 +905,12 @@ static void send_poll(struct bn_state *st, uint32_t di)
 /* A read of one property of the device object: its system-status when it has nothing to
  * poll (every point on COV), which keeps silence detection at the poll rate (TX_BEAT); its
  * max-apdu-length-accepted at start when the configuration does not say (TX_INFO). */
-static void send_device_read(struct bn_state *st, uint32_t di, uint8_t kind)
+static bool send_device_read(struct bn_state *st, uint32_t di, uint8_t kind)
 {
     struct bn_dev *dev = &st->devs[di];
     int id = alloc_txn(st);
     if (id < 0)
-        return;
+        return false;
     struct bn_txn *t = &st->tx[id];
     memset(t, 0, offsetof(struct bn_txn, frame));
     t->dev = di;
@@ -808,6 +929,7 @@ static void send_device_read(struct bn_state *st, uint32_t di, uint8_t kind)
     if (kind == TX_BEAT)
         dev->poll_in_flight++;
     txn_send(st, t);
+    return true;
 }
 
 static void send_subscribe(struct bn_state *st, uint32_t di, uint32_t oi)
@@ -834,10 +956,67 @@ static void send_subscribe(struct bn_state *st, uint32_t di, uint32_t oi)
     dev->in_flight++;
     if (o->state == OBJ_POLL) {
         o->state = OBJ_COV_PENDING;
+        o->notified = false;
         dev->cov_wanted++;
     }
     o->renew_ms = INT64_MAX; /* until answered */
     txn_send(st, t);
+}
+
+/* SubscribeCOV without lifetime: the device forgets our subscription of oid (13.14.1.1). As
+ * a transaction (TX_CANCEL: its answer or its silence changes nothing) while running; when
+ * stopping (txn false) sent once, answers being of no use then. */
+static void send_cancel(struct bn_state *st, uint32_t di, uint32_t oid, bool txn)
+{
+    struct bn_dev *dev = &st->devs[di];
+    int id = alloc_txn(st);
+    if (id < 0)
+        return;
+    struct bn_txn *t = &st->tx[id];
+    uint8_t buf[64];
+    struct bac_w w;
+    begin_frame(&w, txn ? t->frame : buf, txn ? sizeof t->frame : sizeof buf, dev, true);
+    bac_enc_confirmed_hdr(&w, (uint8_t)id, BAC_SVC_SUBSCRIBE_COV, bac_max_apdu_code(1476));
+    struct bac_subscribe_cov c = {BN_PROCESS_ID, oid, true, false, 0};
+    bac_enc_subscribe_cov(&w, &c);
+    bac_bvlc_finish(&w);
+    if (!txn) {
+        send_frame(st, &dev->addr, buf, w.len);
+        return;
+    }
+    memset(t, 0, offsetof(struct bn_txn, frame));
+    t->dev = di;
+    t->kind = TX_CANCEL;
+    t->len = w.len;
+    t->used = true;
+    st->tx_used++;
+    dev->in_flight++;
+    txn_send(st, t);
+}
+
+/* The object's notifications cannot be relied on (they do not decode, or none came after
+ * the subscription): it is polled from now on, its subscription cancelled. A point is good
+ * only while its value is known to be current. */
+static void cov_fallback(struct bn_state *st, uint32_t di, uint32_t oi, const char *why)
+{
+    struct bn_dev *dev = &st->devs[di];
+    struct bn_obj *o = &dev->objs[oi];
+    if (o->state == OBJ_COV_REFUSED)
+        return;
+    bool acked = obj_acked(o);
+    if (o->state == OBJ_COV_ACKED && dev->awaiting)
+        dev->awaiting--;
+    obj_leave(dev, o);
+    o->state = OBJ_COV_REFUSED;
+    o->renew_ms = INT64_MAX;
+    st->stats.cov_fallbacks++;
+    char ob[48];
+    driver_device_error(st->d, dev->health, "COV of %s: %s: polled from now on", obj_text(o->oid, ob, sizeof ob),
+                        why);
+    if (acked)
+        send_cancel(st, di, o->oid, true);
+    if (!dev->cycle)
+        dev->next_poll_ms = mono_ms(); /* its points back on the poll list at once */
 }
 
 /* What a COV notification of an object carries (clause 13.1: present-value and
@@ -867,9 +1046,11 @@ static void pump(struct bn_state *st, uint32_t di, int64_t now)
     if (!dev->resolved)
         return;
     if (dev->need_info && dev->in_flight < dev->cfg.max_in_flight) {
-        dev->need_info = false;
-        send_device_read(st, di, TX_INFO);
+        dev->info_in_flight = send_device_read(st, di, TX_INFO);
+        dev->need_info = !dev->info_in_flight;
     }
+    if (dev->info_in_flight || dev->need_info)
+        return; /* polls are sized by its max APDU: wait for it */
     if (dev->cfg.cov && now >= dev->cov_due) {
         int64_t due = INT64_MAX;
         for (size_t k = 0; k < dev->nobjs; k++) {
@@ -891,6 +1072,11 @@ static void pump(struct bn_state *st, uint32_t di, int64_t now)
         }
         dev->cov_due = due;
     }
+    if (dev->awaiting) {
+        for (size_t k = 0; k < dev->nobjs; k++)
+            if (dev->objs[k].state == OBJ_COV_ACKED && dev->objs[k].first_due_ms <= now)
+                cov_fallback(st, di, (uint32_t)k, "no notification after the subscription was acknowledged");
+    }
     if (dev->cycle) {
         while (dev->in_flight < dev->cfg.max_in_flight && dev->cursor < dev->npoll) {
             size_t before = dev->cursor;
@@ -903,7 +1089,198 @@ static void pump(struct bn_state *st, uint32_t di, int64_t now)
     }
 }
 
+/* ---- writes ---- */
+
+/* The data type a write of pt sends: configured, else what the standard gives the
+ * object type's present-value (12.2-12.43), else by the point's type. */
+static uint8_t write_tag(const struct bn_point *pt)
+{
+    if (pt->e->datatype >= 0)
+        return (uint8_t)pt->e->datatype;
+    if (pt->prop == BAC_PROP_OUT_OF_SERVICE)
+        return BAC_APP_BOOLEAN;
+    if (pt->prop == BAC_PROP_PRESENT_VALUE || pt->prop == 104 /* relinquish-default */) {
+        switch (bac_oid_type(pt->oid)) {
+        case BAC_OBJ_ANALOG_INPUT: case BAC_OBJ_ANALOG_OUTPUT: case BAC_OBJ_ANALOG_VALUE: return BAC_APP_REAL;
+        case BAC_OBJ_BINARY_INPUT: case BAC_OBJ_BINARY_OUTPUT: case BAC_OBJ_BINARY_VALUE: return BAC_APP_ENUMERATED;
+        case BAC_OBJ_MULTI_STATE_INPUT: case BAC_OBJ_MULTI_STATE_OUTPUT: case BAC_OBJ_MULTI_STATE_VALUE:
+        case 48 /* positive-integer-value */: return BAC_APP_UNSIGNED;
+        case 45 /* integer-value */: return BAC_APP_SIGNED;
+        case 46 /* large-analog-value */: return BAC_APP_DOUBLE;
+        default: break;
+        }
+    }
+    switch (pt->type) {
+    case PT_INT: return BAC_APP_SIGNED;
+    case PT_BOOL: return BAC_APP_BOOLEAN;
+    case PT_STRING: return BAC_APP_CHARACTER_STRING;
+    default: return BAC_APP_REAL;
+    }
+}
+
+/* v as the BACnet value of tag; NULL or why it does not fit. */
+static const char *write_value(uint8_t tag, const struct pt_value *v, struct bac_value *out)
+{
+    double x = v->type == PT_DOUBLE ? v->u.d : v->type == PT_INT ? (double)v->u.i : v->type == PT_BOOL ? v->u.b : 0;
+    memset(out, 0, sizeof *out);
+    out->tag = tag;
+    if (tag == BAC_APP_CHARACTER_STRING) {
+        if (v->type != PT_STRING)
+            return "the property takes text";
+        out->u.s.p = (const uint8_t *)v->u.s;
+        out->u.s.len = (uint32_t)strlen(v->u.s);
+        out->u.s.charset = 0;
+        return NULL;
+    }
+    if (v->type == PT_STRING)
+        return "the property takes a number";
+    if (!isfinite(x))
+        return "not a finite number";
+    switch (tag) {
+    case BAC_APP_REAL:
+        if (fabs(x) > 3.4028234663852886e38)
+            return "outside the range of a REAL";
+        out->u.f = (float)x;
+        return NULL;
+    case BAC_APP_DOUBLE: out->u.d = x; return NULL;
+    case BAC_APP_BOOLEAN: out->u.b = x != 0; return NULL;
+    case BAC_APP_SIGNED:
+        if (x != nearbyint(x) || x < -2147483648.0 || x > 2147483647.0)
+            return "not a whole number within the range of a signed 32-bit integer";
+        out->u.i = (int64_t)x;
+        return NULL;
+    default: /* unsigned, enumerated */
+        if (x != nearbyint(x) || x < 0 || x > 4294967295.0)
+            return "not a whole number within 0..4294967295";
+        out->u.u = (uint64_t)x;
+        return NULL;
+    }
+}
+
+static struct bn_point *point_of(struct bn_state *st, uint32_t idx)
+{
+    for (size_t i = 0; i < st->npts; i++)
+        if (st->pts[i].idx == idx)
+            return &st->pts[i];
+    return NULL;
+}
+
+/* Sends WriteProperty of v (NULL: relinquish, a NULL value at the point's priority). */
+static int start_write(struct driver *d, uint32_t idx, const struct pt_value *v, driver_write_done_fn done, void *ud,
+                       char *err, size_t errlen)
+{
+    struct bn_state *st = d->state;
+    if (!st || st->stopping) {
+        snprintf(err, errlen, "driver %s is not running", d->name);
+        return -1;
+    }
+    struct bn_point *pt = point_of(st, idx);
+    if (!pt || !pt->e->decl.meta.writable) {
+        snprintf(err, errlen, "not a writable point of driver %s", d->name);
+        return -1;
+    }
+    struct bn_dev *dev = &st->devs[pt->dev];
+    if (!dev->resolved) {
+        snprintf(err, errlen, "device %s has not been found yet (no I-Am)", dev->health->name);
+        return -1;
+    }
+    struct bac_value bv;
+    memset(&bv, 0, sizeof bv); /* BAC_APP_NULL */
+    const char *why = v ? write_value(write_tag(pt), v, &bv) : NULL;
+    if (why) {
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    int id = alloc_txn(st);
+    if (id < 0) {
+        snprintf(err, errlen, "too many requests in flight; try again");
+        return -1;
+    }
+    struct bn_txn *t = &st->tx[id];
+    memset(t, 0, offsetof(struct bn_txn, frame));
+    t->dev = pt->dev;
+    t->kind = TX_WRITE;
+    t->done = done;
+    t->done_ud = ud;
+    t->pts[0] = (uint32_t)(pt - st->pts);
+    t->npts = 1;
+    struct bac_w w;
+    begin_frame(&w, t->frame, sizeof t->frame, dev, true);
+    bac_enc_confirmed_hdr(&w, (uint8_t)id, BAC_SVC_WRITE_PROPERTY, bac_max_apdu_code(1476));
+    /* the priority only where there is a priority array to command */
+    bac_enc_write_property(&w, pt->oid, pt->prop, pt->index, &bv,
+                           pt->prop == BAC_PROP_PRESENT_VALUE ? pt->e->priority : 0);
+    bac_bvlc_finish(&w);
+    if (w.overflow || w.len - 4 > dev->max_apdu) {
+        snprintf(err, errlen, "the value does not fit one APDU of device %s (%u octets)", dev->health->name,
+                 dev->max_apdu);
+        return -1;
+    }
+    t->len = w.len;
+    t->used = true;
+    st->tx_used++;
+    dev->in_flight++; /* writes are not held back by max_in_flight: they are few and wait for nobody */
+    txn_send(st, t);
+    return 0;
+}
+
+static int bn_write(struct driver *d, uint32_t idx, const struct pt_value *v, driver_write_done_fn done, void *ud,
+                    char *err, size_t errlen)
+{
+    return start_write(d, idx, v, done, ud, err, errlen);
+}
+
+static int bn_relinquish(struct driver *d, uint32_t idx, driver_write_done_fn done, void *ud, char *err,
+                         size_t errlen)
+{
+    return start_write(d, idx, NULL, done, ud, err, errlen);
+}
+
+/* The device's answer to a WriteProperty: the writer learns BACnet's verdict. */
+static void write_answer(struct bn_state *st, struct bn_dev *dev, struct bn_txn *t, const struct bac_apdu *a)
+{
+    char e[160], name[64], ob[48], pb[48];
+    const struct bn_point *pt = &st->pts[t->pts[0]];
+    if (a->type == BAC_PDU_SIMPLE_ACK) {
+        st->stats.writes++;
+        t->done(t->done_ud, NULL);
+        if (!dev->cycle)
+            dev->next_poll_ms = mono_ms(); /* read it back now */
+        return;
+    }
+    st->stats.write_errors++;
+    if (a->type == BAC_PDU_ERROR)
+        snprintf(e, sizeof e, "the device answered %s", error_name(a->error_class, a->error_code, name, sizeof name));
+    else if (a->type == BAC_PDU_REJECT)
+        snprintf(e, sizeof e, "the device rejected the request (reason %u)", a->reason);
+    else if (a->type == BAC_PDU_ABORT)
+        snprintf(e, sizeof e, "the device aborted the request (reason %u)", a->reason);
+    else
+        snprintf(e, sizeof e, "unexpected answer (PDU type %u)", a->type);
+    driver_device_error(st->d, dev->health, "WriteProperty of %s %s: %s", obj_text(pt->oid, ob, sizeof ob),
+                        prop_text(pt->prop, pb, sizeof pb), e);
+    t->done(t->done_ud, e);
+}
+
 /* ---- answers ---- */
+
+/* A datagram (or part) that does not decode, from `from`: counted, logged at most once a
+ * second with the sender (the device's name when it is one of ours). */
+static void malformed(struct bn_state *st, const char *what, int rc, const struct sockaddr_in *from)
+{
+    st->d->malformed++;
+    int64_t now = mono_ms();
+    if (now - st->last_malformed_log >= 1000) {
+        st->last_malformed_log = now;
+        char host[64] = "?";
+        uv_ip4_name(from, host, sizeof host);
+        const struct bn_dev *dev = dev_at(st, from);
+        log_warn("bacnet", "driver %s: malformed %s (%s) from %s%s%s%s:%d; %llu malformed so far", st->d->name, what,
+                 rc == BAC_E_TRUNC ? "truncated" : rc == BAC_E_DEPTH ? "nested too deep" : "bad field",
+                 dev ? "device " : "", dev ? dev->health->name : "", dev ? " at " : "", host,
+                 ntohs(from->sin_port), (unsigned long long)st->d->malformed);
+    }
+}
 
 
 static const struct sf_entry *sf_find(const struct rpm_ctx *x, uint32_t oid)
@@ -942,10 +1319,12 @@ static int rpm_result(void *ud, const struct bac_result *res)
         return 0; /* status-flags, or something we did not ask for */
     x->matched++;
     if (res->error) {
-        char e[64];
+        char e[64], ob[48], pb[48];
+        error_name(res->error_class, res->error_code, e, sizeof e);
         if (pt->idx != LIVE_NONE)
-            live_set_quality(x->st->d->live, pt->idx, Q_BAD,
-                             error_name(res->error_class, res->error_code, e, sizeof e), x->now);
+            live_set_quality(x->st->d->live, pt->idx, Q_BAD, e, x->now);
+        driver_device_error(x->st->d, x->st->devs[x->t->dev].health, "%s %s: %s", obj_text(pt->oid, ob, sizeof ob),
+                            prop_text(pt->prop, pb, sizeof pb), e);
         return 0;
     }
     enum pt_quality q = Q_GOOD;
@@ -968,7 +1347,7 @@ static void device_ok(struct bn_state *st, struct bn_dev *dev, const struct bn_t
         dev->was_failing = false;
         int64_t now = mono_ms();
         for (size_t k = 0; k < dev->nobjs; k++)
-            if (dev->objs[k].state == OBJ_COV || dev->objs[k].state == OBJ_COV_PENDING)
+            if (obj_acked(&dev->objs[k]) || dev->objs[k].state == OBJ_COV_PENDING)
                 dev->objs[k].renew_ms = now;
         dev->cov_due = now;
     }
@@ -1003,8 +1382,10 @@ static void on_answer(struct bn_state *st, const struct bac_apdu *a, const struc
         st->stats.stray++;
         return;
     }
-    uint8_t expect = t->kind == TX_RPM ? BAC_SVC_READ_PROPERTY_MULTIPLE
-                   : t->kind == TX_SUB ? BAC_SVC_SUBSCRIBE_COV : BAC_SVC_READ_PROPERTY;
+    uint8_t expect = t->kind == TX_RPM                           ? BAC_SVC_READ_PROPERTY_MULTIPLE
+                   : t->kind == TX_SUB || t->kind == TX_CANCEL ? BAC_SVC_SUBSCRIBE_COV
+                   : t->kind == TX_WRITE                       ? BAC_SVC_WRITE_PROPERTY
+                                                               : BAC_SVC_READ_PROPERTY;
     if ((a->type == BAC_PDU_SIMPLE_ACK || a->type == BAC_PDU_COMPLEX_ACK || a->type == BAC_PDU_ERROR) &&
         a->service != expect) {
         st->stats.stray++;
@@ -1065,7 +1446,12 @@ static void on_answer(struct bn_state *st, const struct bac_apdu *a, const struc
             break;
         }
         if (a->type == BAC_PDU_ERROR) {
+            const struct bn_point *pt = &st->pts[t->pts[0]];
+            char ob[48], pb[48];
             batch_bad(st, t, error_name(a->error_class, a->error_code, e, sizeof e), now);
+            driver_device_error(st->d, dev->health, "%s of %s %s: %s",
+                                t->kind == TX_RP ? "ReadProperty" : "ReadPropertyMultiple",
+                                obj_text(pt->oid, ob, sizeof ob), prop_text(pt->prop, pb, sizeof pb), e);
             break;
         }
         if (a->type != BAC_PDU_COMPLEX_ACK) {
@@ -1075,13 +1461,15 @@ static void on_answer(struct bn_state *st, const struct bac_apdu *a, const struc
         if (t->kind == TX_RP) {
             uint32_t oid, prop, idx;
             struct bac_value v;
-            if (bac_dec_read_property_ack(a->body, a->body_len, &oid, &prop, &idx, &v) < 0) {
-                st->d->malformed++;
+            int rc = bac_dec_read_property_ack(a->body, a->body_len, &oid, &prop, &idx, &v);
+            if (rc < 0) {
+                malformed(st, "ReadProperty answer", rc, from);
                 batch_bad(st, t, "malformed answer", now);
                 break;
             }
             const struct bn_point *pt = &st->pts[t->pts[0]];
             if (oid != pt->oid || prop != pt->prop) {
+                driver_device_error(st->d, dev->health, "ReadProperty answered for another object or property");
                 batch_bad(st, t, "answer for another property", now);
                 break;
             }
@@ -1098,7 +1486,7 @@ static void on_answer(struct bn_state *st, const struct bac_apdu *a, const struc
                 rc = bac_dec_rpm_ack(a->body, a->body_len, rpm_result, x);
             }
             if (rc < 0) {
-                st->d->malformed++;
+                malformed(st, "ReadPropertyMultiple answer", rc, from);
                 batch_bad(st, t, "malformed answer", now);
             } else if (x->matched < t->npts) {
                 /* an answer that leaves points out: those are not fresh */
@@ -1116,32 +1504,54 @@ static void on_answer(struct bn_state *st, const struct bac_apdu *a, const struc
     case TX_INFO: {
         uint32_t oid, prop, idx;
         struct bac_value v;
+        dev->info_in_flight = false;
         if (a->type == BAC_PDU_COMPLEX_ACK &&
             bac_dec_read_property_ack(a->body, a->body_len, &oid, &prop, &idx, &v) == 0 &&
             prop == BAC_PROP_MAX_APDU_LENGTH_ACCEPTED && v.tag == BAC_APP_UNSIGNED && v.u.u >= 50) {
             dev->max_apdu = v.u.u > 1476 ? 1476 : (unsigned)v.u.u;
+            dev->batch = dev->cfg.max_batch; /* sized by what it takes from now on */
             log_info("bacnet", "driver %s: device %s takes APDUs of %u octets", st->d->name, dev->health->name,
                      dev->max_apdu);
+        } else {
+            log_info("bacnet", "driver %s: device %s: its max-apdu-length-accepted could not be read: APDUs of %u "
+                     "octets (set max_apdu)", st->d->name, dev->health->name, dev->max_apdu);
         }
         break;
     }
+    case TX_CANCEL:
+        break;
+    case TX_WRITE:
+        write_answer(st, dev, t, a);
+        break;
     case TX_SUB: {
         struct bn_obj *o = &dev->objs[t->obj];
         int64_t mnow = mono_ms();
-        if (a->type == BAC_PDU_SIMPLE_ACK) {
-            if (o->state != OBJ_COV)
+        if (a->type == BAC_PDU_SIMPLE_ACK && o->state == OBJ_COV_REFUSED) {
+            send_cancel(st, di, o->oid, true); /* given up meanwhile */
+        } else if (a->type == BAC_PDU_SIMPLE_ACK) {
+            if (!obj_acked(o)) {
                 dev->subscribed++;
-            o->state = OBJ_COV;
+                /* its points leave the poll list with its first notification (13.14.2: one
+                 * follows every accepted subscription), not before: until then the poll
+                 * is all that keeps them current */
+                if (o->notified) {
+                    o->state = OBJ_COV;
+                } else {
+                    o->state = OBJ_COV_ACKED;
+                    int64_t wait = st->c->timeout_ms * (st->c->retries + 1);
+                    o->first_due_ms = mnow + (wait > 1000 ? wait : 1000);
+                    dev->awaiting++;
+                }
+            }
             o->renew_ms = mnow + (int64_t)st->c->cov_lifetime_s * 500;
             if (o->renew_ms < dev->cov_due)
                 dev->cov_due = o->renew_ms;
             st->stats.subscriptions++;
         } else {
             /* refused: no more subscriptions on this device, this object is polled */
-            if (o->state == OBJ_COV && dev->subscribed)
-                dev->subscribed--;
-            if (dev->cov_wanted)
-                dev->cov_wanted--;
+            if (o->state == OBJ_COV_ACKED && dev->awaiting)
+                dev->awaiting--;
+            obj_leave(dev, o);
             o->state = OBJ_COV_REFUSED;
             if (!dev->cov_full)
                 log_info("bacnet", "driver %s: device %s refused SubscribeCOV for object %u:%u (%s): polling the rest",
@@ -1168,24 +1578,37 @@ static void on_timeout(struct bn_state *st, uint8_t id, int64_t now)
     uint32_t di = t->dev;
     struct bn_dev *dev = &st->devs[di];
     st->stats.timeouts++;
+    if (t->kind == TX_CANCEL) { /* nothing depends on it */
+        txn_release(st, id);
+        return;
+    }
     dev->was_failing = true;
     static const char *const what[] = {"ReadPropertyMultiple", "ReadProperty", "SubscribeCOV", "ReadProperty",
-                                       "ReadProperty"};
+                                       "ReadProperty", "SubscribeCOV", "WriteProperty"};
+    if (t->kind == TX_INFO)
+        dev->info_in_flight = false; /* 480 octets until it answers */
+    if (t->kind == TX_WRITE) {
+        char e[160];
+        snprintf(e, sizeof e, "no answer to WriteProperty after %u tries (timeout %lldms)", t->tries,
+                 (long long)st->c->timeout_ms);
+        st->stats.write_errors++;
+        t->done(t->done_ud, e);
+    }
     driver_device_fail(st->d, dev->health, true, "no answer to %s after %u tries (timeout %lldms)", what[t->kind],
                        t->tries, (long long)st->c->timeout_ms);
     if (t->kind == TX_SUB) {
         struct bn_obj *o = &dev->objs[t->obj];
-        if (o->state == OBJ_COV && dev->subscribed)
-            dev->subscribed--;
-        if (dev->cov_wanted)
-            dev->cov_wanted--;
-        o->state = OBJ_POLL;
+        if (o->state == OBJ_COV_ACKED && dev->awaiting)
+            dev->awaiting--;
+        obj_leave(dev, o);
+        if (o->state != OBJ_COV_REFUSED)
+            o->state = OBJ_POLL;
         o->renew_ms = now + st->c->timeout_ms * (st->c->retries + 1);
         if (o->renew_ms < dev->cov_due)
             dev->cov_due = o->renew_ms;
     }
     /* the rest of this cycle would only time out as well */
-    if (t->kind != TX_SUB && dev->cycle)
+    if (t->kind != TX_SUB && t->kind != TX_WRITE && dev->cycle)
         dev->cursor = dev->npoll;
     txn_release(st, id);
     pump(st, di, now);
@@ -1198,6 +1621,7 @@ struct cov_ctx {
     bool has_sf;
     int pass;
     int64_t now;
+    size_t applied;              /* points the notification gave a value */
 };
 
 static int cov_value(void *ud, const struct bac_result *res)
@@ -1232,6 +1656,7 @@ static int cov_value(void *ud, const struct bac_result *res)
         if (x->has_sf && pt->prop == BAC_PROP_PRESENT_VALUE)
             reason = sf_reason(x->sf, &q);
         put_value(x->st, pt, &res->value, res->nvalues, q, reason, x->now);
+        x->applied++;
     }
     return 0;
 }
@@ -1244,28 +1669,52 @@ static struct bn_dev *find_dev(struct bn_state *st, uint32_t instance)
     return NULL;
 }
 
-static void malformed(struct bn_state *st, const char *what, int rc)
+
+static void cov_reply(struct bn_state *st, const struct bac_apdu *a, const struct sockaddr_in *from,
+                      const struct bac_npdu *np, int reject)
 {
-    st->d->malformed++;
-    int64_t now = mono_ms();
-    if (now - st->last_malformed_log >= 1000) {
-        st->last_malformed_log = now;
-        log_warn("bacnet", "driver %s: malformed %s (%s); %llu malformed so far", st->d->name, what,
-                 rc == BAC_E_TRUNC ? "truncated" : rc == BAC_E_DEPTH ? "nested too deep" : "bad field",
-                 (unsigned long long)st->d->malformed);
-    }
+    uint8_t buf[64];
+    struct bac_w w;
+    bac_w_init(&w, buf, sizeof buf);
+    bac_enc_bvlc(&w, BVLC_ORIGINAL_UNICAST, 0);
+    bac_enc_npdu(&w, np->has_src ? &np->src : NULL, NULL, false, 0);
+    if (reject >= 0)
+        bac_enc_reject(&w, a->invoke_id, (uint8_t)reject);
+    else
+        bac_enc_simple_ack(&w, a->invoke_id, BAC_SVC_CONFIRMED_COV_NOTIFICATION);
+    bac_bvlc_finish(&w);
+    send_frame(st, from, buf, w.len);
 }
 
-static void on_cov(struct bn_state *st, const struct bac_apdu *a, const struct sockaddr_in *from, bool confirmed)
+/* A COV notification. One that decodes is applied (when it is for our subscription) and,
+ * confirmed, acknowledged even when unknown to us, so the device does not keep retrying.
+ * One that does not decode is rejected (confirmed), and the objects it may be about go back
+ * to polling: their notifications cannot be used, and their points must not keep looking
+ * current with a value that stopped changing. */
+static void on_cov(struct bn_state *st, const struct bac_apdu *a, const struct sockaddr_in *from,
+                   const struct bac_npdu *np, bool confirmed)
 {
     struct bac_cov_hdr h;
-    struct cov_ctx x = {st, NULL, 0, false, 0, now_ms()};
+    struct cov_ctx x = {st, NULL, 0, false, 0, now_ms(), 0};
     int rc = bac_dec_cov_notification(a->body, a->body_len, &h, cov_value, &x);
+    struct bn_dev *dev = h.fields >= 2 ? find_dev(st, bac_oid_instance(h.device_oid)) : NULL;
     if (rc < 0) {
-        malformed(st, "COV notification", rc);
+        malformed(st, "COV notification", rc, from);
+        if (!dev)
+            dev = dev_at(st, from);
+        if (dev && dev->cfg.cov) {
+            uint32_t di = (uint32_t)(dev - st->devs);
+            int oi = h.fields >= 3 ? find_obj(dev, h.oid) : -1;
+            for (size_t k = 0; k < dev->nobjs; k++) {
+                struct bn_obj *o = &dev->objs[k];
+                if ((oi < 0 || (size_t)oi == k) && o->state != OBJ_POLL && o->state != OBJ_COV_REFUSED)
+                    cov_fallback(st, di, (uint32_t)k, "a notification that does not decode");
+            }
+        }
+        if (confirmed) /* 20.1.7: missing-required-parameter (5) or invalid-tag (4) */
+            cov_reply(st, a, from, np, rc == BAC_E_TRUNC ? 5 : 4);
         return;
     }
-    struct bn_dev *dev = find_dev(st, bac_oid_instance(h.device_oid));
     if (!dev || h.process_id != BN_PROCESS_ID) {
         st->stats.stray++;
     } else {
@@ -1274,18 +1723,22 @@ static void on_cov(struct bn_state *st, const struct bac_apdu *a, const struct s
         bac_dec_cov_notification(a->body, a->body_len, &h, cov_value, &x);
         st->stats.cov_notifications++;
         driver_device_ok(dev->health, -1);
+        int oi = find_obj(dev, h.oid);
+        if (oi >= 0) {
+            struct bn_obj *o = &dev->objs[oi];
+            o->notified = true;
+            if (o->state == OBJ_COV_ACKED && x.applied == 0) {
+                cov_fallback(st, (uint32_t)(dev - st->devs), (uint32_t)oi,
+                             "its notification carries none of the subscribed properties");
+            } else if (o->state == OBJ_COV_ACKED) {
+                o->state = OBJ_COV;
+                if (dev->awaiting)
+                    dev->awaiting--;
+            }
+        }
     }
-    if (confirmed) {
-        /* acknowledged even when unknown to us, so the device does not keep retrying */
-        uint8_t buf[64];
-        struct bac_w w;
-        bac_w_init(&w, buf, sizeof buf);
-        bac_enc_bvlc(&w, BVLC_ORIGINAL_UNICAST, 0);
-        bac_enc_npdu(&w, dev && dev->route.net ? &dev->route : NULL, NULL, false, 0);
-        bac_enc_simple_ack(&w, a->invoke_id, BAC_SVC_CONFIRMED_COV_NOTIFICATION);
-        bac_bvlc_finish(&w);
-        send_frame(st, from, buf, w.len);
-    }
+    if (confirmed)
+        cov_reply(st, a, from, np, -1);
 }
 
 static void on_i_am(struct bn_state *st, const struct bac_apdu *a, const struct sockaddr_in *from,
@@ -1294,7 +1747,7 @@ static void on_i_am(struct bn_state *st, const struct bac_apdu *a, const struct 
     struct bac_iam iam;
     int rc = bac_dec_i_am(a->body, a->body_len, &iam);
     if (rc < 0) {
-        malformed(st, "I-Am", rc);
+        malformed(st, "I-Am", rc, from);
         return;
     }
     struct bn_dev *dev = find_dev(st, iam.device);
@@ -1319,6 +1772,106 @@ static void on_i_am(struct bn_state *st, const struct bac_apdu *a, const struct 
     }
 }
 
+/* ---- opsd's own device object ---- */
+
+static void own_i_am(struct bn_state *st, const struct sockaddr_in *to, const struct bac_npdu *np)
+{
+    uint8_t buf[64];
+    struct bac_w w;
+    bac_w_init(&w, buf, sizeof buf);
+    bac_enc_bvlc(&w, BVLC_ORIGINAL_UNICAST, 0);
+    bac_enc_npdu(&w, np->has_src ? &np->src : NULL, NULL, false, 0);
+    bac_enc_unconfirmed_hdr(&w, BAC_SVC_I_AM);
+    struct bac_iam iam = {st->c->own_instance, 1476, 3 /* no segmentation */, st->c->own_vendor};
+    bac_enc_i_am(&w, &iam);
+    bac_bvlc_finish(&w);
+    send_frame(st, to, buf, w.len);
+}
+
+static void on_who_is(struct bn_state *st, const struct bac_apdu *a, const struct sockaddr_in *from,
+                      const struct bac_npdu *np)
+{
+    int64_t lo, hi;
+    if (!st->c->own || bac_dec_who_is(a->body, a->body_len, &lo, &hi) < 0)
+        return;
+    if (lo >= 0 && ((int64_t)st->c->own_instance < lo || (int64_t)st->c->own_instance > hi))
+        return;
+    own_i_am(st, from, np);
+}
+
+/* ReadProperty of opsd's device object (clause 12.11): its identity and what it takes. */
+static void on_read_own(struct bn_state *st, const struct bac_apdu *a, const struct sockaddr_in *from,
+                        const struct bac_npdu *np)
+{
+    uint8_t buf[256];
+    struct bac_w w;
+    uint32_t oid, prop, index;
+    uint32_t me = bac_oid(BAC_OBJ_DEVICE, st->c->own_instance);
+    bac_w_init(&w, buf, sizeof buf);
+    bac_enc_bvlc(&w, BVLC_ORIGINAL_UNICAST, 0);
+    bac_enc_npdu(&w, np->has_src ? &np->src : NULL, NULL, false, 0);
+    if (bac_dec_read_property(a->body, a->body_len, &oid, &prop, &index) < 0) {
+        bac_enc_reject(&w, a->invoke_id, 4 /* invalid-tag */);
+        goto send;
+    }
+    /* the wildcard instance 4194303 names the device that answers (12.11.1) */
+    if (oid != me && oid != bac_oid(BAC_OBJ_DEVICE, BAC_MAX_INSTANCE)) {
+        bac_enc_error(&w, a->invoke_id, BAC_SVC_READ_PROPERTY, 1 /* object */, 31 /* unknown-object */);
+        goto send;
+    }
+    struct bac_value v;
+    memset(&v, 0, sizeof v);
+    const char *text = NULL;
+    switch (prop) {
+    case 75: v.tag = BAC_APP_OBJECT_ID; v.u.oid = me; break;          /* object-identifier */
+    case 77: text = st->c->own_name; break;                              /* object-name */
+    case 79: v.tag = BAC_APP_ENUMERATED; v.u.u = BAC_OBJ_DEVICE; break;  /* object-type */
+    case 112: v.tag = BAC_APP_ENUMERATED; v.u.u = 0; break;              /* system-status: operational */
+    case 121: text = "opsd"; break;                                      /* vendor-name */
+    case 120: v.tag = BAC_APP_UNSIGNED; v.u.u = st->c->own_vendor; break;
+    case 70: text = "opsd"; break;                                       /* model-name */
+    case 44: case 12: text = OPSD_VERSION; break;                        /* firmware, application version */
+    case 98: v.tag = BAC_APP_UNSIGNED; v.u.u = 1; break;                 /* protocol-version */
+    case 139: v.tag = BAC_APP_UNSIGNED; v.u.u = 14; break;               /* protocol-revision */
+    case BAC_PROP_MAX_APDU_LENGTH_ACCEPTED: v.tag = BAC_APP_UNSIGNED; v.u.u = 1476; break;
+    case 107: v.tag = BAC_APP_ENUMERATED; v.u.u = 3; break;              /* segmentation-supported: none */
+    case 11: v.tag = BAC_APP_UNSIGNED; v.u.u = (uint64_t)st->c->timeout_ms; break; /* apdu-timeout */
+    case 73: v.tag = BAC_APP_UNSIGNED; v.u.u = st->c->retries; break;   /* number-of-apdu-retries */
+    case 155: v.tag = BAC_APP_UNSIGNED; v.u.u = 0; break;                /* database-revision */
+    case 76:                                                             /* object-list: itself */
+        if (index == 0) {
+            v.tag = BAC_APP_UNSIGNED;
+            v.u.u = 1;
+        } else if (index == 1 || index == BAC_ARRAY_ALL) {
+            v.tag = BAC_APP_OBJECT_ID;
+            v.u.oid = me;
+        } else {
+            bac_enc_error(&w, a->invoke_id, BAC_SVC_READ_PROPERTY, 2 /* property */, 42 /* invalid-array-index */);
+            goto send;
+        }
+        break;
+    default:
+        bac_enc_error(&w, a->invoke_id, BAC_SVC_READ_PROPERTY, 2 /* property */, 32 /* unknown-property */);
+        goto send;
+    }
+    if (prop != 76 && index != BAC_ARRAY_ALL) {
+        bac_enc_error(&w, a->invoke_id, BAC_SVC_READ_PROPERTY, 2 /* property */, 50 /* property-is-not-an-array */);
+        goto send;
+    }
+    if (text) {
+        v.tag = BAC_APP_CHARACTER_STRING;
+        v.u.s.p = (const uint8_t *)text;
+        v.u.s.len = (uint32_t)strlen(text);
+        v.u.s.charset = 0;
+    }
+    bac_enc_complex_ack_hdr(&w, a->invoke_id, BAC_SVC_READ_PROPERTY);
+    bac_enc_read_property_ack(&w, me, prop, index, &v);
+send:
+    bac_bvlc_finish(&w);
+    if (!w.overflow)
+        send_frame(st, from, buf, w.len);
+}
+
 static void on_datagram(struct bn_state *st, const uint8_t *p, size_t n, struct sockaddr_in from)
 {
     struct bac_bvlc b;
@@ -1328,7 +1881,7 @@ static void on_datagram(struct bn_state *st, const uint8_t *p, size_t n, struct 
     if (rc == BAC_E_UNSUP)
         return;
     if (rc < 0) {
-        malformed(st, "BVLC header", rc);
+        malformed(st, "BVLC header", rc, &from);
         return;
     }
     if (b.function == BVLC_RESULT)
@@ -1338,13 +1891,13 @@ static void on_datagram(struct bn_state *st, const uint8_t *p, size_t n, struct 
         memcpy(&from.sin_port, b.origin + 4, 2);
     }
     if ((rc = bac_dec_npdu(b.npdu, b.npdu_len, &np)) < 0) {
-        malformed(st, "NPDU", rc);
+        malformed(st, "NPDU", rc, &from);
         return;
     }
     if (np.network_msg)
         return;
     if ((rc = bac_dec_apdu(np.apdu, np.apdu_len, &a)) < 0) {
-        malformed(st, "APDU", rc);
+        malformed(st, "APDU", rc, &from);
         return;
     }
     switch (a.type) {
@@ -1352,11 +1905,15 @@ static void on_datagram(struct bn_state *st, const uint8_t *p, size_t n, struct 
         if (a.service == BAC_SVC_I_AM)
             on_i_am(st, &a, &from, &np);
         else if (a.service == BAC_SVC_UNCONFIRMED_COV_NOTIFICATION)
-            on_cov(st, &a, &from, false);
+            on_cov(st, &a, &from, &np, false);
+        else if (a.service == BAC_SVC_WHO_IS)
+            on_who_is(st, &a, &from, &np);
         break;
     case BAC_PDU_CONFIRMED:
         if (a.service == BAC_SVC_CONFIRMED_COV_NOTIFICATION && !a.segmented) {
-            on_cov(st, &a, &from, true);
+            on_cov(st, &a, &from, &np, true);
+        } else if (a.service == BAC_SVC_READ_PROPERTY && st->c->own && !a.segmented) {
+            on_read_own(st, &a, &from, &np);
         } else {
             uint8_t out[64];
             struct bac_w w;
@@ -1387,7 +1944,7 @@ static void on_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struc
         return;
     st->stats.received++;
     if (flags & UV_UDP_PARTIAL) {
-        malformed(st, "datagram (longer than any BACnet/IP message)", BAC_E_FORMAT);
+        malformed(st, "datagram (longer than any BACnet/IP message)", BAC_E_FORMAT, (const struct sockaddr_in *)addr);
         return;
     }
     on_datagram(st, (const uint8_t *)buf->base, (size_t)nread, *(const struct sockaddr_in *)addr);
@@ -1504,6 +2061,8 @@ static int fill_one(void *ud, const char *name, uint64_t i)
     pt->index = x->e->index;
     pt->type = x->e->decl.meta.type;
     pt->obj = x->dev; /* the device for now; the object index is set once sorted */
+    pt->dev = x->dev;
+    pt->e = x->e;
     if (pt->idx != LIVE_NONE)
         driver_device_point(st->devs[x->dev].health, pt->idx);
     return 0;
@@ -1580,7 +2139,7 @@ static int bn_start(struct driver *d)
         for (size_t k = 0; k < dev->npts; k++) {
             struct bn_point *pt = &st->pts[dev->pts[k]];
             if (dev->nobjs == 0 || dev->objs[dev->nobjs - 1].oid != pt->oid)
-                dev->objs[dev->nobjs++] = (struct bn_obj){pt->oid, OBJ_POLL, 0, (uint32_t)k, 0};
+                dev->objs[dev->nobjs++] = (struct bn_obj){.oid = pt->oid, .state = OBJ_POLL, .first = (uint32_t)k};
             dev->objs[dev->nobjs - 1].n++;
             pt->obj = (uint32_t)dev->nobjs - 1;
         }
@@ -1648,6 +2207,17 @@ static void bn_stop(struct driver *d)
         driver_free(d);
         return;
     }
+    /* subscriptions cancelled (the device would go on notifying a port nobody reads), writes
+     * waiting for an answer told */
+    for (size_t i = 0; i < st->ndevs; i++)
+        for (size_t k = 0; st->devs[i].resolved && k < st->devs[i].nobjs; k++)
+            if (obj_acked(&st->devs[i].objs[k]) || st->devs[i].objs[k].state == OBJ_COV_PENDING)
+                send_cancel(st, (uint32_t)i, st->devs[i].objs[k].oid, false);
+    for (int id = 0; id < BN_TXNS; id++)
+        if (st->tx[id].used && st->tx[id].kind == TX_WRITE) {
+            st->tx[id].used = false;
+            st->tx[id].done(st->tx[id].done_ud, "the driver stopped before the device answered");
+        }
     st->stopping = true;
     uv_timer_stop(&st->timer);
     uv_udp_recv_stop(&st->udp);
@@ -1678,4 +2248,6 @@ const struct driver_type bacnet_driver_type = {
     .decl = bn_decl,
     .start = bn_start,
     .stop = bn_stop,
+    .write = bn_write,
+    .relinquish = bn_relinquish,
 };

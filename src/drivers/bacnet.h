@@ -19,6 +19,8 @@ struct bacnet_stats {
     uint64_t retries, timeouts;   /* requests re-sent; transactions given up */
     uint64_t rejects, aborts;     /* Reject/Abort answers to our requests */
     uint64_t stray;               /* answers matching no request (late, duplicate, wrong peer) */
+    uint64_t cov_fallbacks;       /* subscribed objects put back on polling (notifications unusable) */
+    uint64_t writes, write_errors; /* WriteProperty requests; refused or unanswered */
     uint64_t rpm, rp;             /* ReadPropertyMultiple / ReadProperty requests sent */
     uint64_t cov_notifications;   /* COV notifications taken in (confirmed ones acknowledged) */
     uint64_t subscriptions;       /* SubscribeCOV acknowledged (first ones and renewals) */

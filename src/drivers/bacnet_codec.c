@@ -1031,7 +1031,10 @@ static int dec_prop_index(struct bac_r *r, uint8_t tag, uint32_t *prop, uint32_t
     if (bac_peek_tag(r, &t) == 0 && t.context && t.kind == BAC_TAG_PRIMITIVE && t.number == tag + 1) {
         if ((rc = bac_dec_ctx_unsigned(r, (uint8_t)(tag + 1), &v)))
             return rc;
-        if (v >= UINT32_MAX)
+        /* 4294967295 is no index a device can have (array sizes are Unsigned32 counts from
+         * 1): stacks that use it as their "whole property" marker send it on the wire
+         * (@bacnet-js/client 3.3.2 CovNotify.encode does), so it is read as "no index". */
+        if (v > UINT32_MAX)
             return BAC_E_FORMAT;
         *index = (uint32_t)v;
     }
@@ -1068,6 +1071,41 @@ int bac_dec_read_property_ack(const uint8_t *p, size_t n, uint32_t *oid, uint32_
         rc = dec_prop_index(&r, 1, prop, index);
     if (rc == 0)
         rc = bac_dec_enclosed_value(&r, 3, v, &count);
+    return rc ? rc : end_ok(&r);
+}
+
+void bac_enc_write_property(struct bac_w *w, uint32_t oid, uint32_t prop, uint32_t index, const struct bac_value *v,
+                            uint8_t priority)
+{
+    bac_enc_read_property(w, oid, prop, index);
+    bac_enc_open(w, 3);
+    bac_enc_app_value(w, v);
+    bac_enc_close(w, 3);
+    if (priority)
+        bac_enc_ctx_unsigned(w, 4, priority);
+}
+
+int bac_dec_write_property(const uint8_t *p, size_t n, uint32_t *oid, uint32_t *prop, uint32_t *index,
+                           struct bac_value *v, uint8_t *priority)
+{
+    struct bac_r r;
+    bac_r_init(&r, p, n);
+    uint32_t count;
+    *priority = 0;
+    int rc = bac_dec_ctx_oid(&r, 0, oid);
+    if (rc == 0)
+        rc = dec_prop_index(&r, 1, prop, index);
+    if (rc == 0)
+        rc = bac_dec_enclosed_value(&r, 3, v, &count);
+    if (rc == 0 && count != 1)
+        rc = BAC_E_UNSUP; /* constructed values are not written here */
+    if (rc == 0 && left(&r) > 0) {
+        uint64_t pr;
+        if ((rc = bac_dec_ctx_unsigned(&r, 4, &pr)) == 0 && (pr < 1 || pr > 16))
+            rc = BAC_E_FORMAT;
+        if (rc == 0)
+            *priority = (uint8_t)pr;
+    }
     return rc ? rc : end_ok(&r);
 }
 
@@ -1261,12 +1299,19 @@ int bac_dec_cov_notification(const uint8_t *p, size_t n, struct bac_cov_hdr *h,
     if (rc)
         return rc;
     h->process_id = (uint32_t)v;
-    if ((rc = bac_dec_ctx_oid(&r, 1, &h->device_oid)) || (rc = bac_dec_ctx_oid(&r, 2, &h->oid)) ||
-        (rc = bac_dec_ctx_unsigned(&r, 3, &v)))
+    h->fields = 1;
+    if ((rc = bac_dec_ctx_oid(&r, 1, &h->device_oid)))
+        return rc;
+    h->fields = 2;
+    if ((rc = bac_dec_ctx_oid(&r, 2, &h->oid)))
+        return rc;
+    h->fields = 3;
+    if ((rc = bac_dec_ctx_unsigned(&r, 3, &v)))
         return rc;
     if (v > UINT32_MAX)
         return BAC_E_FORMAT;
     h->time_remaining = (uint32_t)v;
+    h->fields = 4;
     if (!bac_next_is(&r, 4, BAC_TAG_OPEN))
         return left(&r) ? BAC_E_FORMAT : BAC_E_TRUNC;
     bac_dec_tag(&r, &t);

@@ -1,6 +1,6 @@
 /* bacnet_codec.h - BACnet/IP wire format (ASHRAE 135 Annex J, clauses 6, 20, 21): BVLC, NPDU,
  * APDU headers, application and context tags, and the services the driver speaks
- * (ReadProperty, ReadPropertyMultiple, Who-Is/I-Am, SubscribeCOV, COV notifications).
+ * (ReadProperty, ReadPropertyMultiple, WriteProperty, Who-Is/I-Am, SubscribeCOV, COV notifications).
  *
  * Encoders append to a fixed buffer (struct bac_w) and set its overflow flag instead of
  * writing past the end; callers check bac_w.overflow once at the end. Decoders read from a
@@ -78,6 +78,7 @@ enum bac_pdu {
 #define BAC_SVC_SUBSCRIBE_COV              5
 #define BAC_SVC_READ_PROPERTY              12
 #define BAC_SVC_READ_PROPERTY_MULTIPLE     14
+#define BAC_SVC_WRITE_PROPERTY             15
 /* Unconfirmed service choices */
 #define BAC_SVC_I_AM                       0
 #define BAC_SVC_UNCONFIRMED_COV_NOTIFICATION 2
@@ -306,6 +307,14 @@ void bac_enc_read_property_ack(struct bac_w *w, uint32_t oid, uint32_t prop, uin
 int bac_dec_read_property_ack(const uint8_t *p, size_t n, uint32_t *oid, uint32_t *prop,
                               uint32_t *index, struct bac_value *v);
 
+/* WriteProperty (15.9): v is the value (tag BAC_APP_NULL relinquishes the command at
+ * `priority`); priority 1..16, or 0 to send none (the device's default, 16). The decoder
+ * takes one primitive value only (BAC_E_UNSUP for a constructed one). */
+void bac_enc_write_property(struct bac_w *w, uint32_t oid, uint32_t prop, uint32_t index, const struct bac_value *v,
+                            uint8_t priority);
+int bac_dec_write_property(const uint8_t *p, size_t n, uint32_t *oid, uint32_t *prop, uint32_t *index,
+                           struct bac_value *v, uint8_t *priority);
+
 /* ReadPropertyMultiple (15.7). The request is built object by object. */
 struct bac_prop_ref {
     uint32_t oid;
@@ -350,6 +359,7 @@ struct bac_cov_hdr {
     uint32_t device_oid;
     uint32_t oid;
     uint32_t time_remaining;
+    uint8_t fields;           /* header fields decoded, in order (0..4), also on failure */
 };
 void bac_enc_cov_notification(struct bac_w *w, const struct bac_cov_hdr *h, const struct bac_result *vals,
                               size_t n);

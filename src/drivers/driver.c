@@ -212,11 +212,26 @@ static void device_failed(struct driver *d, struct driver_device *dev, bool disc
     snprintf(dev->last_error, sizeof dev->last_error, "%s", msg);
     if (disconnected)
         dev->connected = false;
-    if (!dev->failing)
+    /* logged at the start of a run; an error that leaves the points alone (the device still
+     * answers) when it is not the one last logged, so a repeating one is logged once */
+    if (keep_points ? strcmp(dev->logged_error, msg) != 0 : !dev->failing) {
         log_warn("driver", "driver %s: device %s: %s", d->name, dev->name, msg);
-    dev->failing = true;
+        snprintf(dev->logged_error, sizeof dev->logged_error, "%s", msg);
+    }
+    if (!keep_points || disconnected)
+        dev->failing = true;
     if (!keep_points)
         driver_device_points_bad(d, dev, msg);
+}
+
+void driver_device_error(struct driver *d, struct driver_device *dev, const char *fmt, ...)
+{
+    char msg[DRIVER_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    device_failed(d, dev, false, true, msg);
 }
 
 void driver_device_fail(struct driver *d, struct driver_device *dev, bool disconnected, const char *fmt, ...)
@@ -420,6 +435,10 @@ void driver_batch_apply(struct driver *d, struct driver_batch *b)
             device_failed(d, b->dev, b->disconnected, b->keep_points, b->error[0] ? b->error : "failed");
         else
             driver_device_ok(b->dev, b->rtt_s);
+        if (b->warnings) {
+            b->dev->errors += b->warnings - 1;
+            device_failed(d, b->dev, false, true, b->warning);
+        }
     }
     for (size_t i = 0; i < b->n; i++) {
         const struct driver_sample *s = &b->s[i];

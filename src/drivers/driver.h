@@ -49,6 +49,11 @@ struct driver_type {
      * was started (err gets the reason). v is valid for the call only. */
     int (*write)(struct driver *d, uint32_t idx, const struct pt_value *v, driver_write_done_fn done,
                  void *ud, char *err, size_t errlen);
+    /* Optional: gives up this driver's command of point idx (BACnet: writes NULL at the
+     * point's priority, so a lower priority or the relinquish default takes over). The same
+     * contract as write. */
+    int (*relinquish)(struct driver *d, uint32_t idx, driver_write_done_fn done, void *ud, char *err,
+                      size_t errlen);
 };
 
 struct driver {
@@ -117,6 +122,7 @@ struct driver_device {
     uint64_t errors;             /* failed exchanges (timeouts, error replies, lost connections) */
     double rtt_s;                /* round-trip time of the last good exchange; < 0: unknown */
     char last_error[DRIVER_ERROR_MAX];
+    char logged_error[DRIVER_ERROR_MAX]; /* the last error that left the points alone, logged */
     uint32_t *points;            /* point indices this device feeds */
     size_t npoints, cappoints;
 };
@@ -132,6 +138,11 @@ void driver_device_ok(struct driver_device *dev, double rtt_s);
  * the device turned bad. disconnected: the connection is gone (connected = false). */
 void driver_device_fail(struct driver *d, struct driver_device *dev, bool disconnected,
                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* An error the device answered (an error reply, an exception, an undecodable frame) that
+ * leaves its points alone (the caller decides about them): counted and kept as last_error,
+ * logged with the device's name unless it is the same as the last one so logged. */
+void driver_device_error(struct driver *d, struct driver_device *dev, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Turns every point of dev bad with reason "<device>: <why>" without counting an error (a
  * Sparkplug death certificate, a driver stopping). */
 void driver_device_points_bad(struct driver *d, struct driver_device *dev, const char *why);
@@ -173,6 +184,10 @@ struct driver_batch {
                                   * when applied; such a batch is never dropped */
     void *done_ud;
     char error[DRIVER_ERROR_MAX];
+    uint32_t warnings;           /* errors the device answered in a good exchange (an exception,
+                                  * a malformed reply): counted, the last one in warning,
+                                  * logged once (driver_device_error) */
+    char warning[DRIVER_ERROR_MAX];
     struct driver_sample *s;
     size_t n, cap;
 };

@@ -25,10 +25,18 @@
 #include <errno.h>
 #include <math.h>
 #include <modbus/modbus.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "core/mem.h"
@@ -338,8 +346,12 @@ struct mb_entry {
 };
 
 struct mb_config {
-    char *host;
+    char *host;                  /* Modbus TCP; NULL for RTU */
     int port;
+    char *device;                /* Modbus RTU: the serial line; NULL for TCP */
+    int baud, data_bits, stop_bits;
+    char parity;                 /* 'N', 'E', 'O' */
+    int64_t frame_delay_us;      /* silence before each request */
     uint8_t unit;
     int64_t period_ms, timeout_ms, backoff_max_ms;
     unsigned max_gap;
@@ -356,6 +368,7 @@ static void mb_free_config(void *p)
         pt_decl_release(&c->entries[i].decl);
     free(c->entries);
     free(c->host);
+    free(c->device);
     free(c);
 }
 
@@ -463,14 +476,53 @@ static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct 
 static void *mb_parse(struct yconf *y, const ynode *n, const char *path)
 {
     static const char *const keys[] = {DRIVER_COMMON_KEYS, "host", "port", "unit_id", "period", "timeout",
-                                       "backoff_max", "max_gap", "word_order", "byte_order", "points", NULL};
+                                       "backoff_max", "max_gap", "word_order", "byte_order", "points",
+                                       "device", "baud", "parity", "data_bits", "stop_bits", "frame_delay", NULL};
     int errs = y->nerrors;
     yn_check_keys(y, n, path, keys);
     struct mb_config *c = xzalloc(sizeof *c);
-    const char *host = NULL;
-    yn_get_str(y, n, "host", path, true, &host);
+    const char *host = NULL, *dev = NULL;
+    yn_get_str(y, n, "device", path, false, &dev);
+    yn_get_str(y, n, "host", path, !dev, &host);
+    if (dev && host)
+        yconf_error(y, yn_get(y, n, "device"), path,
+                    "'host' (Modbus TCP) and 'device' (Modbus RTU on a serial line) exclude each other");
     c->host = xstrdup(host ? host : "");
-    int64_t v = 502;
+    int64_t v;
+    if (dev) {
+        c->device = xstrdup(dev);
+        v = 19200; /* the serial line specification's defaults: 19200 baud, even parity, 8E1 */
+        if (yn_get_int(y, n, "baud", path, false, &v) == 0 && (v < 300 || v > 4000000))
+            yconf_error(y, yn_get(y, n, "baud"), path, "'baud' must be 300..4000000");
+        c->baud = (int)v;
+        const char *par = "even";
+        yn_get_str(y, n, "parity", path, false, &par);
+        c->parity = strcmp(par, "none") == 0 ? 'N' : strcmp(par, "even") == 0 ? 'E' : strcmp(par, "odd") == 0 ? 'O' : 0;
+        if (!c->parity)
+            yconf_error(y, yn_get(y, n, "parity"), path, "'parity' must be none, even or odd");
+        v = 8;
+        if (yn_get_int(y, n, "data_bits", path, false, &v) == 0 && v != 7 && v != 8)
+            yconf_error(y, yn_get(y, n, "data_bits"), path, "'data_bits' must be 7 or 8");
+        c->data_bits = (int)v;
+        v = 1;
+        if (yn_get_int(y, n, "stop_bits", path, false, &v) == 0 && v != 1 && v != 2)
+            yconf_error(y, yn_get(y, n, "stop_bits"), path, "'stop_bits' must be 1 or 2");
+        c->stop_bits = (int)v;
+        /* 3.5 character times (11 bits each), 1.75 ms above 19200 baud (serial line spec 2.5.1.1) */
+        c->frame_delay_us = c->baud > 19200 ? 1750 : (int64_t)(3.5 * 11 * 1e6 / (c->baud > 0 ? c->baud : 19200)) + 1;
+        int64_t ms;
+        if (yn_get_duration(y, n, "frame_delay", path, false, &ms) == 0) {
+            if (ms < 0 || ms > 1000)
+                yconf_error(y, yn_get(y, n, "frame_delay"), path, "'frame_delay' must be 0..1s");
+            c->frame_delay_us = ms * 1000;
+        }
+    } else {
+        static const char *const serial[] = {"baud", "parity", "data_bits", "stop_bits", "frame_delay"};
+        for (size_t i = 0; i < ARRAY_LEN(serial); i++)
+            if (yn_get(y, n, serial[i]))
+                yconf_error(y, yn_get(y, n, serial[i]), path, "'%s' is for Modbus RTU (with 'device')", serial[i]);
+    }
+    v = 502;
     if (yn_get_int(y, n, "port", path, false, &v) == 0 && (v < 1 || v > 65535))
         yconf_error(y, yn_get(y, n, "port"), path, "'port' must be 1..65535");
     c->port = (int)v;
@@ -560,7 +612,11 @@ struct mb_state {
     uv_cond_t wake;
     bool stop;
     struct mb_write *writes, *writes_tail;
-    char label[300];             /* "host:port" */
+    char label[300];             /* "host:port", or the serial device */
+    /* the link, the thread's own */
+    int fd;                      /* TCP, -1: closed */
+    modbus_t *rtu;               /* RTU, NULL: closed */
+    uint16_t tid;                /* the last transaction id sent */
 };
 
 static int64_t mono_ms(void) { return (int64_t)(mono_ns() / 1000000); }
@@ -586,7 +642,13 @@ static bool stopping(struct mb_state *st)
     return s;
 }
 
-static bool is_exception(int err) { return err > MODBUS_ENOBASE && err <= EMBXGTAR; }
+/* An exception code's text: libmodbus's for the codes it names (1..11), else the number. */
+static const char *exception_text(int code)
+{
+    if (code >= 1 && code <= EMBXGTAR - MODBUS_ENOBASE)
+        return modbus_strerror(MODBUS_ENOBASE + code);
+    return "Exception code not defined by the specification";
+}
 
 /* The connection failed: every device (unit) fails with it. */
 static void fail_batch(struct mb_state *st, bool disconnected, const char *what, const char *detail)
@@ -607,40 +669,234 @@ static void fail_batch(struct mb_state *st, bool disconnected, const char *what,
 }
 
 /* A gateway's answer that the unit behind it is unreachable: that unit's failure. */
-static bool unit_unreachable(int err) { return err == EMBXGPATH || err == EMBXGTAR; }
+static bool unit_unreachable(int code) { return code == EMBXGPATH - MODBUS_ENOBASE || code == EMBXGTAR - MODBUS_ENOBASE; }
 
-static modbus_t *mb_connect(struct mb_state *st)
+/* ---- the link: a TCP socket of ours, or libmodbus's RTU backend on a serial line ---- */
+
+static void mb_disconnect(struct mb_state *st)
+{
+    if (st->fd >= 0) {
+        close(st->fd);
+        st->fd = -1;
+    }
+    if (st->rtu) {
+        modbus_close(st->rtu);
+        modbus_free(st->rtu);
+        st->rtu = NULL;
+    }
+}
+
+static bool mb_connected(const struct mb_state *st) { return st->fd >= 0 || st->rtu; }
+
+/* Waits (poll) until fd is ready for events or the monotonic deadline; 0, or -1 with errno. */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - mono_ms();
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd p = {fd, events, 0};
+        int rc = poll(&p, 1, (int)left);
+        if (rc > 0)
+            return 0;
+        if (rc < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+static int tcp_open(struct mb_state *st, char *err, size_t errlen)
 {
     const struct mb_config *c = st->c;
     char port[16];
     snprintf(port, sizeof port, "%d", c->port);
-    modbus_t *ctx = modbus_new_tcp_pi(c->host, port);
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(c->host, port, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s", gai_strerror(rc));
+        return -1;
+    }
+    int fd = -1, e = 0;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+            e = errno;
+        } else if (wait_fd(fd, POLLOUT, mono_ms() + c->timeout_ms) < 0) {
+            e = errno;
+        } else {
+            socklen_t l = sizeof e;
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l);
+            if (e == 0)
+                break;
+        }
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s", strerror(e ? e : ECONNREFUSED));
+        return -1;
+    }
+    st->fd = fd;
+    return 0;
+}
+
+static int rtu_open(struct mb_state *st, char *err, size_t errlen)
+{
+    const struct mb_config *c = st->c;
+    modbus_t *ctx = modbus_new_rtu(c->device, c->baud, c->parity, c->data_bits, c->stop_bits);
     if (!ctx) {
-        fail_batch(st, true, "cannot create the connection", modbus_strerror(errno));
-        return NULL;
+        snprintf(err, errlen, "%s", modbus_strerror(errno));
+        return -1;
     }
     uint32_t sec = (uint32_t)(c->timeout_ms / 1000), usec = (uint32_t)(c->timeout_ms % 1000) * 1000;
     modbus_set_response_timeout(ctx, sec, usec);
-    modbus_set_byte_timeout(ctx, sec, usec);
     if (modbus_connect(ctx) < 0) {
-        fail_batch(st, true, "connect failed", modbus_strerror(errno));
+        snprintf(err, errlen, "%s", modbus_strerror(errno));
         modbus_free(ctx);
-        return NULL;
+        return -1;
     }
-    return ctx;
+    st->rtu = ctx;
+    return 0;
 }
 
-static void mb_disconnect(modbus_t **ctx)
+static int mb_connect(struct mb_state *st)
 {
-    if (*ctx) {
-        modbus_close(*ctx);
-        modbus_free(*ctx);
-        *ctx = NULL;
+    char err[160];
+    if ((st->c->device ? rtu_open(st, err, sizeof err) : tcp_open(st, err, sizeof err)) < 0) {
+        fail_batch(st, true, st->c->device ? "cannot open the serial line" : "connect failed", err);
+        return -1;
     }
+    return 0;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t n, int64_t deadline)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+        } else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+            return -1;
+        } else if (wait_fd(fd, POLLOUT, deadline) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int recv_exact(int fd, uint8_t *p, size_t n, int64_t deadline)
+{
+    while (n > 0) {
+        ssize_t k = recv(fd, p, n, 0);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+        } else if (k == 0) {
+            errno = ECONNRESET;
+            return -1;
+        } else if (errno != EAGAIN && errno != EINTR) {
+            return -1;
+        } else if (wait_fd(fd, POLLIN, deadline) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+enum { XFER_OK = 0, XFER_LINK = -1, XFER_MALFORMED = -2 };
+
+/* One request and its reply. XFER_OK: *rep holds the checked reply (data inside buf), maybe
+ * an exception. XFER_LINK: the link failed (err says why) and is closed. XFER_MALFORMED: the
+ * reply failed a check (*why, static); the link is closed when its framing cannot be
+ * trusted any more (a TCP header that cannot start a reply, another transaction id). */
+static int mb_xfer(struct mb_state *st, struct mb_request *r, uint8_t *buf, struct mb_reply *rep, char *err,
+                   size_t errlen, const char **why)
+{
+    uint8_t out[MB_ADU_MAX];
+    *why = NULL;
+    if (st->c->device) {
+        if (st->c->frame_delay_us > 0) { /* the silence between frames the line needs */
+            struct timespec ts = {0, (long)st->c->frame_delay_us * 1000};
+            nanosleep(&ts, NULL);
+        }
+        uint8_t raw[MB_PDU_MAX + 1];
+        raw[0] = r->unit;
+        memcpy(raw + 1, r->pdu, r->pdu_len);
+        modbus_set_slave(st->rtu, r->unit);
+        if (modbus_send_raw_request(st->rtu, raw, (int)r->pdu_len + 1) < 0) {
+            snprintf(err, errlen, "%s", modbus_strerror(errno));
+            mb_disconnect(st);
+            return XFER_LINK;
+        }
+        int n = modbus_receive_confirmation(st->rtu, buf);
+        if (n < 0 && errno == EMBBADCRC) {
+            *why = "malformed reply: CRC error";
+            modbus_flush(st->rtu);
+            return XFER_MALFORMED;
+        }
+        if (n < 0) {
+            snprintf(err, errlen, "%s", modbus_strerror(errno));
+            if (errno != ETIMEDOUT) /* the line itself failed */
+                mb_disconnect(st);
+            else
+                modbus_flush(st->rtu); /* a late answer must not be taken for the next one */
+            return XFER_LINK;
+        }
+        if (n == 0) { /* libmodbus filters frames of other addresses this way */
+            *why = "malformed reply: another unit id";
+            return XFER_MALFORMED;
+        }
+        return mb_reply_check(MB_RTU, r, buf, (size_t)n, rep, why) == 0 ? XFER_OK : XFER_MALFORMED;
+    }
+    r->tid = ++st->tid;
+    size_t n = mb_adu_encode(MB_TCP, r, out);
+    int64_t deadline = mono_ms() + st->c->timeout_ms;
+    if (send_all(st->fd, out, n, deadline) < 0 || recv_exact(st->fd, buf, MB_MBAP_LEN, deadline) < 0) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        mb_disconnect(st);
+        return XFER_LINK;
+    }
+    int total = mb_mbap_length(buf, why);
+    if (total < 0) {
+        mb_disconnect(st); /* where the next reply starts is unknown */
+        return XFER_MALFORMED;
+    }
+    if (recv_exact(st->fd, buf + MB_MBAP_LEN, (size_t)total - MB_MBAP_LEN, deadline) < 0) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        mb_disconnect(st);
+        return XFER_LINK;
+    }
+    if (mb_reply_check(MB_TCP, r, buf, (size_t)total, rep, why) == 0)
+        return XFER_OK;
+    if ((uint16_t)(buf[0] << 8 | buf[1]) != r->tid)
+        mb_disconnect(st); /* a reply to something else: the ones after it would be shifted */
+    return XFER_MALFORMED;
+}
+
+/* Records an error the device answered in batch b (logged once, counted). */
+static void warn(struct driver_batch *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(struct driver_batch *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->warning, sizeof b->warning, fmt, ap);
+    va_end(ap);
+    b->warnings++;
 }
 
 /* Runs the queued writes; returns -1 when the connection broke. */
-static int run_writes(struct mb_state *st, modbus_t **ctx)
+static int run_writes(struct mb_state *st)
 {
     for (;;) {
         uv_mutex_lock(&st->lock);
@@ -664,39 +920,57 @@ static int run_writes(struct mb_state *st, modbus_t **ctx)
         if (n < 0) {
             b->status = -1;
             snprintf(b->error, sizeof b->error, "%s", why);
-        } else if (!*ctx) {
+        } else if (!mb_connected(st)) {
             b->status = -1;
             snprintf(b->error, sizeof b->error, "not connected to %.150s", st->label);
         } else {
-            modbus_set_slave(*ctx, p->e->unit);
+            struct mb_request r;
+            struct mb_reply rep;
+            uint8_t buf[MB_ADU_MAX];
+            char err[160];
             if (p->e->table == MB_COIL)
-                rc = modbus_write_bit(*ctx, p->addr, regs[0]);
+                mb_req_write_coil(&r, p->e->unit, p->addr, regs[0] != 0);
             else if (n == 1)
-                rc = modbus_write_register(*ctx, p->addr, regs[0]);
+                mb_req_write_register(&r, p->e->unit, p->addr, regs[0]);
             else
-                rc = modbus_write_registers(*ctx, p->addr, n, regs);
-            if (rc < 0) {
-                int err = errno;
+                mb_req_write_registers(&r, p->e->unit, p->addr, regs, (uint16_t)n);
+            rc = mb_xfer(st, &r, buf, &rep, err, sizeof err, &why);
+            if (rc == XFER_LINK) {
                 b->status = -1;
-                snprintf(b->error, sizeof b->error, "%s", modbus_strerror(err));
-                if (!is_exception(err)) {
-                    mb_disconnect(ctx);
-                    rc = -2;
-                }
+                snprintf(b->error, sizeof b->error, "%s", err);
+            } else if (rc == XFER_MALFORMED) {
+                b->status = -1;
+                b->malformed = 1;
+                snprintf(b->error, sizeof b->error, "%s", why);
+            } else if (rep.exception) {
+                b->status = -1;
+                snprintf(b->error, sizeof b->error, "exception %02d: %s", rep.exception, exception_text(rep.exception));
             }
         }
         driver_queue_push(&st->q, b);
         free(w);
-        if (rc == -2) {
-            fail_batch(st, true, "write failed", "the connection broke");
+        if (rc != XFER_OK && !mb_connected(st)) {
+            fail_batch(st, true, "write failed", rc == XFER_LINK ? "the connection broke" : "malformed reply");
             return -1;
         }
     }
 }
 
+/* Unpacks a read reply's data into bits (one per octet) or registers. */
+static void unpack(const struct mb_req *q, const struct mb_reply *rep, uint8_t *bits, uint16_t *regs)
+{
+    if (q->table == MB_COIL || q->table == MB_DISCRETE) {
+        for (unsigned i = 0; i < q->count; i++)
+            bits[i] = (uint8_t)(rep->data[i / 8] >> (i % 8) & 1);
+    } else {
+        for (unsigned i = 0; i < q->count; i++)
+            regs[i] = (uint16_t)(rep->data[2 * i] << 8 | rep->data[2 * i + 1]);
+    }
+}
+
 /* One scan: every request in turn, one batch per device (unit). Returns -1 when the
  * connection broke (reported). */
-static int scan(struct mb_state *st, modbus_t **ctx)
+static int scan(struct mb_state *st)
 {
     struct driver_batch **bs = xnew(struct driver_batch *, st->ndevs);
     uint64_t *rtt_ns = xnew(uint64_t, st->ndevs);
@@ -708,44 +982,67 @@ static int scan(struct mb_state *st, modbus_t **ctx)
     }
     uint16_t regs[MB_MAX_REGS];
     uint8_t bits[MB_MAX_BITS];
+    uint8_t buf[MB_ADU_MAX];
     int ret = 0;
     for (size_t r = 0; r < st->nreqs; r++) {
         const struct mb_req *q = &st->reqs[r];
         size_t di = (size_t)st->unit_dev[q->unit];
         struct driver_batch *b = bs[di];
-        modbus_set_slave(*ctx, q->unit);
+        struct mb_request req;
+        struct mb_reply rep;
+        char err[160], what[200];
+        const char *why;
+        mb_req_read(&req, q->unit, q->table, q->addr, q->count);
         uint64_t t0 = mono_ns();
-        int rc;
-        switch (q->table) {
-        case MB_COIL: rc = modbus_read_bits(*ctx, q->addr, q->count, bits); break;
-        case MB_DISCRETE: rc = modbus_read_input_bits(*ctx, q->addr, q->count, bits); break;
-        case MB_HOLDING: rc = modbus_read_registers(*ctx, q->addr, q->count, regs); break;
-        default: rc = modbus_read_input_registers(*ctx, q->addr, q->count, regs); break;
-        }
-        int err = errno;
+        int rc = mb_xfer(st, &req, buf, &rep, err, sizeof err, &why);
         rtt_ns[di] += mono_ns() - t0;
         nreq[di]++;
         int64_t ts = now_ms();
-        if (rc < 0 && !is_exception(err)) {
-            mb_disconnect(ctx);
-            char what[200];
-            snprintf(what, sizeof what, "%s %u..%u of unit %u: %s", mb_table_name(q->table), q->addr,
-                     q->addr + q->count - 1, q->unit, modbus_strerror(err));
-            fail_batch(st, true, "read failed", what);
-            ret = -1;
-            break;
+        snprintf(what, sizeof what, "%s %u..%u of unit %u", mb_table_name(q->table), q->addr,
+                 q->addr + q->count - 1, q->unit);
+        if (rc == XFER_LINK || (rc == XFER_MALFORMED && !mb_connected(st))) {
+            char detail[400];
+            snprintf(detail, sizeof detail, "%s: %s", what, rc == XFER_LINK ? err : why);
+            if (rc == XFER_MALFORMED) {
+                struct driver_batch *m = driver_batch_new(NULL);
+                m->malformed = 1;
+                driver_queue_push(&st->q, m);
+            }
+            if (mb_connected(st)) { /* a serial line that stays open: this unit did not answer */
+                if (b->status == 0) {
+                    b->status = -1;
+                    snprintf(b->error, sizeof b->error, "read failed: %.180s", detail);
+                }
+            } else {
+                fail_batch(st, true, "read failed", detail);
+                ret = -1;
+                break;
+            }
+            continue;
         }
-        if (rc < 0 && unit_unreachable(err) && b->status == 0) {
-            b->status = -1; /* the device fails: all its points bad; the connection stays */
-            snprintf(b->error, sizeof b->error, "%s", modbus_strerror(err));
+        if (rc == XFER_MALFORMED) {
+            b->malformed++;
+            warn(b, "%s: %s", what, why);
+        } else if (rep.exception) {
+            warn(b, "%s: exception %02d: %s", what, rep.exception, exception_text(rep.exception));
+            if (unit_unreachable(rep.exception) && b->status == 0) {
+                b->status = -1; /* the device fails: all its points bad; the connection stays */
+                snprintf(b->error, sizeof b->error, "%s", exception_text(rep.exception));
+            }
+        } else {
+            unpack(q, &rep, bits, regs);
         }
         for (uint32_t k = q->first; k < q->first + q->n; k++) {
             const struct mb_point *p = &st->points[st->items[k].ref];
-            if (rc < 0) {
-                /* static reasons only in batches: the exception's text is fixed per code; an
-                 * unreachable unit fails as a device (its points bad with its name) instead */
-                if (!unit_unreachable(err))
-                    driver_batch_quality(b, p->idx, Q_BAD, ts, modbus_strerror(err));
+            if (rc == XFER_MALFORMED) {
+                driver_batch_quality(b, p->idx, Q_BAD, ts, why); /* static text */
+                continue;
+            }
+            if (rep.exception) {
+                /* the exception's text is fixed per code; an unreachable unit fails as a
+                 * device (its points bad with its name) instead */
+                if (!unit_unreachable(rep.exception))
+                    driver_batch_quality(b, p->idx, Q_BAD, ts, exception_text(rep.exception));
                 continue;
             }
             uint16_t one[4];
@@ -757,7 +1054,6 @@ static int scan(struct mb_state *st, modbus_t **ctx)
                 src = &regs[p->addr - q->addr];
             }
             struct pt_value v;
-            const char *why;
             if (mb_decode(&p->e->fmt, src, p->e->decl.meta.type, &v, &why) < 0)
                 driver_batch_quality(b, p->idx, Q_BAD, ts, why);
             else
@@ -783,7 +1079,6 @@ static void mb_thread(void *arg)
     struct mb_state *st = arg;
     pthread_setname_np(pthread_self(), "drv-modbus"); /* top -H, perf: which thread is which */
     const struct mb_config *c = st->c;
-    modbus_t *ctx = NULL;
     int64_t backoff = MB_BACKOFF_MIN;
     uint64_t skipped = 0;
     int64_t next = mono_ms(), retry_at = 0;
@@ -792,9 +1087,8 @@ static void mb_thread(void *arg)
             wait_until(st, mono_ms() + 50, true);
             continue;
         }
-        if (!ctx && mono_ms() >= retry_at) {
-            ctx = mb_connect(st);
-            if (!ctx) {
+        if (!mb_connected(st) && mono_ms() >= retry_at) {
+            if (mb_connect(st) < 0) {
                 retry_at = mono_ms() + backoff;
                 backoff = backoff * 2 > c->backoff_max_ms ? c->backoff_max_ms : backoff * 2;
             } else {
@@ -802,15 +1096,15 @@ static void mb_thread(void *arg)
                 next = mono_ms();
             }
         }
-        if (!ctx) {
-            run_writes(st, &ctx); /* they fail at once: not connected */
+        if (!mb_connected(st)) {
+            run_writes(st); /* they fail at once: not connected */
             wait_until(st, retry_at, true);
             continue;
         }
-        if (run_writes(st, &ctx) < 0)
+        if (run_writes(st) < 0)
             continue;
         if (mono_ms() >= next) {
-            if (scan(st, &ctx) < 0)
+            if (scan(st) < 0)
                 continue;
             /* The next multiple of the period on the wall clock; boundaries overrun are skipped. */
             int64_t wall = now_ms(), mono = mono_ms();
@@ -828,7 +1122,7 @@ static void mb_thread(void *arg)
         }
         wait_until(st, next, true);
     }
-    mb_disconnect(&ctx);
+    mb_disconnect(st);
 }
 
 static int idx_cmp(const void *a, const void *b)
@@ -889,7 +1183,11 @@ static int mb_start(struct driver *d)
     st->d = d;
     st->c = c;
     d->state = st;
-    snprintf(st->label, sizeof st->label, "%s:%d", c->host, c->port);
+    st->fd = -1;
+    if (c->device)
+        snprintf(st->label, sizeof st->label, "%s", c->device);
+    else
+        snprintf(st->label, sizeof st->label, "%s:%d", c->host, c->port);
     /* One device for the connection; with several unit ids (a gateway), one per unit. */
     for (size_t u = 0; u < 256; u++)
         st->unit_dev[u] = -1;

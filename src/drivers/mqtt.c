@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "core/mem.h"
@@ -408,6 +409,8 @@ struct mq_entry {
     int64_t stale_ms;      /* plain: bad when no message came for this long; 0: never */
     char *stale_reason;    /* "no message within 30s" */
     char *node, *device, *metric;   /* Sparkplug */
+    char *command_topic;   /* plain, writable: where writes go (brace groups in step with the name) */
+    bool command_json;     /* {"value":...,"time":...} instead of the value as text */
 };
 
 struct mq_config {
@@ -419,6 +422,11 @@ struct mq_config {
     int qos;
     int64_t backoff_max_ms;
     char *group;           /* Sparkplug group id; NULL: no Sparkplug */
+    char *host_id;         /* Sparkplug primary host id: STATE published; NULL: none */
+    int protocol;          /* 0: MQTT 5 when the broker takes it, else 3.1.1; 4: 3.1.1; 5: 5 */
+    bool tls;
+    char *ca, *cert, *key; /* PEM files */
+    bool verify;           /* the broker's certificate and host name checked (default) */
     struct mq_entry *entries;
     size_t n;
 };
@@ -439,13 +447,18 @@ static void mq_free_config(void *p)
         free(e->node);
         free(e->device);
         free(e->metric);
+        free(e->command_topic);
     }
     free(c->entries);
+    free(c->ca);
+    free(c->cert);
+    free(c->key);
     free(c->host);
     free(c->client_id);
     free(c->username);
     free(c->password);
     free(c->group);
+    free(c->host_id);
     free(c);
 }
 
@@ -479,17 +492,20 @@ static void check_lockstep(struct yconf *y, const ynode *pn, const char *p, cons
 
 static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct mq_config *c)
 {
-    static const char *const keys[] = {"topic", "value", "time", "point", "stale", "node", "device", "metric", NULL};
+    static const char *const keys[] = {"topic", "value", "time", "point", "stale", "node", "device", "metric",
+                                       "command_topic", "command_payload", NULL};
     struct mq_entry *e = &c->entries[c->n];
     memset(e, 0, sizeof *e);
     if (pt_decl_parse(y, pn, p, keys, &e->decl) < 0)
         return;
     c->n++;
-    if (e->decl.meta.writable)
-        yconf_error(y, yn_get(y, pn, "writable"), p, "MQTT points are read-only");
     e->sparkplug = yn_get(y, pn, "metric") != NULL;
     char err[256];
     if (e->sparkplug) {
+        for (const char *const *k = (const char *const[]){"command_topic", "command_payload", NULL}; *k; k++)
+            if (yn_get(y, pn, *k))
+                yconf_error(y, yn_get(y, pn, *k), p, "'%s' is for plain topics: a Sparkplug metric is written "
+                            "with NCMD/DCMD", *k);
         if (!c->group)
             yconf_error(y, yn_get(y, pn, "metric"), p, "a Sparkplug point needs 'sparkplug: {group: ...}' in the driver");
         for (const char *const *k = (const char *const[]){"topic", "value", "time", "point", "stale", NULL}; *k; k++)
@@ -556,6 +572,23 @@ static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct 
         e->stale_reason = xstrdup(r);
     }
     const char *s;
+    e->command_topic = opt_str(y, pn, "command_topic", p, false);
+    if (e->command_topic) {
+        if (!e->command_topic[0] || strlen(e->command_topic) > MQ_TOPIC_MAX || strpbrk(e->command_topic, "+#"))
+            yconf_error(y, yn_get(y, pn, "command_topic"), p, "'command_topic' must be 1..1024 characters without + or #");
+        else
+            check_lockstep(y, pn, p, "command_topic", e->command_topic, e->decl.count);
+        if (!e->decl.meta.writable)
+            yconf_error(y, yn_get(y, pn, "command_topic"), p, "'command_topic' is for writable points (writable: true)");
+    } else if (e->decl.meta.writable) {
+        yconf_error(y, yn_get(y, pn, "writable"), p, "a writable MQTT point needs 'command_topic' (where writes go)");
+    }
+    if (yn_get_str(y, pn, "command_payload", p, false, &s) == 0) {
+        if (strcmp(s, "json") == 0)
+            e->command_json = true;
+        else if (strcmp(s, "text") != 0)
+            yconf_error(y, yn_get(y, pn, "command_payload"), p, "'command_payload' must be text or json");
+    }
     if (yn_get_str(y, pn, "value", p, false, &s) == 0 && mq_path_parse(s, &e->value, err, sizeof err) < 0)
         yconf_error(y, yn_get(y, pn, "value"), p, "'value': %s", err);
     if (yn_get_str(y, pn, "time", p, false, &s) == 0 && mq_path_parse(s, &e->time, err, sizeof err) < 0)
@@ -565,12 +598,50 @@ static void parse_entry(struct yconf *y, const ynode *pn, const char *p, struct 
 static void *mq_parse(struct yconf *y, const ynode *n, const char *path)
 {
     static const char *const keys[] = {DRIVER_COMMON_KEYS, "host", "port", "client_id", "username", "password",
-                                       "keepalive", "qos", "backoff_max", "sparkplug", "points", NULL};
+                                       "keepalive", "qos", "backoff_max", "sparkplug", "points", "tls", "protocol",
+                                       NULL};
     int errs = y->nerrors;
     yn_check_keys(y, n, path, keys);
     struct mq_config *c = xzalloc(sizeof *c);
     c->host = opt_str(y, n, "host", path, true);
-    int64_t v = 1883;
+    const ynode *tls = yn_get(y, n, "tls");
+    c->verify = true;
+    if (tls) {
+        char p[256];
+        snprintf(p, sizeof p, "%s.tls", path);
+        static const char *const tkeys[] = {"ca", "cert", "key", "verify", NULL};
+        if (!yn_is_map(tls)) {
+            yconf_error(y, tls, path, "'tls' must be a mapping like {ca: /etc/ssl/broker-ca.pem}");
+        } else {
+            yn_check_keys(y, tls, p, tkeys);
+            c->tls = true;
+            c->ca = opt_str(y, tls, "ca", p, false);
+            c->cert = opt_str(y, tls, "cert", p, false);
+            c->key = opt_str(y, tls, "key", p, false);
+            yn_get_bool(y, tls, "verify", p, false, &c->verify);
+            if (!c->ca && c->verify)
+                yconf_error(y, tls, p, "'tls' needs 'ca' (the CA file that signed the broker's certificate) to verify it");
+            if (!c->cert != !c->key)
+                yconf_error(y, tls, p, "'cert' and 'key' (the client certificate) go together");
+            const char *files[] = {c->ca, c->cert, c->key}, *names[] = {"ca", "cert", "key"};
+            for (int i = 0; i < 3; i++)
+                if (files[i] && access(files[i], R_OK) != 0)
+                    yconf_error(y, yn_get(y, tls, names[i]), p, "'%s': cannot read %s: %s", names[i], files[i],
+                                strerror(errno));
+        }
+    }
+    const char *proto = NULL;
+    if (yn_get_str(y, n, "protocol", path, false, &proto) == 0) {
+        if (strcmp(proto, "auto") == 0)
+            c->protocol = 0;
+        else if (strcmp(proto, "3.1.1") == 0)
+            c->protocol = 4;
+        else if (strcmp(proto, "5") == 0)
+            c->protocol = 5;
+        else
+            yconf_error(y, yn_get(y, n, "protocol"), path, "'protocol' must be auto, 5 or 3.1.1");
+    }
+    int64_t v = c->tls ? 8883 : 1883;
     if (yn_get_int(y, n, "port", path, false, &v) == 0 && (v < 1 || v > 65535))
         yconf_error(y, yn_get(y, n, "port"), path, "'port' must be 1..65535");
     c->port = (int)v;
@@ -597,7 +668,7 @@ static void *mq_parse(struct yconf *y, const ynode *n, const char *path)
     if (sp) {
         char p[256];
         snprintf(p, sizeof p, "%s.sparkplug", path);
-        static const char *const spkeys[] = {"group", NULL};
+        static const char *const spkeys[] = {"group", "host_id", NULL};
         if (!yn_is_map(sp)) {
             yconf_error(y, sp, path, "'sparkplug' must be a mapping like {group: Plant1}");
         } else {
@@ -605,6 +676,9 @@ static void *mq_parse(struct yconf *y, const ynode *n, const char *path)
             c->group = opt_str(y, sp, "group", p, true);
             if (c->group && (!c->group[0] || strlen(c->group) > SP_ID_MAX || strpbrk(c->group, "/+#")))
                 yconf_error(y, yn_get(y, sp, "group"), p, "'group' must be 1..128 characters without / + #");
+            c->host_id = opt_str(y, sp, "host_id", p, false);
+            if (c->host_id && (!c->host_id[0] || strlen(c->host_id) > SP_ID_MAX || strpbrk(c->host_id, "/+#")))
+                yconf_error(y, yn_get(y, sp, "host_id"), p, "'host_id' must be 1..128 characters without / + #");
         }
     }
     const ynode *pts = yn_get(y, n, "points");
@@ -657,6 +731,31 @@ struct watch {                 /* a point with a `stale` limit (message thread o
     bool marked;               /* turned bad for staleness */
 };
 
+struct mq_cmd {                /* a write waiting for the connection thread */
+    struct mq_cmd *next;
+    uint32_t idx;
+    bool sparkplug;            /* encoded by the thread (it owns the birth state) */
+    struct pt_value v;         /* Sparkplug: the value (a string in str) */
+    char *str;
+    char *topic;               /* plain: topic and payload, ready */
+    char *payload;
+    size_t len;
+    driver_write_done_fn done;
+    void *ud;
+};
+
+struct mq_pending {            /* a write published with QoS > 0, waiting for the broker */
+    int mid;
+    driver_write_done_fn done;
+    void *ud;
+};
+
+struct wpoint {                /* a writable point: its entry and place in the entry's pattern */
+    uint32_t idx;
+    const struct mq_entry *e;
+    size_t k;
+};
+
 struct mq_state {
     struct driver *d;
     struct mq_config *c;
@@ -681,7 +780,15 @@ struct mq_state {
     uv_mutex_t lock;
     uv_cond_t wake;
     bool stop;                 /* under lock */
+    struct mq_cmd *cmds, *cmds_tail;   /* under lock */
+    struct wpoint *wpts;       /* sorted by idx; read-only after start */
+    size_t nwpts;
     bool up;                   /* connection thread only: CONNACK received, not yet lost */
+    bool v311;                 /* connection thread only: MQTT 5 refused, 3.1.1 from now on */
+    int64_t state_ts;          /* connection thread only: the STATE birth/death timestamp */
+    char lib_error[160];       /* connection thread only: libmosquitto's last error line (TLS) */
+    struct mq_pending *pending;        /* connection thread only */
+    size_t npending, cappending;
     /* message thread only */
     struct driver_batch *cur;
     int64_t last_log;
@@ -717,6 +824,12 @@ static void malformed(struct mq_state *st, const char *topic, const char *why)
         st->last_log = now;
         st->malformed_unlogged = 0;
     }
+}
+
+static int wpoint_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const struct wpoint *)a)->idx, y = ((const struct wpoint *)b)->idx;
+    return x < y ? -1 : x > y;
 }
 
 static int watch_cmp(const void *a, const void *b)
@@ -862,17 +975,131 @@ static void on_message(struct mosquitto *mosq, void *ud, const struct mosquitto_
         driver_batch_free(b);
 }
 
+/* A write's outcome, to the loop (a batch with done is never dropped). */
+static void write_done(struct mq_state *st, driver_write_done_fn done, void *ud, const char *err)
+{
+    struct driver_batch *b = driver_batch_new(NULL);
+    b->done = done;
+    b->done_ud = ud;
+    if (err) {
+        b->status = -1;
+        snprintf(b->error, sizeof b->error, "%s", err);
+    }
+    driver_queue_push(&st->q, b);
+}
+
+static void fail_pending(struct mq_state *st, const char *why)
+{
+    for (size_t i = 0; i < st->npending; i++)
+        write_done(st, st->pending[i].done, st->pending[i].ud, why);
+    st->npending = 0;
+}
+
+static void on_publish(struct mosquitto *mosq, void *ud, int mid)
+{
+    struct mq_state *st = ud;
+    for (size_t i = 0; i < st->npending; i++) {
+        if (st->pending[i].mid != mid)
+            continue;
+        write_done(st, st->pending[i].done, st->pending[i].ud, NULL);
+        st->pending[i] = st->pending[--st->npending];
+        return;
+    }
+}
+
+static void free_cmd(struct mq_cmd *c)
+{
+    free(c->str);
+    free(c->topic);
+    free(c->payload);
+    free(c);
+}
+
+/* Publishes the queued writes (connection thread). QoS 0 ones are done once handed to the
+ * socket's queue; others when the broker acknowledges (on_publish). */
+static void run_cmds(struct mq_state *st)
+{
+    uv_mutex_lock(&st->lock);
+    struct mq_cmd *c = st->cmds;
+    st->cmds = st->cmds_tail = NULL;
+    uv_mutex_unlock(&st->lock);
+    while (c) {
+        struct mq_cmd *next = c->next;
+        char topic[MQ_TOPIC_MAX + 1];
+        uint8_t buf[LIVE_STRING_MAX + 256];
+        const char *t = c->topic, *why = NULL;
+        const void *pl = c->payload;
+        int len = (int)c->len, mid = 0;
+        if (!st->up) {
+            why = "not connected to the broker";
+        } else if (c->sparkplug) {
+            len = sp_host_command(st->sp, c->idx, &c->v, now_ms(), topic, sizeof topic, buf, sizeof buf, &why);
+            t = topic;
+            pl = buf;
+        }
+        if (!why) {
+            int rc = mosquitto_publish(st->mosq, &mid, t, len, pl, st->c->qos, false);
+            if (rc != MOSQ_ERR_SUCCESS)
+                why = mosquitto_strerror(rc);
+        }
+        if (why || st->c->qos == 0) {
+            write_done(st, c->done, c->ud, why);
+        } else {
+            if (st->npending == st->cappending) {
+                st->cappending = st->cappending ? st->cappending * 2 : 16;
+                st->pending = xrealloc(st->pending, st->cappending * sizeof *st->pending);
+            }
+            st->pending[st->npending++] = (struct mq_pending){mid, c->done, c->ud};
+        }
+        free_cmd(c);
+        c = next;
+    }
+}
+
+/* Sparkplug 3.0 primary host STATE: spBv1.0/STATE/<host_id>, retained, QoS 1,
+ * {"online":true|false,"timestamp":T}; the death (the will, set before each connect) and the
+ * birth published on its CONNACK carry the same timestamp. */
+static void state_payload(char *buf, size_t cap, bool online, int64_t ts)
+{
+    snprintf(buf, cap, "{\"online\":%s,\"timestamp\":%lld}", online ? "true" : "false", (long long)ts);
+}
+
+static void state_will(struct mq_state *st)
+{
+    if (!st->c->host_id)
+        return;
+    char topic[SP_ID_MAX + 32], pl[96];
+    st->state_ts = now_ms();
+    snprintf(topic, sizeof topic, "%s/STATE/%s", SP_NAMESPACE, st->c->host_id);
+    state_payload(pl, sizeof pl, false, st->state_ts);
+    mosquitto_will_set(st->mosq, topic, (int)strlen(pl), pl, 1, true);
+}
+
 static void on_connect(struct mosquitto *mosq, void *ud, int rc)
 {
     struct mq_state *st = ud;
     struct driver_batch *b = driver_batch_new(st->broker);
     st->up = rc == 0;
+    if (rc != 0 && st->c->protocol == 0 && !st->v311 && (rc == 1 || rc == 132)) {
+        /* the broker does not speak MQTT 5 (3.1.1's code 1, 5's 132): 3.1.1 from now on */
+        st->v311 = true;
+        mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
+        log_info("mqtt", "driver %s: the broker refused MQTT 5: using 3.1.1", st->d->name);
+        driver_batch_free(b);
+        return;
+    }
     if (rc != 0) {
         b->status = -1;
         b->disconnected = true;
         snprintf(b->error, sizeof b->error, "connection refused: %s", mosquitto_connack_string(rc));
         driver_queue_push(&st->q, b);
         return;
+    }
+    if (st->c->host_id) {
+        char topic[SP_ID_MAX + 32], pl[96];
+        snprintf(topic, sizeof topic, "%s/STATE/%s", SP_NAMESPACE, st->c->host_id);
+        state_payload(pl, sizeof pl, true, st->state_ts);
+        mosquitto_publish(mosq, NULL, topic, (int)strlen(pl), pl, 1, true);
     }
     int src = mosquitto_subscribe_multiple(mosq, NULL, (int)st->nsubs, st->subs, st->c->qos, 0, NULL);
     if (src != MOSQ_ERR_SUCCESS) {
@@ -898,6 +1125,7 @@ static void on_disconnect(struct mosquitto *mosq, void *ud, int rc)
     struct mq_state *st = ud;
     bool was_up = st->up;
     st->up = false;
+    fail_pending(st, "the connection to the broker was lost before it acknowledged the write");
     if (rc == 0 || !was_up)
         return; /* we asked for it (stop), or it was never up (the thread reports that) */
     struct driver_batch *b = driver_batch_new(st->broker);
@@ -923,9 +1151,24 @@ static void mq_wait(struct mq_state *st, int64_t ms)
         int64_t now = (int64_t)(mono_ns() / 1000000);
         if (st->stop || now >= until)
             break;
+        if (st->cmds) { /* a write while away from the broker: refused now, not after the back-off */
+            uv_mutex_unlock(&st->lock);
+            run_cmds(st);
+            uv_mutex_lock(&st->lock);
+            continue;
+        }
         uv_cond_timedwait(&st->wake, &st->lock, (uint64_t)(until - now) * 1000000u);
     }
     uv_mutex_unlock(&st->lock);
+}
+
+/* libmosquitto says why TLS failed only in its log ("OpenSSL Error[0]: ...: certificate
+ * verify failed"): the last error line is kept for the failure's reason. */
+static void on_log(struct mosquitto *mosq, void *ud, int level, const char *msg)
+{
+    struct mq_state *st = ud;
+    if (level == MOSQ_LOG_ERR && msg)
+        snprintf(st->lib_error, sizeof st->lib_error, "%s", msg);
 }
 
 static void connect_failed(struct mq_state *st, const char *what, int rc)
@@ -933,8 +1176,14 @@ static void connect_failed(struct mq_state *st, const char *what, int rc)
     struct driver_batch *b = driver_batch_new(st->broker);
     b->status = -1;
     b->disconnected = true;
-    snprintf(b->error, sizeof b->error, "%s: %s", what,
-             rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+    const char *detail = "";
+    if (rc == MOSQ_ERR_TLS && st->lib_error[0]) {
+        const char *colons = strstr(st->lib_error, "::"); /* "error:0A000086:SSL routines::certificate verify failed" */
+        detail = colons ? colons + 2 : st->lib_error;
+    }
+    snprintf(b->error, sizeof b->error, "%s: %s%s%s", what, rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc),
+             detail[0] ? " " : "", detail);
+    st->lib_error[0] = '\0';
     driver_queue_push(&st->q, b);
 }
 
@@ -977,6 +1226,7 @@ static void mq_thread(void *arg)
     bool first = true, connecting = false;
     while (!mq_stopping(st)) {
         if (!connecting) {
+            state_will(st);
             int rc = first ? mosquitto_connect_async(st->mosq, c->host, c->port, c->keepalive_s)
                            : mosquitto_reconnect_async(st->mosq);
             first = false;
@@ -989,6 +1239,7 @@ static void mq_thread(void *arg)
             connecting = true;
         }
         int rc = mq_step(st);
+        run_cmds(st);
         if (st->up)
             check_stale(st, now_ms());
         if (st->up)
@@ -996,6 +1247,7 @@ static void mq_thread(void *arg)
         if (rc == MOSQ_ERR_SUCCESS)
             continue;
         /* The connection failed or broke: report (on_disconnect may have done it), back off. */
+        fail_pending(st, "the connection to the broker was lost before it acknowledged the write");
         if (st->up) {
             st->up = false;
             connect_failed(st, "connection to the broker lost", rc);
@@ -1006,10 +1258,18 @@ static void mq_thread(void *arg)
         mq_wait(st, backoff);
         backoff = backoff * 2 > c->backoff_max_ms ? c->backoff_max_ms : backoff * 2;
     }
+    if (st->up && c->host_id) {
+        /* a clean disconnect sends no will: the death certificate is published here */
+        char topic[SP_ID_MAX + 32], pl[96];
+        snprintf(topic, sizeof topic, "%s/STATE/%s", SP_NAMESPACE, c->host_id);
+        state_payload(pl, sizeof pl, false, st->state_ts);
+        mosquitto_publish(st->mosq, NULL, topic, (int)strlen(pl), pl, 1, true);
+    }
     if (st->up) {
         mosquitto_disconnect(st->mosq);
         mosquitto_loop(st->mosq, 100, 1); /* sends the DISCONNECT */
     }
+    fail_pending(st, "the driver stopped before the broker acknowledged the write");
 }
 
 struct build_ctx {
@@ -1075,6 +1335,10 @@ static void build_routes(struct mq_state *st)
         for (size_t k = 0; k < n; k++) {
             if (x.idx[k] == LIVE_NONE)
                 continue;
+            if (e->decl.meta.writable) {
+                st->wpts = xrealloc(st->wpts, (st->nwpts + 1) * sizeof *st->wpts);
+                st->wpts[st->nwpts++] = (struct wpoint){x.idx[k], e, k};
+            }
             driver_device_point(st->broker, x.idx[k]);
             if (e->stale_ms) {
                 st->watch = xrealloc(st->watch, (st->nwatch + 1) * sizeof *st->watch);
@@ -1125,6 +1389,8 @@ static void build_routes(struct mq_state *st)
         qsort(st->routes, st->nroutes, sizeof *st->routes, route_cmp);
     if (st->nwatch)
         qsort(st->watch, st->nwatch, sizeof *st->watch, watch_cmp);
+    if (st->nwpts)
+        qsort(st->wpts, st->nwpts, sizeof *st->wpts, wpoint_cmp);
     /* one subscription per distinct filter */
     if (st->nsubs)
         qsort(st->subs, st->nsubs, sizeof *st->subs, str_cmp);
@@ -1176,6 +1442,12 @@ static void mq_free_state(struct mq_state *st)
     sp_host_free(st->sp);
     free(st->nodes);
     free(st->watch);
+    free(st->wpts);
+    free(st->pending);
+    for (struct mq_cmd *c = st->cmds, *next; c; c = next) {
+        next = c->next;
+        free_cmd(c);
+    }
     uv_cond_destroy(&st->wake);
     uv_mutex_destroy(&st->lock);
     free(st);
@@ -1218,8 +1490,28 @@ static int mq_start(struct driver *d)
     mosquitto_connect_callback_set(st->mosq, on_connect);
     mosquitto_disconnect_callback_set(st->mosq, on_disconnect);
     mosquitto_message_callback_set(st->mosq, on_message);
+    mosquitto_publish_callback_set(st->mosq, on_publish);
+    mosquitto_log_callback_set(st->mosq, on_log);
+    mosquitto_threaded_set(st->mosq, true);
     if (c->username)
         mosquitto_username_pw_set(st->mosq, c->username, c->password);
+    mosquitto_int_option(st->mosq, MOSQ_OPT_PROTOCOL_VERSION, c->protocol == 4 ? MQTT_PROTOCOL_V311 : MQTT_PROTOCOL_V5);
+    if (c->tls) {
+        int rc = mosquitto_tls_set(st->mosq, c->ca, NULL, c->cert, c->key, NULL);
+        if (rc == MOSQ_ERR_SUCCESS && !c->verify) {
+            rc = mosquitto_tls_opts_set(st->mosq, 0 /* SSL_VERIFY_NONE */, NULL, NULL);
+            if (rc == MOSQ_ERR_SUCCESS)
+                rc = mosquitto_tls_insecure_set(st->mosq, true);
+        }
+        if (rc != MOSQ_ERR_SUCCESS) {
+            log_error("mqtt", "driver %s: TLS setup failed: %s (check tls.ca, tls.cert and tls.key)", d->name,
+                      mosquitto_strerror(rc));
+            driver_device_fail(d, st->broker, true, "TLS setup failed: %s", mosquitto_strerror(rc));
+            return -1;
+        }
+        if (!c->verify)
+            log_warn("mqtt", "driver %s: tls.verify is off: the broker's certificate is not checked", d->name);
+    }
     driver_device_points_bad(d, st->broker, "not connected yet");
     if (uv_thread_create(&st->thread, mq_thread, st) != 0) {
         log_error("mqtt", "driver %s: cannot start the MQTT thread", d->name);
@@ -1248,7 +1540,89 @@ static void join_work(uv_work_t *w)
 static void joined(uv_work_t *w, int status)
 {
     struct mq_state *st = w->data;
+    /* writes the thread never took: answered now */
+    struct mq_cmd *c = st->cmds;
+    st->cmds = st->cmds_tail = NULL;
+    while (c) {
+        struct mq_cmd *next = c->next;
+        c->done(c->ud, "the driver stopped before the write was sent");
+        free_cmd(c);
+        c = next;
+    }
     driver_queue_close(&st->q, queue_closed);
+}
+
+/* The k-th topic of a lockstep pattern (a literal when it has no braces). */
+static char *nth_topic(const char *pattern, size_t n, size_t k)
+{
+    char **all = expand(pattern, n);
+    char *t = all[k];
+    all[k] = NULL;
+    free_strs(all, n);
+    return t;
+}
+
+static int mq_write(struct driver *d, uint32_t idx, const struct pt_value *v, driver_write_done_fn done, void *ud,
+                    char *err, size_t errlen)
+{
+    struct mq_state *st = d->state;
+    if (!st || !st->thread_started) {
+        snprintf(err, errlen, "driver %s is not running (see the log)", d->name);
+        return -1;
+    }
+    struct wpoint key = {idx, NULL, 0};
+    const struct wpoint *w = bsearch(&key, st->wpts, st->nwpts, sizeof *st->wpts, wpoint_cmp);
+    if (!w) {
+        snprintf(err, errlen, "not a writable point of driver %s", d->name);
+        return -1;
+    }
+    struct mq_cmd *c = xzalloc(sizeof *c);
+    c->idx = idx;
+    c->done = done;
+    c->ud = ud;
+    if (w->e->sparkplug) {
+        c->sparkplug = true;
+        c->v = *v;
+        if (v->type == PT_STRING)
+            c->v.u.s = c->str = xstrdup(v->u.s);
+    } else {
+        char num[64];
+        const char *text = num;
+        switch (v->type) {
+        case PT_DOUBLE: snprintf(num, sizeof num, "%.17g", v->u.d); break;
+        case PT_INT: snprintf(num, sizeof num, "%lld", (long long)v->u.i); break;
+        case PT_BOOL: text = v->u.b ? "true" : "false"; break;
+        default: text = v->u.s; break;
+        }
+        if (w->e->command_json) {
+            json_t *j = json_object();
+            json_object_set_new(j, "value", v->type == PT_DOUBLE ? json_real(v->u.d)
+                                            : v->type == PT_INT  ? json_integer(v->u.i)
+                                            : v->type == PT_BOOL ? json_boolean(v->u.b)
+                                                                 : json_string(v->u.s));
+            json_object_set_new(j, "time", json_integer(now_ms()));
+            c->payload = json_dumps(j, JSON_COMPACT);
+            json_decref(j);
+            if (!c->payload) {
+                free_cmd(c);
+                snprintf(err, errlen, "the value cannot be written as JSON");
+                return -1;
+            }
+        } else {
+            c->payload = xstrdup(text);
+        }
+        c->len = strlen(c->payload);
+        c->topic = nth_topic(w->e->command_topic, w->e->decl.count, w->k);
+    }
+    uv_mutex_lock(&st->lock);
+    if (st->cmds_tail)
+        st->cmds_tail->next = c;
+    else
+        st->cmds = c;
+    st->cmds_tail = c;
+    uv_cond_signal(&st->wake);
+    uv_mutex_unlock(&st->lock);
+    return 0;
 }
 
 static void mq_stop(struct driver *d)
@@ -1278,4 +1652,5 @@ const struct driver_type mqtt_driver_type = {
     .decl = mq_decl,
     .start = mq_start,
     .stop = mq_stop,
+    .write = mq_write,
 };

@@ -457,8 +457,8 @@ struct sp_host *sp_host_new(const char *group, const struct sp_map *map, size_t 
             memset(d, 0, sizeof *d);
             d->name = xstrdup(dev);
         }
-        if (d->nnames && strcmp(d->names[d->nnames - 1].metric, m[i].metric) == 0)
-            continue; /* the same metric twice: the first mapping wins */
+        /* the same metric for several points: adjacent entries, each fed (find_name gives
+         * the first) */
         d->names = xrealloc(d->names, (d->nnames + 1) * sizeof *d->names);
         struct sp_name *nm = &d->names[d->nnames++];
         nm->metric = xstrdup(m[i].metric);
@@ -571,20 +571,27 @@ static struct sp_dev *find_dev(struct sp_node *node, const char *name)
     return NULL;
 }
 
+/* The first of the entries of metric (several points may map one metric), or -1. */
 static int32_t find_name(const struct sp_dev *d, const char *metric)
 {
     size_t lo = 0, hi = d->nnames;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        int c = strcmp(d->names[mid].metric, metric);
-        if (c == 0)
-            return (int32_t)mid;
-        if (c < 0)
+        if (strcmp(d->names[mid].metric, metric) < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return -1;
+    return lo < d->nnames && strcmp(d->names[lo].metric, metric) == 0 ? (int32_t)lo : -1;
+}
+
+/* One past the last entry of the metric whose first entry is k. */
+static size_t name_end(const struct sp_dev *d, size_t k)
+{
+    size_t e = k + 1;
+    while (e < d->nnames && strcmp(d->names[e].metric, d->names[k].metric) == 0)
+        e++;
+    return e;
 }
 
 static const struct sp_alias *find_alias(const struct sp_dev *d, uint64_t alias)
@@ -619,17 +626,21 @@ static void dev_born(struct sp_dev *d, const struct sp_payload *p)
         if (!m->name)
             continue;
         int32_t k = find_name(d, m->name);
-        if (k >= 0)
-            d->names[k].datatype = m->datatype;
+        for (size_t j = (size_t)k; k >= 0 && j < name_end(d, (size_t)k); j++)
+            d->names[j].datatype = m->datatype;
         if (m->has_alias)
             d->aliases[d->naliases++] = (struct sp_alias){m->alias, k, m->datatype};
     }
     qsort(d->aliases, d->naliases, sizeof *d->aliases, alias_cmp);
 }
 
+static void apply_one(const struct sp_name *nm, const struct sp_metric *m, uint32_t dt, const struct sp_payload *p,
+                      int64_t now, const struct sp_sink *s, uint32_t *bad_dt);
+
 /* Applies the metrics of a birth or data message to points. Returns -1 when a metric used an
- * alias the birth did not define (nothing after it is applied). */
-static int apply(struct sp_dev *d, const struct sp_payload *p, int64_t now, const struct sp_sink *s)
+ * alias the birth did not define (nothing after it is applied). A mapped metric of a data type
+ * that is not one of Sparkplug's scalars (1..14) turns its points bad, *bad_dt says which. */
+static int apply(struct sp_dev *d, const struct sp_payload *p, int64_t now, const struct sp_sink *s, uint32_t *bad_dt)
 {
     for (size_t i = 0; i < p->n; i++) {
         const struct sp_metric *m = &p->m[i];
@@ -651,13 +662,30 @@ static int apply(struct sp_dev *d, const struct sp_payload *p, int64_t now, cons
         }
         if (k < 0)
             continue;
-        const struct sp_name *nm = &d->names[k];
+        size_t end = name_end(d, (size_t)k);
+        for (; (size_t)k < end; k++)
+            apply_one(&d->names[k], m, dt, p, now, s, bad_dt);
+    }
+    return 0;
+}
+
+static void apply_one(const struct sp_name *nm, const struct sp_metric *m, uint32_t dt, const struct sp_payload *p,
+                      int64_t now, const struct sp_sink *s, uint32_t *bad_dt)
+{
+    {
         if (!dt)
             dt = nm->datatype;
         int64_t ts = m->ts ? m->ts : p->ts ? p->ts : now;
+        if (dt > SP_TEXT) {
+            /* 15..34 are UUIDs, data sets, bytes, files, templates, property sets and arrays;
+             * above that no Sparkplug type at all: no value a point can be sure of */
+            s->bad(s->ud, nm->idx, "metric of a data type that is not a Sparkplug scalar (1..14)", ts);
+            *bad_dt = dt;
+            return;
+        }
         if (m->is_null) {
             s->bad(s->ud, nm->idx, "null value from the edge node", ts);
-            continue;
+            return;
         }
         /* The datatype may have been missing at decode time: decode the raw value again. */
         struct sp_metric mm = *m;
@@ -677,7 +705,6 @@ static int apply(struct sp_dev *d, const struct sp_payload *p, int64_t now, cons
         else
             s->value(s->ud, nm->idx, &v, ts);
     }
-    return 0;
 }
 
 static void dev_bad(struct sp_dev *d, const char *reason, int64_t now, const struct sp_sink *s)
@@ -727,6 +754,7 @@ int sp_handle(struct sp_host *h, const char *topic, const uint8_t *payload, size
     }
     h->msg[0] = '\0';
     bool problem = false;
+    uint32_t bad_dt = 0;
     switch (t.type) {
     case SP_NBIRTH: {
         node->born = true;
@@ -736,7 +764,7 @@ int sp_handle(struct sp_host *h, const char *topic, const uint8_t *payload, size
         for (size_t k = 1; k < node->ndevs; k++)
             dev_unborn(&node->devs[k]);
         dev_born(&node->devs[0], &p);
-        apply(&node->devs[0], &p, now, s);
+        apply(&node->devs[0], &p, now, s, &bad_dt);
         break;
     }
     case SP_NDEATH: {
@@ -788,7 +816,7 @@ int sp_handle(struct sp_host *h, const char *topic, const uint8_t *payload, size
             problem = true;
             break;
         }
-        if (apply(d, &p, now, s) < 0) {
+        if (apply(d, &p, now, s, &bad_dt) < 0) {
             snprintf(h->msg, sizeof h->msg, "%s with an alias its birth did not define: rebirth requested",
                      msg_names[t.type]);
             rebirth(h, node, now, s, h->msg);
@@ -797,7 +825,136 @@ int sp_handle(struct sp_host *h, const char *topic, const uint8_t *payload, size
         break;
     }
     }
+    if (bad_dt && !problem) {
+        snprintf(h->msg, sizeof h->msg, "%s with a metric of data type %u, not a Sparkplug scalar: its points bad",
+                 msg_names[t.type], bad_dt);
+        problem = true;
+    }
     event(h, node, s, problem ? SP_EV_ERROR : SP_EV_OK);
     sp_payload_release(&p);
     return 0;
+}
+
+/* ---- commands (NCMD / DCMD) ---- */
+
+/* v as the value of a metric of data type dt into m; static reason on failure. */
+static const char *command_value(uint32_t dt, const struct pt_value *v, SparkplugB__Payload__Metric *m, char *sbuf,
+                                 size_t slen)
+{
+    double x = v->type == PT_DOUBLE ? v->u.d : v->type == PT_INT ? (double)v->u.i : v->type == PT_BOOL ? v->u.b : 0;
+    bool whole = v->type == PT_INT || v->type == PT_BOOL || (v->type == PT_DOUBLE && x == nearbyint(x));
+    static const double lo[] = {[SP_INT8] = -128, [SP_INT16] = -32768, [SP_INT32] = -2147483648.0,
+                                [SP_INT64] = -9.2233720368547758e18, [SP_UINT8] = 0, [SP_UINT16] = 0, [SP_UINT32] = 0,
+                                [SP_UINT64] = 0, [SP_DATETIME] = 0};
+    static const double hi[] = {[SP_INT8] = 127, [SP_INT16] = 32767, [SP_INT32] = 2147483647.0,
+                                [SP_INT64] = 9.2233720368547758e18, [SP_UINT8] = 255, [SP_UINT16] = 65535,
+                                [SP_UINT32] = 4294967295.0, [SP_UINT64] = 1.8446744073709552e19,
+                                [SP_DATETIME] = 9.2233720368547758e18};
+    m->has_datatype = 1;
+    m->datatype = dt;
+    switch (dt) {
+    case SP_STRING:
+    case SP_TEXT:
+        if (v->type != PT_STRING)
+            return "the metric takes text";
+        snprintf(sbuf, slen, "%s", v->u.s);
+        m->value_case = SPARKPLUG_B__PAYLOAD__METRIC__VALUE_STRING_VALUE;
+        m->string_value = sbuf;
+        return NULL;
+    case SP_BOOLEAN:
+        if (v->type == PT_STRING)
+            return "the metric takes true or false";
+        m->value_case = SPARKPLUG_B__PAYLOAD__METRIC__VALUE_BOOLEAN_VALUE;
+        m->boolean_value = x != 0;
+        return NULL;
+    case SP_FLOAT:
+    case SP_DOUBLE:
+        if (v->type == PT_STRING || !isfinite(x))
+            return "the metric takes a finite number";
+        if (dt == SP_FLOAT) {
+            if (fabs(x) > 3.4028234663852886e38)
+                return "outside the range of a Float metric";
+            m->value_case = SPARKPLUG_B__PAYLOAD__METRIC__VALUE_FLOAT_VALUE;
+            m->float_value = (float)x;
+        } else {
+            m->value_case = SPARKPLUG_B__PAYLOAD__METRIC__VALUE_DOUBLE_VALUE;
+            m->double_value = x;
+        }
+        return NULL;
+    default:
+        if (dt < SP_INT8 || dt > SP_DATETIME || dt == SP_FLOAT || dt == SP_DOUBLE || dt == SP_BOOLEAN || dt == SP_STRING)
+            return "the metric's data type cannot be written";
+        if (v->type == PT_STRING || !whole)
+            return "the metric takes a whole number";
+        if (x < lo[dt] || x > hi[dt] || (dt == SP_INT64 && x >= hi[dt]) || (dt == SP_UINT64 && x >= hi[dt]))
+            return "outside the range of the metric's data type";
+        if (dt == SP_INT64 || dt == SP_UINT64 || dt == SP_DATETIME) {
+            m->value_case = SPARKPLUG_B__PAYLOAD__METRIC__VALUE_LONG_VALUE;
+            m->long_value = v->type == PT_INT ? (uint64_t)v->u.i : dt == SP_UINT64 ? (uint64_t)x : (uint64_t)(int64_t)x;
+        } else {
+            /* protobuf's int_value carries the 32 bits; signed types in two's complement */
+            m->value_case = SPARKPLUG_B__PAYLOAD__METRIC__VALUE_INT_VALUE;
+            m->int_value = dt <= SP_INT64 ? (uint32_t)(int32_t)(int64_t)x : (uint32_t)x;
+        }
+        return NULL;
+    }
+}
+
+int sp_host_command(struct sp_host *h, uint32_t idx, const struct pt_value *v, int64_t now, char *topic,
+                    size_t tcap, uint8_t *buf, size_t cap, const char **why)
+{
+    *why = NULL;
+    for (size_t i = 0; i < h->nnodes; i++) {
+        struct sp_node *node = &h->nodes[i];
+        for (size_t k = 0; k < node->ndevs; k++) {
+            struct sp_dev *d = &node->devs[k];
+            for (size_t j = 0; j < d->nnames; j++) {
+                if (d->names[j].idx != idx)
+                    continue;
+                if (!node->born || (k > 0 && !d->born)) {
+                    *why = k > 0 ? "the device is not online (no DBIRTH since opsd connected)"
+                                 : "the edge node is not online (no NBIRTH since opsd connected)";
+                    return -1;
+                }
+                int32_t first = find_name(d, d->names[j].metric);
+                uint32_t dt = d->names[j].datatype;
+                if (!dt)
+                    dt = v->type == PT_DOUBLE ? SP_DOUBLE : v->type == PT_INT ? SP_INT64
+                       : v->type == PT_BOOL ? SP_BOOLEAN : SP_STRING;
+                SparkplugB__Payload p = SPARKPLUG_B__PAYLOAD__INIT;
+                SparkplugB__Payload__Metric m = SPARKPLUG_B__PAYLOAD__METRIC__INIT;
+                SparkplugB__Payload__Metric *ms[1] = {&m};
+                char sbuf[LIVE_STRING_MAX + 1];
+                if ((*why = command_value(dt, v, &m, sbuf, sizeof sbuf)))
+                    return -1;
+                bool by_alias = false;
+                for (size_t a = 0; a < d->naliases; a++)
+                    if (d->aliases[a].name == first) {
+                        m.has_alias = 1;
+                        m.alias = d->aliases[a].alias;
+                        by_alias = true;
+                        break;
+                    }
+                if (!by_alias)
+                    m.name = d->names[j].metric;
+                m.has_timestamp = 1;
+                m.timestamp = (uint64_t)now;
+                p.has_timestamp = 1;
+                p.timestamp = (uint64_t)now;
+                p.n_metrics = 1;
+                p.metrics = ms;
+                if (sparkplug_b__payload__get_packed_size(&p) > cap) {
+                    *why = "the command does not fit its buffer";
+                    return -1;
+                }
+                if (k == 0)
+                    snprintf(topic, tcap, "%s/%s/NCMD/%s", SP_NAMESPACE, h->group, node->name);
+                else
+                    snprintf(topic, tcap, "%s/%s/DCMD/%s/%s", SP_NAMESPACE, h->group, node->name, d->name);
+                return (int)sparkplug_b__payload__pack(&p, buf);
+            }
+        }
+    }
+    *why = "not a Sparkplug point of this driver";
+    return -1;
 }

@@ -111,6 +111,14 @@ void sp_host_reset(struct sp_host *h);
 /* Asks every configured node to rebirth (after connecting). */
 void sp_host_rebirth_all(struct sp_host *h, int64_t now, const struct sp_sink *s);
 
+/* A write to the metric behind point idx: the NCMD (node metric) or DCMD (device metric)
+ * topic and its payload, the metric by the alias its birth gave (else by name) with the
+ * birth's data type (else one from the point's type), the value converted and range-checked.
+ * Returns the payload's length, or -1 with *why (static text: not mapped, node or device not
+ * online, out of range, cap too small). Message thread (it reads the birth state). */
+int sp_host_command(struct sp_host *h, uint32_t idx, const struct pt_value *v, int64_t now, char *topic,
+                    size_t tcap, uint8_t *buf, size_t cap, const char **why);
+
 /* Handles one message on topic. Returns 0 (also for messages of nodes not mapped), or -1
  * when the message is malformed (*why says how; nothing changed). */
 int sp_handle(struct sp_host *h, const char *topic, const uint8_t *payload, size_t len, int64_t now,

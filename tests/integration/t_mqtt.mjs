@@ -247,7 +247,7 @@ await test('mqtt: invalid driver entries are refused with FILE:LINE and reason',
   const r = spawnSync(process.env.OPSD, ['--check-config', f], { encoding: 'utf8' });
   assertEq(r.status, 1, 'exit status');
   for (const re of [/:5: .*qos/, /:7: .*needs 'point'/, /:8: .*expands to 2 names but 'name' to 3/, /:9: .*whole level/,
-    /:10: .*index/, /:11: .*sparkplug/, /:12: .*read-only/, /:13: .*\$N beyond/, /:14: .*'stale' must be/]) {
+    /:10: .*index/, /:11: .*sparkplug/, /:12: .*needs 'command_topic'/, /:13: .*\$N beyond/, /:14: .*'stale' must be/]) {
     assert(re.test(r.stderr), `${re} in: ${r.stderr}`);
   }
 });

@@ -56,6 +56,8 @@ drivers:
     sparkplug: {group: G1}
     points:
       - {name: "sp-e1-temp", type: double, node: E1, metric: "Process/Temp"}
+      - {name: "sp-e1-temp2", type: int, node: E1, metric: "Process/Temp"}
+      - {name: "sp-e1-odd", type: double, node: E1, metric: "Odd"}
       - {name: "sp-e1-count", type: int, node: E1, metric: "Count"}
       - {name: "sp-d1-level-{1..2}", type: double, node: E1, device: D1, metric: "Level{1..2}"}
       - {name: "sp-d1-run", type: bool, node: E1, device: D1, metric: "Running"}
@@ -131,6 +133,29 @@ await test('sparkplug: NBIRTH and DBIRTH values, then NDATA and DDATA by alias',
   await waitPoint('sp-d1-run', (p) => p.value === false);
   const n = await node('G1/E1');
   assert(n && n.connected && n.errors === 0, `node health: ${JSON.stringify(n)}`);
+});
+
+await test('sparkplug: two points on one metric both follow it', async () => {
+  const a = await point('sp-e1-temp'), b = await waitPoint('sp-e1-temp2', (p) => p.quality === 'good');
+  assertEq([a.value, b.value], [21.75, 22], 'the same metric as double and as int');
+  await send('NDATA', 'E1', null, { seq: nextSeq(), metrics: [{ alias: 1, type: 'Double', value: 30.25 }] });
+  await waitPoint('sp-e1-temp', (p) => p.value === 30.25);
+  await waitPoint('sp-e1-temp2', (p) => p.value === 30 && p.quality === 'good');
+});
+
+await test('sparkplug: a metric of an unknown data type (99) turns its point bad, counted', async () => {
+  const e0 = (await node('G1/E1')).errors;
+  const buf = Buffer.from(sp.encodePayload({ timestamp: Date.now(), seq: nextSeq(),
+    metrics: [{ name: 'Odd', type: 'Double', value: 1.5 }] }));
+  const at = buf.indexOf(Buffer.from([0x20, 0x0a, 0x69])); // datatype 10 (Double), then double_value
+  assert(at >= 0, 'the datatype field found in the payload');
+  buf[at + 1] = 99;
+  await send('NDATA', 'E1', null, buf);
+  const p = await waitPoint('sp-e1-odd', (x) => x.quality === 'bad');
+  assert(/data type that is not a Sparkplug scalar/.test(p.reason), `reason: ${p.reason}`);
+  const n = await node('G1/E1');
+  assert(n.errors > e0 && /data type 99/.test(n.last_error), `node health: ${JSON.stringify(n)}`);
+  assertEq((await point('sp-e1-temp')).quality, 'good', 'other metrics unaffected');
 });
 
 await test('sparkplug: a sequence gap requests a rebirth (values still applied)', async () => {

@@ -16,13 +16,16 @@ function portOpen(port) {
 }
 
 export class MosquittoBroker {
-  constructor({ port, dir }) {
+  // extra: more configuration lines (another listener with TLS, log types); port stays the
+  // plain listener the helper waits for.
+  constructor({ port, dir, extra = '' }) {
     this.port = port;
     this.dir = dir;
     this.proc = null;
     this.log = '';
     this.conf = join(dir, 'mosquitto.conf');
-    writeFileSync(this.conf, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\n`);
+    writeFileSync(this.conf, `per_listener_settings false\nallow_anonymous true\npersistence false\n` +
+      `listener ${port} 127.0.0.1\n${extra}`);
     onCleanup(() => this.stop());
   }
 

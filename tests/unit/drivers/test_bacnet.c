@@ -144,7 +144,7 @@ static void peer_notify(struct peer *p, uint32_t inst)
     struct bac_w w;
     frame_start(&w, buf, sizeof buf);
     bac_enc_confirmed_hdr(&w, p->next_invoke++, BAC_SVC_CONFIRMED_COV_NOTIFICATION, 5);
-    struct bac_cov_hdr h = {0x6F70, bac_oid(BAC_OBJ_DEVICE, p->instance), bac_oid(0, inst), 60};
+    struct bac_cov_hdr h = {0x6F70, bac_oid(BAC_OBJ_DEVICE, p->instance), bac_oid(0, inst), 60, 4};
     struct bac_result vals[2];
     peer_value(p, h.oid, BAC_PROP_PRESENT_VALUE, &vals[0]);
     peer_value(p, h.oid, BAC_PROP_STATUS_FLAGS, &vals[1]);
@@ -445,9 +445,13 @@ static void config_errors(void **state)
          "1, object: '0:1'}]}\n",
          "b.yaml:1: drivers[0].devices[1]: device 1 is listed twice (first at line 1)\n"
          "b.yaml:1: drivers[0].devices[1]: 'max_apdu' must be 50..1476\n"},
-        {"- {type: bacnet, name: x, points: [{name: a, object: '0:1', writable: true}]}\n",
+        {"- {type: bacnet, name: x, points: [{name: a, object: '0:1', writable: true, priority: 17}]}\n",
          "b.yaml:1: drivers[0].points[0]: missing 'device'\n"
-         "b.yaml:1: drivers[0].points[0]: BACnet points are read-only in this version\n"},
+         "b.yaml:1: drivers[0].points[0]: 'priority' must be 1..16 (the command priority of writes)\n"},
+        {"- {type: bacnet, name: x, points: [{name: a, device: 1, object: '0:1', datatype: float}]}\n",
+         "b.yaml:1: drivers[0].points[0]: unknown datatype 'float' (real, double, unsigned, signed, enumerated, "
+         "boolean, character-string)\n"
+         "b.yaml:1: drivers[0].points[0]: 'priority' and 'datatype' are for writable points (writable: true)\n"},
         {"- {type: bacnet, name: x, points: []}\n",
          "b.yaml:1: drivers[0]: 'points' must be a non-empty list of point entries\n"},
     };

@@ -207,7 +207,7 @@ static void cov(void **state)
 
     bac_w_init(&w, buf, sizeof buf);
     bac_enc_confirmed_hdr(&w, 0x0F, BAC_SVC_CONFIRMED_COV_NOTIFICATION, 2);
-    struct bac_cov_hdr h = {18, bac_oid(8, 4), bac_oid(0, 10), 0};
+    struct bac_cov_hdr h = {18, bac_oid(8, 4), bac_oid(0, 10), 0, 4};
     uint8_t flags[1] = {0};
     struct bac_result vals[2] = {
         {.ref = {0, 85, BAC_ARRAY_ALL}, .value = {.tag = BAC_APP_REAL, .u.f = 65.0f}},

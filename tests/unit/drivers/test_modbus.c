@@ -279,13 +279,111 @@ static void test_names(void **state)
     assert_int_equal(mb_data_width(MB_FLOAT64), 4);
 }
 
+
+/* A TCP reply to r: MBAP (tid, pid, len of what follows), unit, then the PDU. */
+static size_t tcp_reply(uint8_t *out, uint16_t tid, uint16_t pid, int len, uint8_t unit, const uint8_t *pdu, size_t n)
+{
+    out[0] = (uint8_t)(tid >> 8);
+    out[1] = (uint8_t)tid;
+    out[2] = (uint8_t)(pid >> 8);
+    out[3] = (uint8_t)pid;
+    uint16_t l = len < 0 ? (uint16_t)(n + 1) : (uint16_t)len;
+    out[4] = (uint8_t)(l >> 8);
+    out[5] = (uint8_t)l;
+    out[6] = unit;
+    memcpy(out + 7, pdu, n);
+    return 7 + n;
+}
+
+static void test_frames_tcp(void **state)
+{
+    (void)state;
+    struct mb_request r;
+    struct mb_reply rep;
+    const char *why;
+    uint8_t adu[MB_ADU_MAX], out[MB_ADU_MAX];
+    mb_req_read(&r, 7, MB_HOLDING, 100, 2);
+    r.tid = 0x1234;
+    size_t n = mb_adu_encode(MB_TCP, &r, out);
+    static const uint8_t req[] = {0x12, 0x34, 0, 0, 0, 6, 7, 3, 0, 100, 0, 2};
+    assert_int_equal(n, sizeof req);
+    assert_memory_equal(out, req, n);
+    static const uint8_t ok[] = {3, 4, 0x01, 0x02, 0x03, 0x04};
+    n = tcp_reply(adu, 0x1234, 0, -1, 7, ok, sizeof ok);
+    assert_int_equal(mb_reply_check(MB_TCP, &r, adu, n, &rep, &why), 0);
+    assert_int_equal(rep.len, 4);
+    assert_int_equal(rep.data[0], 1);
+    assert_int_equal(rep.exception, 0);
+    static const uint8_t exc[] = {0x83, 2};
+    n = tcp_reply(adu, 0x1234, 0, -1, 7, exc, sizeof exc);
+    assert_int_equal(mb_reply_check(MB_TCP, &r, adu, n, &rep, &why), 0);
+    assert_int_equal(rep.exception, 2);
+    const struct {
+        uint16_t tid, pid;
+        int len;
+        uint8_t unit;
+        const uint8_t *pdu;
+        size_t n;
+        const char *why;
+    } bad[] = {
+        {0x1234, 0, -1, 8, ok, sizeof ok, "malformed reply: another unit id"},
+        {0x1234, 1, -1, 7, ok, sizeof ok, "malformed reply: protocol id not 0"},
+        {0x1234, 0, 65535, 7, ok, sizeof ok, "malformed reply: MBAP length outside 2..254"},
+        {0x1234, 0, 8, 7, ok, sizeof ok, "malformed reply: MBAP length not the octets that follow"},
+        {0x1235, 0, -1, 7, ok, sizeof ok, "malformed reply: another transaction id"},
+        {0x1234, 0, -1, 7, (const uint8_t[]){4, 4, 1, 2, 3, 4}, 6, "malformed reply: another function code"},
+        {0x1234, 0, -1, 7, (const uint8_t[]){3, 2, 1, 2}, 4, "malformed reply: byte count not what was asked for"},
+        {0x1234, 0, -1, 7, (const uint8_t[]){3, 4, 1, 2}, 4, "malformed reply: shorter than its byte count"},
+        {0x1234, 0, -1, 7, (const uint8_t[]){0x83, 0}, 2, "malformed reply: exception code 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        n = tcp_reply(adu, bad[i].tid, bad[i].pid, bad[i].len, bad[i].unit, bad[i].pdu, bad[i].n);
+        assert_int_equal(mb_reply_check(MB_TCP, &r, adu, n, &rep, &why), -1);
+        assert_string_equal(why, bad[i].why);
+    }
+    /* writes: echoed or refused */
+    mb_req_write_register(&r, 1, 5, 0xBEEF);
+    r.tid = 9;
+    static const uint8_t echo[] = {6, 0, 5, 0xBE, 0xEF};
+    n = tcp_reply(adu, 9, 0, -1, 1, echo, sizeof echo);
+    assert_int_equal(mb_reply_check(MB_TCP, &r, adu, n, &rep, &why), 0);
+    static const uint8_t wrong[] = {6, 0, 5, 0xBE, 0xEE};
+    n = tcp_reply(adu, 9, 0, -1, 1, wrong, sizeof wrong);
+    assert_int_equal(mb_reply_check(MB_TCP, &r, adu, n, &rep, &why), -1);
+}
+
+static void test_frames_rtu(void **state)
+{
+    (void)state;
+    struct mb_request r;
+    struct mb_reply rep;
+    const char *why;
+    uint8_t out[MB_ADU_MAX];
+    mb_req_read(&r, 1, MB_COIL, 0, 10);
+    size_t n = mb_adu_encode(MB_RTU, &r, out);
+    /* read 10 coils of unit 1 from 0: 01 01 00 00 00 0A, CRC BC 0D (low octet first) */
+    static const uint8_t req[] = {1, 1, 0, 0, 0, 10, 0xBC, 0x0D};
+    assert_int_equal(n, sizeof req);
+    assert_memory_equal(out, req, n);
+    uint8_t adu[] = {1, 1, 2, 0xCD, 0x01, 0, 0};
+    uint16_t crc = mb_crc16(adu, 5);
+    adu[5] = (uint8_t)crc;
+    adu[6] = (uint8_t)(crc >> 8);
+    assert_int_equal(mb_reply_check(MB_RTU, &r, adu, sizeof adu, &rep, &why), 0);
+    assert_int_equal(rep.len, 2);
+    adu[3] ^= 1;
+    assert_int_equal(mb_reply_check(MB_RTU, &r, adu, sizeof adu, &rep, &why), -1);
+    assert_string_equal(why, "malformed reply: CRC error");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_types),    cmocka_unit_test(test_decode_scale_bool),
         cmocka_unit_test(test_encode_roundtrip), cmocka_unit_test(test_encode_errors),
         cmocka_unit_test(test_plan_contiguous),  cmocka_unit_test(test_plan_limits),
-        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_names),            cmocka_unit_test(test_frames_tcp),
+        cmocka_unit_test(test_frames_rtu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
