@@ -31,6 +31,20 @@ struct api_metrics {
     double loop_lag_max_window;
 };
 
+/* The rates of the last hour, kept for the overview page (GET /api/v1/status/rates): every
+ * RATES_EVERY_MS the counters' change per second since the last sample. */
+#define RATES_KEEP     360
+#define RATES_EVERY_MS 10000
+struct rate_ring {
+    int64_t ts[RATES_KEEP];   /* wall-clock ms at the end of each period */
+    float ingest[RATES_KEEP]; /* point updates per second */
+    float fanout[RATES_KEEP]; /* stream values sent per second */
+    float api[RATES_KEEP];    /* samples through the API per second */
+    unsigned n, next;         /* samples kept; the slot written next */
+    uint64_t last_updates, last_sent, last_api;
+    int64_t last_mono; /* monotonic ms of the last sample, 0: none yet */
+};
+
 struct api {
     struct api_config cfg;
     uv_loop_t *loop;
@@ -59,6 +73,7 @@ struct api {
     struct post_work *posts_waiting;  /* POST /api/v1/messages bodies waiting for the pool */
     struct post_work **posts_waiting_end;
     unsigned posts_running;           /* ... and those on it (rest_journal.c) */
+    struct rate_ring rates;           /* metrics.c */
 };
 
 struct rest_deferred;
@@ -103,6 +118,9 @@ void rest_error(struct http_req *r, int status, const char *code, const char *fm
 void rest_json(struct http_req *r, int status);
 /* Query argument "name" (without '='), URL-decoded, into buf; NULL when absent. */
 const char *rest_arg(struct http_req *r, const char *name, char *buf, int len);
+/* A time argument: ms since the epoch, RFC 3339, "now", or a duration back from now
+ * ("-5m", "now-2h", units ms s m h d, as opsctl reads them). -1 when it is none of these. */
+int rest_parse_time(const char *s, int64_t now, int64_t *out);
 
 /* rest_history.c */
 void rest_get_history(struct http_req *r);
@@ -181,6 +199,10 @@ size_t rest_body_max(const char *path);
 
 /* metrics.c */
 void metrics_write(struct api *api, struct buf *out);
+/* Samples the rates when RATES_EVERY_MS have passed since the last sample (the house timer). */
+void metrics_rates_tick(struct api *api, int64_t mono_ms);
+/* {"interval_ms":10000,"rates":[[ts,ingest,fanout,api],...]}, oldest first. */
+void metrics_rates_json(struct api *api, struct buf *out);
 
 /* rest_drivers.c */
 void rest_get_drivers(struct http_req *r, const char *name);

@@ -647,6 +647,12 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/status") == 0) {
         if (get)
             return get_status(r);
+    } else if (strcmp(p, "/api/v1/status/rates") == 0) {
+        if (get) {
+            metrics_rates_json(r->api, &r->resp);
+            rest_json(r, 200);
+            return;
+        }
     } else if (strcmp(p, "/api/v1/points") == 0) {
         if (get)
             return get_points(r);

@@ -199,6 +199,25 @@ const char *rest_arg(struct http_req *r, const char *name, char *buf, int len)
     return api_query_arg(r->wsi, name, buf, len);
 }
 
+int rest_parse_time(const char *s, int64_t now, int64_t *out)
+{
+    if (!s || !*s) return -1;
+    if (strcmp(s, "now") == 0) {
+        *out = now;
+        return 0;
+    }
+    const char *back = s[0] == '-' ? s + 1 : strncmp(s, "now-", 4) == 0 ? s + 4 : NULL;
+    size_t n = back ? strlen(back) : 0;
+    /* "-5m": a duration back from now; "-5" (no unit) stays ms since the epoch */
+    if (back && n >= 2 && back[n - 1] >= 'a' && back[n - 1] <= 'z') {
+        int64_t d;
+        if (parse_duration_ms(back, &d) < 0 || now - d < 0) return -1;
+        *out = now - d;
+        return 0;
+    }
+    return parse_time_ms(s, out);
+}
+
 /* Starts writing the answer prepared in r. */
 static void req_respond(struct http_req *r)
 {
@@ -554,6 +573,7 @@ static void on_house(uv_timer_t *t)
         ws_housekeeping(api, (int64_t)(mono_ns() / 1000000u));
     }
     conns_expire(api->conns, (int64_t)(mono_ns() / 1000000u));
+    metrics_rates_tick(api, (int64_t)(mono_ns() / 1000000u));
 }
 
 /* Descriptors for lws: every number the process may hand out (lws indexes its table by
