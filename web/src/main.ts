@@ -33,6 +33,7 @@ const main = document.getElementById('main')!;
 const nav = document.getElementById('nav')!;
 const conn = document.getElementById('conn')!;
 const signout = document.getElementById('signout') as HTMLButtonElement;
+const themeBtn = document.getElementById('theme') as HTMLButtonElement;
 let current: Page | null = null;
 let currentName = '';
 
@@ -88,6 +89,31 @@ stream.onState((s, why) => {
   conn.textContent = s === 'open' ? 'live' : s === 'connecting' ? 'connecting…' : why === 'unauthorized' ? 'signed out' : 'offline';
   conn.dataset.state = s;
 });
+
+// The theme: the system's (prefers-color-scheme) unless this device chose one; the button
+// goes system -> dark -> light -> system. Pages that draw on a canvas redraw on 'opsd-theme'.
+const THEME_KEY = 'opsd.theme';
+const darkQuery = window.matchMedia('(prefers-color-scheme: dark)');
+function applyTheme(): void {
+  const chosen = localStorage.getItem(THEME_KEY);
+  const dark = chosen === 'dark' || (chosen !== 'light' && darkQuery.matches);
+  document.documentElement.dataset.theme = dark ? 'dark' : 'light';
+  document.documentElement.style.colorScheme = dark ? 'dark' : 'light';
+  themeBtn.textContent = chosen === 'dark' ? '☾' : chosen === 'light' ? '☀' : '◐';
+  const what = chosen ? `${chosen} (chosen here)` : `follows the system (now ${dark ? 'dark' : 'light'})`;
+  themeBtn.title = `Theme: ${what}; click to change`;
+  themeBtn.setAttribute('aria-label', `Theme: ${what}`);
+  window.dispatchEvent(new Event('opsd-theme'));
+}
+themeBtn.addEventListener('click', () => {
+  const chosen = localStorage.getItem(THEME_KEY);
+  const nextTheme = chosen === null ? 'dark' : chosen === 'dark' ? 'light' : null;
+  if (nextTheme) localStorage.setItem(THEME_KEY, nextTheme);
+  else localStorage.removeItem(THEME_KEY);
+  applyTheme();
+});
+darkQuery.addEventListener('change', applyTheme);
+applyTheme();
 
 window.addEventListener('hashchange', route);
 route();
