@@ -26,7 +26,7 @@ build/opsd --config etc/demo.yaml --data ./var "$@" | {
         else
           echo "demo: node is not installed: no ext-* values, devices or messages (scripts/deps.sh test installs it)" >&2
         fi
-        echo "demo: open $url (web UI), or try  curl ${url}api/v1/status  or  build/opsctl --url ${url%/} watch 'tank1-000*'" >&2
+        echo "demo: open ${url}#/display?name=plant (the plant display; the web UI at $url), or try  curl ${url}api/v1/status  or  build/opsctl --url ${url%/} watch 'tank1-000*'" >&2
         ;;
     esac
   done

@@ -70,6 +70,7 @@ struct api {
     struct reg *device_listening;     /* the registry ws_registry.c's listener is registered with */
     int64_t started_ms;
     char *ui_root;                    /* the web UI's directory (real path), NULL: none */
+    char *displays_root;              /* process displays (real path), NULL: none */
     struct post_work *posts_waiting;  /* POST /api/v1/messages bodies waiting for the pool */
     struct post_work **posts_waiting_end;
     unsigned posts_running;           /* ... and those on it (rest_journal.c) */
@@ -221,5 +222,13 @@ bool static_path_ok(const char *rel);         /* a safe path under the UI direct
 const char *static_ctype(const char *path);   /* Content-Type by the file's extension */
 /* Answers (deferred) a UI path; false for "/" when there is no UI (the API index then). */
 bool static_serve(struct http_req *r);
+/* Answers (deferred) the file rel (checked with static_path_ok) under the real path root;
+ * what names the place in a 404 ("/ui/"). */
+void static_serve_file(struct http_req *r, const char *root, const char *rel, const char *what);
+
+/* displays.c: process displays (SVG files in server.displays_dir), see the file's comment */
+void displays_init(struct api *api); /* chooses api->displays_root; logs the choice */
+void displays_release(struct api *api);
+void rest_get_displays(struct http_req *r, const char *name); /* name NULL: the list */
 
 #endif

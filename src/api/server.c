@@ -613,6 +613,7 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
     api->cfg.tls_cert = cfg->tls_cert ? xstrdup(cfg->tls_cert) : NULL;
     api->cfg.tls_key = cfg->tls_key ? xstrdup(cfg->tls_key) : NULL;
     api->cfg.ui_dir = cfg->ui_dir ? xstrdup(cfg->ui_dir) : NULL;
+    api->cfg.displays_dir = cfg->displays_dir ? xstrdup(cfg->displays_dir) : NULL;
     api->loop = loop;
     api->live = live;
     api->stream = stream;
@@ -669,6 +670,7 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
         free(api->cfg.tls_cert);
         free(api->cfg.tls_key);
         free(api->cfg.ui_dir);
+        free(api->cfg.displays_dir);
         free(api);
         return NULL;
     }
@@ -676,6 +678,7 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
         api->cfg.max_per_address = api->cfg.max_connections / 2;
     api->conns = conns_new(api->cfg.max_connections, api->cfg.max_per_address, api->cfg.head_timeout_ms);
     static_init(api);
+    displays_init(api);
     ws_init(api);
     uv_timer_init(loop, &api->house);
     api->house.data = api;
@@ -709,6 +712,8 @@ void api_free(struct api *api)
     free(api->cfg.tls_cert);
     free(api->cfg.tls_key);
     free(api->cfg.ui_dir);
+    free(api->cfg.displays_dir);
     static_release(api);
+    displays_release(api);
     free(api);
 }

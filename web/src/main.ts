@@ -10,9 +10,12 @@ import { devicesPage } from './pages/devices';
 import { alarmsPage } from './pages/alarms';
 import { messagesPage } from './pages/messages';
 import { loginPage } from './pages/login';
+import { displayPage, startPage } from './pages/display';
 
 const routes: Record<string, () => Page> = {
   overview: overviewPage,
+  display: displayPage,
+  displays: displayPage,
   points: pointsPage,
   trend: trendPage,
   devices: devicesPage,
@@ -22,6 +25,7 @@ const routes: Record<string, () => Page> = {
 };
 const navItems: [string, string][] = [
   ['overview', 'Overview'],
+  ['displays', 'Displays'],
   ['points', 'Points'],
   ['trend', 'Trend'],
   ['alarms', 'Alarms'],
@@ -40,7 +44,8 @@ let currentName = '';
 for (const [name, label] of navItems) nav.append(h('a', { href: `#/${name}`, 'data-page': name }, label));
 
 function parseHash(): [string, URLSearchParams] {
-  const raw = location.hash.replace(/^#\/?/, '');
+  /* no page asked for: the start page chosen on this device, else the overview */
+  const raw = location.hash.replace(/^#\/?/, '') || startPage() || '';
   const q = raw.indexOf('?');
   const name = (q < 0 ? raw : raw.slice(0, q)) || 'overview';
   return [name, new URLSearchParams(q < 0 ? '' : raw.slice(q + 1))];
@@ -59,7 +64,7 @@ function route(): void {
   current = make();
   document.title = `${current.title} · opsd`;
   for (const a of nav.querySelectorAll('a')) {
-    if (a.dataset.page === name) a.setAttribute('aria-current', 'page');
+    if (a.dataset.page === name || (a.dataset.page === 'displays' && name === 'display')) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
   signout.hidden = !getToken() || name === 'login';
