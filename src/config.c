@@ -66,7 +66,8 @@ static void parse_auth(struct yconf *y, const ynode *auth, struct opsd_config *c
 
 static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
 {
-    static const char *const keys[] = {"listen", "data_dir", "log_level", "tls", "auth", "limits", "ui_dir", NULL};
+    static const char *const keys[] = {"listen", "data_dir", "log_level",    "tls", "auth",
+                                       "limits", "ui_dir",   "displays_dir", NULL};
     static const char *const tls_keys[] = {"cert", "key", NULL};
     static const char *const limit_keys[] = {"max_clients", "max_subscriptions", "slow_client_timeout",
                                               "max_connections", "max_per_address", "head_timeout", NULL};
@@ -87,6 +88,10 @@ static void parse_server(struct yconf *y, const ynode *s, struct opsd_config *c)
     if (yn_get_str(y, s, "ui_dir", "server", false, &v) == 0) {
         free(c->api.ui_dir);
         c->api.ui_dir = xstrdup(v);
+    }
+    if (yn_get_str(y, s, "displays_dir", "server", false, &v) == 0) {
+        free(c->api.displays_dir);
+        c->api.displays_dir = v[0] ? xstrdup(v) : NULL;
     }
     if (yn_get_str(y, s, "log_level", "server", false, &v) == 0) {
         if (log_level_parse(v, &c->log_level) < 0)
@@ -452,6 +457,7 @@ void opsd_config_release(struct opsd_config *c)
     free(c->api.tls_cert);
     free(c->api.tls_key);
     free(c->api.ui_dir);
+    free(c->api.displays_dir);
     for (size_t i = 0; i < c->npoints; i++)
         pt_decl_release(&c->points[i]);
     free(c->points);
@@ -478,13 +484,16 @@ static bool str_differs(const char *a, const char *b)
 bool opsd_config_server_differs(const struct opsd_config *a, const struct opsd_config *b)
 {
     return str_differs(a->listen, b->listen) || str_differs(a->data_dir, b->data_dir) ||
-           str_differs(a->api.tls_cert, b->api.tls_cert) || str_differs(a->api.tls_key, b->api.tls_key) ||
+           str_differs(a->api.tls_cert, b->api.tls_cert) ||
+           str_differs(a->api.tls_key, b->api.tls_key) ||
            str_differs(a->api.ui_dir, b->api.ui_dir) ||
+           str_differs(a->api.displays_dir, b->api.displays_dir) ||
            a->api.max_clients != b->api.max_clients ||
            a->api.max_subscriptions != b->api.max_subscriptions ||
            a->api.slow_client_timeout_ms != b->api.slow_client_timeout_ms ||
            a->api.max_connections != b->api.max_connections ||
-           a->api.max_per_address != b->api.max_per_address || a->api.head_timeout_ms != b->api.head_timeout_ms;
+           a->api.max_per_address != b->api.max_per_address ||
+           a->api.head_timeout_ms != b->api.head_timeout_ms;
 }
 
 struct driver *opsd_config_driver_again(const struct opsd_config *c, size_t i)

@@ -39,6 +39,7 @@ struct api_config {
     uint32_t max_subscriptions;
     int64_t slow_client_timeout_ms;
     char *ui_dir;                /* the web UI's files; NULL: found by static.c, "": off */
+    char *displays_dir;          /* process displays (SVG files); NULL: none */
 };
 
 /* A validated sample, not yet applied (every ingest path: POST /api/v1/samples in either

@@ -31,6 +31,20 @@ struct api_metrics {
     double loop_lag_max_window;
 };
 
+/* The rates of the last hour, kept for the overview page (GET /api/v1/status/rates): every
+ * RATES_EVERY_MS the counters' change per second since the last sample. */
+#define RATES_KEEP     360
+#define RATES_EVERY_MS 10000
+struct rate_ring {
+    int64_t ts[RATES_KEEP];   /* wall-clock ms at the end of each period */
+    float ingest[RATES_KEEP]; /* point updates per second */
+    float fanout[RATES_KEEP]; /* stream values sent per second */
+    float api[RATES_KEEP];    /* samples through the API per second */
+    unsigned n, next;         /* samples kept; the slot written next */
+    uint64_t last_updates, last_sent, last_api;
+    int64_t last_mono; /* monotonic ms of the last sample, 0: none yet */
+};
+
 struct api {
     struct api_config cfg;
     uv_loop_t *loop;
@@ -56,9 +70,11 @@ struct api {
     struct reg *device_listening;     /* the registry ws_registry.c's listener is registered with */
     int64_t started_ms;
     char *ui_root;                    /* the web UI's directory (real path), NULL: none */
+    char *displays_root;              /* process displays (real path), NULL: none */
     struct post_work *posts_waiting;  /* POST /api/v1/messages bodies waiting for the pool */
     struct post_work **posts_waiting_end;
     unsigned posts_running;           /* ... and those on it (rest_journal.c) */
+    struct rate_ring rates;           /* metrics.c */
 };
 
 struct rest_deferred;
@@ -110,6 +126,9 @@ void rest_json(struct http_req *r, int status);
 void rest_header(struct http_req *r, const char *name, const char *value);
 /* Query argument "name" (without '='), URL-decoded, into buf; NULL when absent. */
 const char *rest_arg(struct http_req *r, const char *name, char *buf, int len);
+/* A time argument: ms since the epoch, RFC 3339, "now", or a duration back from now
+ * ("-5m", "now-2h", units ms s m h d, as opsctl reads them). -1 when it is none of these. */
+int rest_parse_time(const char *s, int64_t now, int64_t *out);
 
 /* rest_history.c */
 void rest_get_history(struct http_req *r);
@@ -195,6 +214,10 @@ size_t rest_body_max(const char *path);
 
 /* metrics.c */
 void metrics_write(struct api *api, struct buf *out);
+/* Samples the rates when RATES_EVERY_MS have passed since the last sample (the house timer). */
+void metrics_rates_tick(struct api *api, int64_t mono_ms);
+/* {"interval_ms":10000,"rates":[[ts,ingest,fanout,api],...]}, oldest first. */
+void metrics_rates_json(struct api *api, struct buf *out);
 
 /* rest_drivers.c */
 void rest_get_drivers(struct http_req *r, const char *name);
@@ -218,5 +241,13 @@ bool static_path_ok(const char *rel);         /* a safe path under the UI direct
 const char *static_ctype(const char *path);   /* Content-Type by the file's extension */
 /* Answers (deferred) a UI path; false for "/" when there is no UI (the API index then). */
 bool static_serve(struct http_req *r);
+/* Answers (deferred) the file rel (checked with static_path_ok) under the real path root;
+ * what names the place in a 404 ("/ui/"). */
+void static_serve_file(struct http_req *r, const char *root, const char *rel, const char *what);
+
+/* displays.c: process displays (SVG files in server.displays_dir), see the file's comment */
+void displays_init(struct api *api); /* chooses api->displays_root; logs the choice */
+void displays_release(struct api *api);
+void rest_get_displays(struct http_req *r, const char *name); /* name NULL: the list */
 
 #endif

@@ -7,6 +7,46 @@ static void metric(struct buf *b, const char *name, const char *type, const char
     buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
+void metrics_rates_tick(struct api *api, int64_t mono_ms)
+{
+    struct rate_ring *rr = &api->rates;
+    if (rr->last_mono && mono_ms - rr->last_mono < RATES_EVERY_MS) return;
+    struct live_stats ls;
+    struct live_stream_stats ss;
+    live_stats(api->live, &ls);
+    live_stream_stats(api->stream, &ss);
+    uint64_t sent = ss.values_sent, samples = api->m.samples_ingested;
+    if (rr->last_mono) {
+        double dt = (double)(mono_ms - rr->last_mono) / 1000.0;
+        unsigned i = rr->next;
+        rr->ts[i] = now_ms();
+        rr->ingest[i] = ls.updates >= rr->last_updates
+                            ? (float)((double)(ls.updates - rr->last_updates) / dt)
+                            : 0;
+        rr->fanout[i] = sent >= rr->last_sent ? (float)((double)(sent - rr->last_sent) / dt) : 0;
+        rr->api[i] = samples >= rr->last_api ? (float)((double)(samples - rr->last_api) / dt) : 0;
+        rr->next = (i + 1) % RATES_KEEP;
+        if (rr->n < RATES_KEEP) rr->n++;
+    }
+    rr->last_updates = ls.updates;
+    rr->last_sent = sent;
+    rr->last_api = samples;
+    rr->last_mono = mono_ms;
+}
+
+void metrics_rates_json(struct api *api, struct buf *out)
+{
+    const struct rate_ring *rr = &api->rates;
+    buf_printf(out, "{\"interval_ms\":%d,\"rates\":[", RATES_EVERY_MS);
+    unsigned first = (rr->next + RATES_KEEP - rr->n) % RATES_KEEP;
+    for (unsigned k = 0; k < rr->n; k++) {
+        unsigned i = (first + k) % RATES_KEEP;
+        buf_printf(out, "%s[%lld,%.1f,%.1f,%.1f]", k ? "," : "", (long long)rr->ts[i],
+                   (double)rr->ingest[i], (double)rr->fanout[i], (double)rr->api[i]);
+    }
+    buf_printf(out, "]}\n");
+}
+
 void metrics_write(struct api *api, struct buf *out)
 {
     struct live_stats ls;

@@ -725,6 +725,14 @@ void rest_dispatch(struct http_req *r)
     } else if (strcmp(p, "/api/v1/status") == 0) {
         if (get)
             return get_status(r);
+    } else if (strcmp(p, "/api/v1/displays") == 0 || strncmp(p, "/api/v1/displays/", 17) == 0) {
+        if (get) return rest_get_displays(r, p[16] ? p + 17 : NULL);
+    } else if (strcmp(p, "/api/v1/status/rates") == 0) {
+        if (get) {
+            metrics_rates_json(r->api, &r->resp);
+            rest_json(r, 200);
+            return;
+        }
     } else if (strcmp(p, "/api/v1/points") == 0) {
         if (get)
             return get_points(r);

@@ -386,15 +386,17 @@ static void get_events(struct http_req *r)
     x->q.limit = 1000;
     char b[512];
     const char *v;
-    int64_t n;
-    if ((v = rest_arg(r, "from", b, sizeof b)) && *v && parse_time_ms(v, &x->q.from) < 0) {
+    int64_t n, now = now_ms();
+    if ((v = rest_arg(r, "from", b, sizeof b)) && *v && rest_parse_time(v, now, &x->q.from) < 0) {
         rest_error(r, 400, "bad_request",
-                   "'from' must be ms since the epoch or an RFC 3339 time (years 0000-9999)");
+                   "'from' must be ms since the epoch, an RFC 3339 time (years 0000-9999), now "
+                   "or a time back from now (-15m, -2h, -1d)");
         goto fail;
     }
-    if ((v = rest_arg(r, "to", b, sizeof b)) && *v && parse_time_ms(v, &x->q.to) < 0) {
+    if ((v = rest_arg(r, "to", b, sizeof b)) && *v && rest_parse_time(v, now, &x->q.to) < 0) {
         rest_error(r, 400, "bad_request",
-                   "'to' must be ms since the epoch or an RFC 3339 time (years 0000-9999)");
+                   "'to' must be ms since the epoch, an RFC 3339 time (years 0000-9999), now "
+                   "or a time back from now (-15m, -2h, -1d)");
         goto fail;
     }
     if (x->q.to <= x->q.from) {

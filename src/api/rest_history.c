@@ -240,8 +240,6 @@ static void csv_from_json(struct buf *out, const char *point, const char *arr, s
     }
 }
 
-static int parse_when(const char *s, int64_t *out) { return parse_time_ms(s, out); }
-
 void rest_get_history(struct http_req *r)
 {
     struct api *api = r->api;
@@ -261,16 +259,18 @@ void rest_get_history(struct http_req *r)
     int64_t now = now_ms();
     hw->q.to = now;
     const char *t = rest_arg(r, "to", to_s, sizeof to_s);
-    if (t && parse_when(t, &hw->q.to) < 0) {
+    if (t && rest_parse_time(t, now, &hw->q.to) < 0) {
         rest_error(r, 400, "bad_request",
-                   "'to' must be ms since the epoch or an RFC 3339 time (years 0000-9999)");
+                   "'to' must be ms since the epoch, an RFC 3339 time (years 0000-9999), now "
+                   "or a time back from now (-15m, -2h, -1d)");
         goto fail;
     }
     hw->q.from = hw->q.to - 3600000;
     const char *f = rest_arg(r, "from", from_s, sizeof from_s);
-    if (f && parse_when(f, &hw->q.from) < 0) {
+    if (f && rest_parse_time(f, now, &hw->q.from) < 0) {
         rest_error(r, 400, "bad_request",
-                   "'from' must be ms since the epoch or an RFC 3339 time (years 0000-9999)");
+                   "'from' must be ms since the epoch, an RFC 3339 time (years 0000-9999), now "
+                   "or a time back from now (-15m, -2h, -1d)");
         goto fail;
     }
     if (hw->q.from > hw->q.to) {

@@ -411,9 +411,11 @@ static bool time_arg(struct http_req *r, const char *name, int64_t *out)
     *out = -1;
     if (!v || !*v)
         return true;
-    if (parse_time_ms(v, out) < 0 || *out < 0) {
+    if (rest_parse_time(v, now_ms(), out) < 0 || *out < 0) {
         rest_error(r, 400, "bad_request",
-                   "'%s' must be a time: RFC 3339 or ms since the epoch (before 10000)", name);
+                   "'%s' must be a time: RFC 3339, ms since the epoch (before 10000), now or a "
+                   "time back from now (-15m, -2h, -1d)",
+                   name);
         return false;
     }
     return true;

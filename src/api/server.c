@@ -214,6 +214,25 @@ const char *rest_arg(struct http_req *r, const char *name, char *buf, int len)
     return api_query_arg(r->wsi, name, buf, len);
 }
 
+int rest_parse_time(const char *s, int64_t now, int64_t *out)
+{
+    if (!s || !*s) return -1;
+    if (strcmp(s, "now") == 0) {
+        *out = now;
+        return 0;
+    }
+    const char *back = s[0] == '-' ? s + 1 : strncmp(s, "now-", 4) == 0 ? s + 4 : NULL;
+    size_t n = back ? strlen(back) : 0;
+    /* "-5m": a duration back from now; "-5" (no unit) stays ms since the epoch */
+    if (back && n >= 2 && back[n - 1] >= 'a' && back[n - 1] <= 'z') {
+        int64_t d;
+        if (parse_duration_ms(back, &d) < 0 || now - d < 0) return -1;
+        *out = now - d;
+        return 0;
+    }
+    return parse_time_ms(s, out);
+}
+
 /* Starts writing the answer prepared in r. */
 static void req_respond(struct http_req *r)
 {
@@ -583,6 +602,7 @@ static void on_house(uv_timer_t *t)
         ws_housekeeping(api, (int64_t)(mono_ns() / 1000000u));
     }
     conns_expire(api->conns, (int64_t)(mono_ns() / 1000000u));
+    metrics_rates_tick(api, (int64_t)(mono_ns() / 1000000u));
 }
 
 /* Descriptors for lws: every number the process may hand out (lws indexes its table by
@@ -622,6 +642,7 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
     api->cfg.tls_cert = cfg->tls_cert ? xstrdup(cfg->tls_cert) : NULL;
     api->cfg.tls_key = cfg->tls_key ? xstrdup(cfg->tls_key) : NULL;
     api->cfg.ui_dir = cfg->ui_dir ? xstrdup(cfg->ui_dir) : NULL;
+    api->cfg.displays_dir = cfg->displays_dir ? xstrdup(cfg->displays_dir) : NULL;
     api->loop = loop;
     api->live = live;
     api->stream = stream;
@@ -678,6 +699,7 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
         free(api->cfg.tls_cert);
         free(api->cfg.tls_key);
         free(api->cfg.ui_dir);
+        free(api->cfg.displays_dir);
         free(api);
         return NULL;
     }
@@ -685,6 +707,7 @@ struct api *api_new(const struct api_config *cfg, uv_loop_t *loop, struct live *
         api->cfg.max_per_address = api->cfg.max_connections / 2;
     api->conns = conns_new(api->cfg.max_connections, api->cfg.max_per_address, api->cfg.head_timeout_ms);
     static_init(api);
+    displays_init(api);
     ws_init(api);
     uv_timer_init(loop, &api->house);
     api->house.data = api;
@@ -718,6 +741,8 @@ void api_free(struct api *api)
     free(api->cfg.tls_cert);
     free(api->cfg.tls_key);
     free(api->cfg.ui_dir);
+    free(api->cfg.displays_dir);
     static_release(api);
+    displays_release(api);
     free(api);
 }

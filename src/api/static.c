@@ -166,6 +166,7 @@ struct swork {
     uv_work_t work;
     struct rest_deferred *d;
     char *root;
+    const char *what; /* in the 404 message: "/ui/" or "/api/v1/displays/" */
     char rel[STATIC_PATH_MAX];
     char inm[128];           /* If-None-Match of the request */
     /* results */
@@ -250,7 +251,7 @@ static void swork_done(uv_work_t *w, int status)
             rest_error(r, 500, "internal", "the file could not be read");
             break;
         default:
-            rest_error(r, 404, "not_found", "no such file in the web UI: /ui/%.200s", sw->rel);
+            rest_error(r, 404, "not_found", "no such file: %s%.200s", sw->what, sw->rel);
             break;
         }
     }
@@ -278,13 +279,19 @@ bool static_serve(struct http_req *r)
         rest_error(r, 404, "not_found", "no such file in the web UI: %.200s", p);
         return true;
     }
+    static_serve_file(r, api->ui_root, rel, "/ui/");
+    return true;
+}
+
+void static_serve_file(struct http_req *r, const char *root, const char *rel, const char *what)
+{
     struct swork *sw = xzalloc(sizeof *sw);
     sw->work.data = sw;
-    sw->root = xstrdup(api->ui_root);
+    sw->root = xstrdup(root);
+    sw->what = what;
     snprintf(sw->rel, sizeof sw->rel, "%s", rel);
     if (lws_hdr_copy(r->wsi, sw->inm, sizeof sw->inm, WSI_TOKEN_HTTP_IF_NONE_MATCH) <= 0)
         sw->inm[0] = '\0';
     sw->d = rest_defer(r);
-    uv_queue_work(api->loop, &sw->work, swork_run, swork_done);
-    return true;
+    uv_queue_work(r->api->loop, &sw->work, swork_run, swork_done);
 }

@@ -6,7 +6,8 @@
 # Usage: tests/integration/run.sh BUILD_DIR [NAME...]
 #   BUILD_DIR  the build folder holding opsd and opsctl (e.g. build-asan)
 #   NAME       run only the test files whose name contains NAME (e.g. stream, t_rest)
-# Environment: IT_FILE_TIMEOUT (seconds per file, default 90), IT_KEEP=1 keeps every
+# Environment: IT_FILE_TIMEOUT (seconds per file, default 90, or what a line
+# "// it-timeout: N" or "# it-timeout: N" in the file asks for), IT_KEEP=1 keeps every
 # file's logs under tests/integration/out/ (logs of files with failures are always kept).
 #
 # Prints one line per test ("ok - name" / "not ok - name: reason"), diagnostics as "# ...",
@@ -122,6 +123,8 @@ for f in "${files[@]}"; do
     *.mjs) cmd=(node "$f") ;;
   esac
   t0=$(date +%s)
+  ftimeout=${IT_FILE_TIMEOUT:-$(sed -n -E 's@^(//|#) it-timeout: ([0-9]+)$@\2@p' "$f" | head -1)}
+  ftimeout=${ftimeout:-90}
   echo "# $name"
   fpass=0
   ffail=0
@@ -132,18 +135,18 @@ for f in "${files[@]}"; do
       "#"*) echo "$line" ;;
       *) echo "# $line" ;;
     esac
-  done < <(cd "$IT_DIR" && IT_NAME=$name exec timeout -k 5 "${IT_FILE_TIMEOUT:-90}" "${cmd[@]}" 2>"$IT_OUT/$name.stderr")
+  done < <(cd "$IT_DIR" && IT_NAME=$name exec timeout -k 5 "$ftimeout" "${cmd[@]}" 2>"$IT_OUT/$name.stderr")
   child=$!
   wait "$child"
   rc=$?
   child=
   if [ "$rc" -ne 0 ] && [ "$ffail" -eq 0 ]; then
     why="exited with status $rc"
-    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && why="killed after ${IT_FILE_TIMEOUT:-90} s (file timeout)"
+    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && why="killed after $ftimeout s (file timeout)"
     echo "not ok - $name: $why; stderr: $(tail -c 300 "$IT_OUT/$name.stderr" | tr '\n' ' ')"
     ffail=$((ffail + 1))
   elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-    echo "not ok - $name: killed after ${IT_FILE_TIMEOUT:-90} s (file timeout)"
+    echo "not ok - $name: killed after $ftimeout s (file timeout)"
     ffail=$((ffail + 1))
   fi
   [ -s "$IT_OUT/$name.stderr" ] || rm -f "$IT_OUT/$name.stderr"

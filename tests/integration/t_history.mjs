@@ -57,6 +57,21 @@ await test('history: simulator points are recorded and queryable', async () => {
   for (let i = 1; i < s.length; i++) assert(s[i][0] > s[i - 1][0], 'samples in time order');
 });
 
+await test('history: from and to read a time back from now as opsctl does (-1m, now-1m, now)', async () => {
+  const t0 = Date.now();
+  for (const q of ['from=-1m', 'from=now-1m&to=now', 'from=-60s&to=-0s', 'from=-60000ms']) {
+    const r = await hist(d, `points=tank1-0001&${q}`);
+    assertEq(r.status, 200, `${q}: ${r.text.slice(0, 200)}`);
+    const s = r.json.series[0].samples;
+    assert(s.length >= 4, `${q}: samples ${s.length}`);
+    assert(s[0][0] >= t0 - 61000 && s[0][0] <= Date.now() + 1000, `${q}: first sample at ${s[0][0]} (now ${t0})`);
+  }
+  // "-5" has no unit: ms since the epoch as before (5 ms before 1970), not five seconds ago.
+  const r = await hist(d, 'points=tank1-0001&from=-5&to=0');
+  assertEq(r.status, 200, r.text.slice(0, 200));
+  assertEq(r.json.series[0].samples.length, 0, 'nothing before 1970');
+});
+
 // Every acknowledged sample survives kill -9.
 const acked = new Map(); // point -> Set(ts)
 let base = Date.now() - 500000;
@@ -201,7 +216,8 @@ await test('history: CSV export', async () => {
 });
 
 await test('history: bad queries get 400 and a reason', async () => {
-  for (const q of ['', 'points=ext-000&from=x', 'points=ext-000&interval=1m&buckets=4',
+  for (const q of ['', 'points=ext-000&from=x', 'points=ext-000&from=-5x', 'points=ext-000&from=-m',
+    'points=ext-000&from=now-', 'points=ext-000&from=-1m&to=-2m', 'points=ext-000&from=--5m', 'points=ext-000&interval=1m&buckets=4',
     'points=ext-000&agg=avg', 'points=ext-000&interval=1m&agg=median', 'points=a%20b',
     'points=ext-000&from=0&to=9999999999999&interval=1ms']) {
     const r = await hist(d, q);

@@ -341,7 +341,7 @@ static void unknown_keys(void **state)
                   "@:1: unknown key 'serer' (known: server, drivers, points, history, alarms, deployment, "
                   "journal, registry, cluster)");
     EXPECT_ERRORS("server:\n  listen: 127.0.0.1:1\n  lisen: 127.0.0.1:2\n",
-                  "@:3: server: unknown key 'lisen' (known: listen, data_dir, log_level, tls, auth, limits, ui_dir)");
+                  "@:3: server: unknown key 'lisen' (known: listen, data_dir, log_level, tls, auth, limits, ui_dir, displays_dir)");
     EXPECT_ERRORS("server:\n  limits:\n    max_client: 5\n",
                   "@:3: server.limits: unknown key 'max_client' (known: max_clients, max_subscriptions, "
                   "slow_client_timeout, max_connections, max_per_address, head_timeout)");

@@ -35,8 +35,18 @@ function headers(extra?: HeadersInit, token = getToken()): Headers {
   return h;
 }
 
+const OPEN_KEY = 'opsd.open';
+/** Whether this server answers without a token: true, false, or null while no request
+ *  without one has told (kept per tab, so the login page need not ask again). */
+export function serverOpen(): boolean | null {
+  const v = sessionStorage.getItem(OPEN_KEY);
+  return v === null ? null : v === '1';
+}
+
 async function request(path: string, init: RequestInit = {}, token?: string | null): Promise<Response> {
-  const r = await fetch(path, { ...init, headers: headers(init.headers, token === undefined ? getToken() : token) });
+  const tok = token === undefined ? getToken() : token;
+  const r = await fetch(path, { ...init, headers: headers(init.headers, tok) });
+  if (!tok && path.startsWith('/api/') && (r.ok || r.status === 401)) sessionStorage.setItem(OPEN_KEY, r.ok ? '1' : '0');
   if (r.ok) return r;
   let code = 'http_' + r.status;
   let message = r.statusText || `HTTP ${r.status}`;

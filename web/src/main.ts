@@ -10,9 +10,12 @@ import { devicesPage } from './pages/devices';
 import { alarmsPage } from './pages/alarms';
 import { messagesPage } from './pages/messages';
 import { loginPage } from './pages/login';
+import { displayPage, startPage } from './pages/display';
 
 const routes: Record<string, () => Page> = {
   overview: overviewPage,
+  display: displayPage,
+  displays: displayPage,
   points: pointsPage,
   trend: trendPage,
   devices: devicesPage,
@@ -22,6 +25,7 @@ const routes: Record<string, () => Page> = {
 };
 const navItems: [string, string][] = [
   ['overview', 'Overview'],
+  ['displays', 'Displays'],
   ['points', 'Points'],
   ['trend', 'Trend'],
   ['alarms', 'Alarms'],
@@ -33,13 +37,15 @@ const main = document.getElementById('main')!;
 const nav = document.getElementById('nav')!;
 const conn = document.getElementById('conn')!;
 const signout = document.getElementById('signout') as HTMLButtonElement;
+const themeBtn = document.getElementById('theme') as HTMLButtonElement;
 let current: Page | null = null;
 let currentName = '';
 
 for (const [name, label] of navItems) nav.append(h('a', { href: `#/${name}`, 'data-page': name }, label));
 
 function parseHash(): [string, URLSearchParams] {
-  const raw = location.hash.replace(/^#\/?/, '');
+  /* no page asked for: the start page chosen on this device, else the overview */
+  const raw = location.hash.replace(/^#\/?/, '') || startPage() || '';
   const q = raw.indexOf('?');
   const name = (q < 0 ? raw : raw.slice(0, q)) || 'overview';
   return [name, new URLSearchParams(q < 0 ? '' : raw.slice(q + 1))];
@@ -58,7 +64,7 @@ function route(): void {
   current = make();
   document.title = `${current.title} · opsd`;
   for (const a of nav.querySelectorAll('a')) {
-    if (a.dataset.page === name) a.setAttribute('aria-current', 'page');
+    if (a.dataset.page === name || (a.dataset.page === 'displays' && name === 'display')) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
   signout.hidden = !getToken() || name === 'login';
@@ -88,6 +94,31 @@ stream.onState((s, why) => {
   conn.textContent = s === 'open' ? 'live' : s === 'connecting' ? 'connecting…' : why === 'unauthorized' ? 'signed out' : 'offline';
   conn.dataset.state = s;
 });
+
+// The theme: the system's (prefers-color-scheme) unless this device chose one; the button
+// goes system -> dark -> light -> system. Pages that draw on a canvas redraw on 'opsd-theme'.
+const THEME_KEY = 'opsd.theme';
+const darkQuery = window.matchMedia('(prefers-color-scheme: dark)');
+function applyTheme(): void {
+  const chosen = localStorage.getItem(THEME_KEY);
+  const dark = chosen === 'dark' || (chosen !== 'light' && darkQuery.matches);
+  document.documentElement.dataset.theme = dark ? 'dark' : 'light';
+  document.documentElement.style.colorScheme = dark ? 'dark' : 'light';
+  themeBtn.textContent = chosen === 'dark' ? '☾' : chosen === 'light' ? '☀' : '◐';
+  const what = chosen ? `${chosen} (chosen here)` : `follows the system (now ${dark ? 'dark' : 'light'})`;
+  themeBtn.title = `Theme: ${what}; click to change`;
+  themeBtn.setAttribute('aria-label', `Theme: ${what}`);
+  window.dispatchEvent(new Event('opsd-theme'));
+}
+themeBtn.addEventListener('click', () => {
+  const chosen = localStorage.getItem(THEME_KEY);
+  const nextTheme = chosen === null ? 'dark' : chosen === 'dark' ? 'light' : null;
+  if (nextTheme) localStorage.setItem(THEME_KEY, nextTheme);
+  else localStorage.removeItem(THEME_KEY);
+  applyTheme();
+});
+darkQuery.addEventListener('change', applyTheme);
+applyTheme();
 
 window.addEventListener('hashchange', route);
 route();

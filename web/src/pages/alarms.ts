@@ -52,9 +52,23 @@ interface AlarmEvent {
   comment: string | null;
 }
 
-const STATES: [string, string][] = [['active', 'Active'], ['unack', 'Unacknowledged'], ['active_unack', 'Active, unacknowledged'],
+/* The default filter: what needs an operator, active or not yet acknowledged (a returned
+   alarm nobody acknowledged is still news). */
+const DEFAULT_STATE = 'active,unack';
+const STATES: [string, string][] = [[DEFAULT_STATE, 'Active or unacknowledged'], ['active', 'Active'], ['unack', 'Unacknowledged'], ['active_unack', 'Active, unacknowledged'],
   ['acked', 'Acknowledged'], ['rtn', 'Returned to normal, unacknowledged'], ['shelved', 'Shelved'], ['suppressed', 'Suppressed'],
   ['out_of_service', 'Out of service'], ['normal', 'Normal'], ['all', 'All']];
+
+const STATE_LABELS: Record<string, string> = {
+  normal: 'Normal', active_unack: 'Active, unacknowledged', active_ack: 'Active, acknowledged',
+  rtn_unack: 'Returned, unacknowledged', rtn_ack: 'Returned, acknowledged',
+};
+const stateLabel = (s: string): string => STATE_LABELS[s] ?? s.replace(/_/g, ' ');
+const KINDS: Record<string, string> = {
+  active: 'raised', clear: 'returned to normal', ack: 'acknowledged', shelve: 'shelved', unshelve: 'unshelved',
+  suppress: 'suppressed', unsuppress: 'unsuppressed', out_of_service: 'out of service', in_service: 'in service',
+  deployment: 'deployment state',
+};
 
 export function alarmsPage(): Page {
   const rows = new Map<string, AlarmRow>();
@@ -70,7 +84,12 @@ export function alarmsPage(): Page {
     title: 'Alarms',
     mount(root, params) {
       const fState = h('select', { id: 'al-state', 'aria-label': 'State' }, ...STATES.map(([v, l]) => h('option', { value: v }, l)));
-      fState.value = params.get('state') ?? 'active';
+      fState.value = params.get('state') ?? DEFAULT_STATE;
+      if (fState.value === '') {
+        /* a state list the menu does not have: keep it as asked */
+        fState.prepend(h('option', { value: params.get('state')! }, params.get('state')!));
+        fState.value = params.get('state')!;
+      }
       const fArea = h('input', { id: 'al-area', placeholder: 'area', value: params.get('area') ?? '', 'aria-label': 'Area' });
       const fGroup = h('input', { id: 'al-group', placeholder: 'group', value: params.get('group') ?? '', 'aria-label': 'Group' });
       const fPrio = h('input', { id: 'al-priority', placeholder: 'priorities: 1,2', size: 10, value: params.get('priority') ?? '', 'aria-label': 'Priorities (comma-separated)' });
@@ -108,6 +127,7 @@ export function alarmsPage(): Page {
           for (const box of tbody.querySelectorAll<HTMLInputElement>('input[type=checkbox]')) box.checked = false;
           comment.value = '';
           schedule();
+          historySoon();
         } catch (e) {
           actMsg.dataset.state = 'bad';
           actMsg.textContent = e instanceof ApiError && e.status === 403 ? `your token may not do this (${e.message})` : (e as Error).message;
@@ -126,7 +146,7 @@ export function alarmsPage(): Page {
       // ---- history ----
       const hRange = h('select', { id: 'ah-range', 'aria-label': 'History range' }, ...[['3600000', 'last hour'], ['28800000', 'last 8 h'], ['86400000', 'last 24 h'], ['604800000', 'last 7 days']].map(([v, l]) => h('option', { value: v }, l)));
       const hKind = h('select', { id: 'ah-kind', 'aria-label': 'Event kind' }, h('option', { value: '' }, 'any kind'),
-        ...['active', 'clear', 'ack', 'shelve', 'unshelve', 'suppress', 'unsuppress', 'out_of_service', 'in_service', 'deployment'].map((k) => h('option', { value: k }, k)));
+        ...Object.entries(KINDS).map(([k, l]) => h('option', { value: k }, l)));
       const hText = h('input', { id: 'ah-q', type: 'search', placeholder: 'text in name, message or comment', 'aria-label': 'History text' });
       const hAlarm = h('input', { id: 'ah-alarm', placeholder: 'alarm (name or name/threshold)', 'aria-label': 'Alarm' });
       const hBody = h('tbody', { id: 'ah-rows' });
@@ -141,30 +161,42 @@ export function alarmsPage(): Page {
         try {
           const r = await getJSON<{ events: AlarmEvent[]; count: number; more: boolean }>(`/api/v1/alarm-events?${q}`);
           hBody.replaceChildren(...r.events.map((e) => h('tr', { 'data-p': String(Math.min(e.priority, 4)), 'data-kind': e.kind },
-            h('td', { class: 'muted' }, fmtTime(e.ts)), h('td', {}, e.kind), h('td', {}, `${e.alarm}${e.threshold ? '/' + e.threshold : ''}`),
-            h('td', { class: 'num' }, e.kind === 'deployment' ? '' : String(e.priority)), h('td', {}, e.state),
-            h('td', { class: 'num' }, fmtValue(e.value)), h('td', {}, e.message), h('td', {}, e.user ?? ''), h('td', {}, e.comment ?? ''))));
+            h('td', { class: 'muted time', 'data-label': 'Time' }, fmtTime(e.ts)), h('td', { 'data-label': 'Event' }, KINDS[e.kind] ?? e.kind),
+            h('td', { 'data-label': 'Alarm' }, `${e.alarm}${e.threshold ? '/' + e.threshold : ''}`),
+            h('td', { class: 'num', 'data-label': 'Priority' }, e.kind === 'deployment' ? '' : String(e.priority)),
+            h('td', { 'data-state': e.state, 'data-label': 'State' }, stateLabel(e.state)),
+            h('td', { class: 'num', 'data-label': 'Value' }, fmtValue(e.value, undefined, `alarm:${e.alarm}`)), h('td', { 'data-label': 'Message' }, e.message),
+            h('td', { 'data-label': 'User' }, e.user ?? ''), h('td', { 'data-label': 'Comment' }, e.comment ?? ''))));
           hMsg.textContent = `${r.count} events${r.more ? ' (the newest 500; narrow the search for more)' : ''}`;
         } catch (e) {
           hMsg.textContent = `Cannot search the history: ${(e as Error).message}`;
         }
       };
       hForm.addEventListener('submit', (ev) => { ev.preventDefault(); void searchHistory(); });
+      /* the history follows the summary: a change (raised, cleared, acknowledged) searches again */
+      let historyTimer = 0;
+      const historySoon = () => {
+        if (historyTimer) return; /* at most one search a second, however many changes */
+        historyTimer = window.setTimeout(() => {
+          historyTimer = 0;
+          if (!stopped) void searchHistory();
+        }, 1000);
+      };
 
       root.append(
         h('div', { class: 'title' }, h('h1', {}, 'Alarms'), h('span', { class: 'spacer' }),
           depBox),
         filterForm, summary, err, actions,
         h('div', { class: 'scroll' },
-          h('table', { class: 'list alarms' },
+          h('table', { class: 'list alarms cards' },
             h('thead', {}, h('tr', {}, h('th', {}, selAll), h('th', {}, 'P'), h('th', {}, 'Alarm'), h('th', {}, 'State'),
               h('th', { class: 'num' }, 'Value'), h('th', { class: 'num' }, 'Limit'), h('th', {}, 'Message'), h('th', {}, 'Area'),
               h('th', {}, 'Group'), h('th', {}, 'Since'), h('th', {}, 'Acknowledged'))),
             tbody)),
         h('h2', { class: 'section' }, 'Alarm history'), hForm, hMsg,
         h('div', { class: 'scroll' },
-          h('table', { class: 'list' },
-            h('thead', {}, h('tr', {}, h('th', {}, 'Time'), h('th', {}, 'Kind'), h('th', {}, 'Alarm'), h('th', { class: 'num' }, 'P'),
+          h('table', { class: 'list cards', id: 'ah-table' },
+            h('thead', {}, h('tr', {}, h('th', {}, 'Time'), h('th', {}, 'Event'), h('th', {}, 'Alarm'), h('th', { class: 'num' }, 'P'),
               h('th', {}, 'State'), h('th', { class: 'num' }, 'Value'), h('th', {}, 'Message'), h('th', {}, 'User'), h('th', {}, 'Comment'))),
             hBody)),
       );
@@ -176,17 +208,17 @@ export function alarmsPage(): Page {
         box.addEventListener('change', () => { if (box.checked) selected.add(a.id); else selected.delete(a.id); });
         const flags = [a.shelved ? `shelved until ${fmtTime(a.shelved_until)}` : '', a.suppressed ? 'suppressed' : '', a.out_of_service ? 'out of service' : ''].filter(Boolean).join(', ');
         return h('tr', { 'data-id': a.id, 'data-since': a.since, 'data-p': String(Math.min(Math.max(a.priority, 1), 4)), 'data-acked': String(a.acked), 'data-active': String(a.active) },
-          h('td', {}, box),
-          h('td', { class: 'num prio' }, String(a.priority)),
-          h('td', {}, a.id),
-          h('td', { class: 'astate' }, a.state + (flags ? ` (${flags})` : '')),
-          h('td', { class: 'num' }, fmtValue(a.value)),
-          h('td', { class: 'num' }, `${a.op} ${fmtValue(a.limit)}`),
-          h('td', {}, a.message),
-          h('td', {}, a.area),
-          h('td', {}, a.group),
-          h('td', { class: 'muted' }, a.since ? fmtTime(a.since) : ''),
-          h('td', { class: 'ackc' }, a.ack ? `${a.ack.user}${a.ack.comment ? ': ' + a.ack.comment : ''}` : ''));
+          h('td', { class: 'sel' }, box),
+          h('td', { class: 'num prio', 'data-label': 'Priority' }, String(a.priority)),
+          h('td', { class: 'aid', 'data-label': 'Alarm' }, a.id),
+          h('td', { class: 'astate', 'data-state': a.state, 'data-label': 'State' }, stateLabel(a.state) + (flags ? ` (${flags})` : '')),
+          h('td', { class: 'num', 'data-label': 'Value' }, fmtValue(a.value, undefined, `alarm:${a.alarm}`)),
+          h('td', { class: 'num', 'data-label': 'Limit' }, `${a.op} ${fmtValue(a.limit)}`),
+          h('td', { 'data-label': 'Message' }, a.message),
+          h('td', { 'data-label': 'Area' }, a.area),
+          h('td', { 'data-label': 'Group' }, a.group),
+          h('td', { class: 'muted time', 'data-label': 'Since' }, a.since ? fmtTime(a.since) : ''),
+          h('td', { class: 'ackc', 'data-label': 'Acknowledged' }, a.ack ? `${a.ack.user}${a.ack.comment ? ': ' + a.ack.comment : ''}` : ''));
       };
 
       const order = (a: AlarmRow, b: AlarmRow): number => {
@@ -246,8 +278,14 @@ export function alarmsPage(): Page {
             total = typeof m.total === 'number' ? m.total : rows.size;
             changesSeen++;
             schedule();
+            historySoon();
           } else if (m.op === 'alarm_changes' && Array.isArray(m.changes)) {
+            let eventful = false;
             for (const c of m.changes as AlarmRow[]) {
+              const was = rows.get(c.id);
+              /* a new event in the history, not just a new value */
+              if (!was || c.removed || was.state !== c.state || was.acked !== c.acked || was.shelved !== c.shelved
+                || was.suppressed !== c.suppressed || was.out_of_service !== c.out_of_service) eventful = true;
               trs.delete(c.id);
               if (c.removed) {
                 if (rows.delete(c.id)) total--;
@@ -258,6 +296,7 @@ export function alarmsPage(): Page {
             }
             changesSeen++;
             schedule();
+            if (eventful) historySoon();
           }
         }, (code, message) => {
           err.textContent = code === 'bad_request' ? `Filter refused: ${message}` : `Alarm summary: ${message}`;

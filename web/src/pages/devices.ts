@@ -80,7 +80,7 @@ export function devicesPage(): Page {
         h('div', { class: 'split' },
           h('div', {},
             h('div', { class: 'scroll' },
-              h('table', { class: 'list' },
+              h('table', { class: 'list points cards' },
                 h('thead', {}, h('tr', {}, h('th', {}, 'Device'), h('th', {}, 'State'), h('th', {}, 'Module set'),
                   h('th', {}, 'Alternate id'), h('th', {}, 'Properties'), h('th', {}, 'Updated'))),
                 tbody)),
@@ -115,7 +115,7 @@ export function devicesPage(): Page {
       const stateCell = (hd: Handle) => {
         const s = hd.state?.cmHandleState ?? '?';
         const lock = hd.state?.lockReason ? ` (${hd.state.lockReason.reason})` : '';
-        return h('td', { class: 'state', 'data-state': s }, s + lock);
+        return h('td', { class: 'state', 'data-state': s, 'data-label': 'State' }, s + lock);
       };
 
       const showDetail = async (id: string) => {
@@ -166,12 +166,12 @@ export function devicesPage(): Page {
         tbody.replaceChildren(...rows.map((hd) => {
           const p = props(hd);
           return h('tr', { 'data-id': hd.cmHandle },
-            h('td', {}, h('button', { type: 'button', class: 'link', onclick: () => void showDetail(hd.cmHandle) }, hd.cmHandle)),
+            h('td', { class: 'pname' }, h('button', { type: 'button', class: 'link', onclick: () => void showDetail(hd.cmHandle) }, hd.cmHandle)),
             stateCell(hd),
-            h('td', {}, hd.moduleSetTag ?? ''),
-            h('td', {}, hd.alternateId ?? ''),
-            h('td', { class: 'desc' }, Object.entries(p).map(([k, v]) => `${k}=${v}`).join(', ')),
-            h('td', { class: 'muted' }, hd.state?.lastUpdateTime?.replace(/\.\d+\+0000$/, 'Z').replace('T', ' ') ?? ''));
+            h('td', { 'data-label': 'Module set' }, hd.moduleSetTag ?? ''),
+            h('td', { 'data-label': 'Alternate id' }, hd.alternateId ?? ''),
+            h('td', { class: 'desc', 'data-label': 'Properties' }, Object.entries(p).map(([k, v]) => `${k}=${v}`).join(', ')),
+            h('td', { class: 'muted', 'data-label': 'Updated' }, hd.state?.lastUpdateTime?.replace(/\.\d+\+0000$/, 'Z').replace('T', ' ') ?? ''));
         }));
       };
 

@@ -1,7 +1,7 @@
 // The login page: asks for an API token (the same tokens as the API, server.auth.tokens),
 // checks it against /api/v1/status, keeps it for this tab (or on this device), then goes on
-// to the page that asked for it.
-import { ApiError, setToken, stream, tryToken } from '../api';
+// to the page that asked for it. On a server without tokens it says so and offers the way in.
+import { ApiError, serverOpen, setToken, stream, tryToken } from '../api';
 import { h, type Page } from '../util';
 
 export function loginPage(): Page {
@@ -14,9 +14,10 @@ export function loginPage(): Page {
       const remember = h('input', { id: 'remember', type: 'checkbox' });
       const msg = h('p', { id: 'login-msg', class: 'msg', role: 'alert' });
       if (params.get('bad')) msg.textContent = 'The stored token was refused: enter a valid one.';
+      const intro = h('p', { id: 'login-intro' }, 'Checking whether this server asks for a token…');
       const form = h('form', { class: 'card login', 'aria-labelledby': 'login-title' },
         h('h1', { id: 'login-title' }, 'Sign in to opsd'),
-        h('p', {}, 'This server needs an API token (the same tokens as the REST API and opsctl).'),
+        intro,
         h('label', { for: 'token' }, 'Token'),
         input,
         h('label', { class: 'check' }, remember, ' Remember on this device'),
@@ -38,6 +39,18 @@ export function loginPage(): Page {
       });
       root.append(form);
       input.focus();
+      // A server without tokens answers without one: nothing to sign in to. (Asked once per
+      // tab: a refused request shows in the browser's console.)
+      const known = serverOpen();
+      (known === null ? tryToken('') : known ? Promise.resolve() : Promise.reject(new Error('needs a token'))).then(() => {
+        intro.textContent = 'This server does not ask for a token: every page is open to whoever reaches it.';
+        for (const el of form.querySelectorAll('label, input, button')) (el as HTMLElement).hidden = true;
+        form.append(h('a', { href: `#/${next}`, class: 'button primary', id: 'login-continue' }, 'Continue'));
+        setToken(null);
+        stream.restart();
+      }, () => {
+        intro.textContent = 'This server needs an API token (the same tokens as the REST API and opsctl).';
+      });
     },
     unmount() {},
   };

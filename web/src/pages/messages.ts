@@ -105,7 +105,7 @@ export function messagesPage(): Page {
         h('div', { class: 'split' },
           h('div', {},
             h('div', { class: 'scroll' },
-              h('table', { class: 'list' },
+              h('table', { class: 'list cards' },
                 h('thead', {}, h('tr', {}, h('th', {}, 'Processed'), h('th', {}, 'Type'), h('th', {}, 'From → to'), h('th', {}, 'Intent'),
                   h('th', {}, 'Conversation'), h('th', { class: 'num' }, 'Processing'), h('th', { class: 'num' }, 'Body'))),
                 tbody)),
@@ -127,13 +127,13 @@ export function messagesPage(): Page {
       };
 
       const row = (m: Msg) => h('tr', { 'data-id': m.id },
-        h('td', { class: 'muted' }, when(m.processed_at)),
-        h('td', {}, h('button', { type: 'button', class: 'link', onclick: () => void showDetail(m.id, m.receiving_endpoint) }, shortType(m.type) || m.id)),
-        h('td', {}, `${m.sending_endpoint || '?'} → ${m.receiving_endpoint || '?'}`),
-        h('td', {}, m.intent || ''),
-        h('td', {}, m.conversation_id ? h('button', { type: 'button', class: 'link', onclick: () => void showConversation(m.conversation_id) }, m.conversation_id) : ''),
-        h('td', { class: 'num' }, ms(m.processing_ms)),
-        h('td', { class: 'num' }, m.body.state === 'none' ? '—' : fmtBytes(m.body.size)));
+        h('td', { class: 'muted', 'data-label': 'Processed' }, when(m.processed_at)),
+        h('td', { 'data-label': 'Type' }, h('button', { type: 'button', class: 'link', onclick: () => void showDetail(m.id, m.receiving_endpoint) }, shortType(m.type) || m.id)),
+        h('td', { 'data-label': 'From → to' }, `${m.sending_endpoint || '?'} → ${m.receiving_endpoint || '?'}`),
+        h('td', { 'data-label': 'Intent' }, m.intent || ''),
+        h('td', { 'data-label': 'Conversation' }, m.conversation_id ? h('button', { type: 'button', class: 'link', onclick: () => void showConversation(m.conversation_id) }, m.conversation_id) : ''),
+        h('td', { class: 'num', 'data-label': 'Processing' }, ms(m.processing_ms)),
+        h('td', { class: 'num', 'data-label': 'Body' }, m.body.state === 'none' ? '—' : fmtBytes(m.body.size)));
 
       const search = async (append: boolean) => {
         const my = ++gen;

@@ -1,14 +1,18 @@
-// Overview: health, uptime, ingest and fan-out rates, queue depths and store sizes, from
+// Overview: the plant first (alarms by area and priority, what needs acknowledging), then the
+// server: health, uptime, ingest and fan-out rates, queue depths and store sizes, from
 // /healthz, /api/v1/status and /metrics every 2 s. Rates are counter deltas between two
-// scrapes; a small chart keeps the last 10 minutes of them. Queue and store figures are taken
-// from every metric whose name says so, so modules that add theirs show up without a change.
+// scrapes; the chart shows the last hour as the server keeps it (/api/v1/status/rates, one
+// point per 10 s) and adds the page's own 2-second points after it. Queue and store figures are
+// taken from every metric whose name says so, so modules that add theirs show up without a
+// change.
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { getJSON, getText, parseMetrics, type Metrics, type Status } from '../api';
-import { fmtBytes, fmtDuration, fmtRate, h, type Page } from '../util';
+import { axisTheme, fmtBytes, fmtDuration, fmtRate, fmtTime, h, timeAxisValues, type Page } from '../util';
 
 const POLL_MS = 2000;
-const KEEP = 300; /* points in the rate chart: 10 minutes */
+const WINDOW_MS = 3600e3; /* the rate chart: the last hour */
+const AREAS_MAX = 12;
 
 const rates: [string, string, string][] = [
   ['Point updates (ingest)', 'opsd_point_updates_total', 'points changed per second in the point table'],
@@ -38,7 +42,8 @@ export function overviewPage(): Page {
   let prev: { t: number; m: Metrics } | null = null;
   let plot: uPlot | null = null;
   let ro: ResizeObserver | null = null;
-  const hist: number[][] = [[], [], []];
+  const hist: number[][] = [[], [], []]; /* x in ms, ingest, fan-out */
+  let onTheme: (() => void) | null = null;
 
   return {
     title: 'Overview',
@@ -52,16 +57,22 @@ export function overviewPage(): Page {
       const alarmTable = h('tbody', { id: 'ov-alarms' });
       const alarmCard = h('section', { class: 'card', hidden: true }, h('h2', {}, h('a', { href: '#/alarms?state=active' }, 'Active alarms')), h('table', { class: 'kv' }, alarmTable));
       const chartBox = h('div', { class: 'chart small', id: 'ov-chart' });
+      const areaTable = h('tbody', { id: 'ov-areas' });
+      const areaCard = h('section', { class: 'card', hidden: true, id: 'ov-plant' },
+        h('h2', {}, h('a', { href: '#/alarms' }, 'Alarms by area')),
+        h('table', { class: 'list' }, h('thead', {}, h('tr', {}, h('th', {}, 'Area'), h('th', { class: 'num' }, 'Active'),
+          h('th', { class: 'num', title: 'Unacknowledged' }, 'Unack.'), h('th', { class: 'num', title: 'The most urgent priority' }, 'Top'))), areaTable));
       const err = h('p', { class: 'msg', role: 'alert' });
       root.append(
         h('div', { class: 'title' }, h('h1', {}, 'Overview'), health),
         err,
         h('div', { class: 'grid' },
-          h('section', { class: 'card' }, h('h2', {}, 'Server'), facts),
+          areaCard,
           alarmCard,
+          h('section', { class: 'card' }, h('h2', {}, 'Server'), facts),
           h('section', { class: 'card' }, h('h2', {}, 'Rates'),
             h('table', { class: 'kv' }, rateTable)),
-          h('section', { class: 'card wide' }, h('h2', {}, 'Ingest and fan-out, last 10 minutes'), chartBox),
+          h('section', { class: 'card wide' }, h('h2', {}, 'Ingest and fan-out, last hour'), chartBox),
           h('section', { class: 'card' }, h('h2', {}, 'Queue depths'), h('table', { class: 'kv' }, queueTable)),
           h('section', { class: 'card' }, h('h2', {}, 'Stores'), h('table', { class: 'kv' }, storeTable)),
           h('section', { class: 'card' }, h('h2', {}, 'Drivers'),
@@ -70,21 +81,41 @@ export function overviewPage(): Page {
       );
 
       const makePlot = () => {
+        plot?.destroy();
+        chartBox.replaceChildren();
         const w = Math.max(200, chartBox.clientWidth);
+        const th = axisTheme();
         plot = new uPlot({
           width: w,
           height: 180,
+          ms: 1,
           series: [
-            {},
+            { value: (_u, v) => (v === null ? '' : fmtTime(v)) },
             { label: 'ingest', stroke: '#1f77b4', value: (_u, v) => fmtRate(v ?? undefined) },
             { label: 'fan-out', stroke: '#d62728', value: (_u, v) => fmtRate(v ?? undefined) },
           ],
-          axes: [{}, { size: 70, values: (_u, vals) => vals.map((v) => fmtRate(v)) }],
-          scales: { x: { time: true, range: () => [Date.now() / 1000 - (KEEP * POLL_MS) / 1000, Date.now() / 1000] } },
+          axes: [{ ...th, values: timeAxisValues, space: 80 }, { ...th, size: 70, values: (_u, vals) => vals.map((v) => fmtRate(v)) }],
+          scales: { x: { time: true, range: () => [Date.now() - WINDOW_MS, Date.now()] } },
           cursor: { drag: { x: false, y: false } },
+          legend: { live: false },
         }, hist as uPlot.AlignedData, chartBox);
+        chartBox.dataset.rows = String(hist[0].length);
       };
       makePlot();
+      onTheme = makePlot;
+      window.addEventListener('opsd-theme', makePlot);
+      /* the last hour, as the server kept it */
+      getJSON<{ interval_ms: number; rates: [number, number, number, number][] }>('/api/v1/status/rates').then((r) => {
+        if (stopped) return;
+        const first = hist[0].length ? hist[0][0] : Infinity;
+        const old = r.rates.filter((x) => x[0] < first);
+        hist[0].unshift(...old.map((x) => x[0]));
+        hist[1].unshift(...old.map((x) => x[1]));
+        hist[2].unshift(...old.map((x) => x[2]));
+        plot?.setData(hist as uPlot.AlignedData);
+        chartBox.dataset.rows = String(hist[0].length);
+        chartBox.dataset.serverRows = String(old.length);
+      }, () => { /* an older server: the page's own points only */ });
       ro = new ResizeObserver(() => plot?.setSize({ width: Math.max(200, chartBox.clientWidth), height: 180 }));
       ro.observe(chartBox);
 
@@ -169,6 +200,30 @@ export function overviewPage(): Page {
             );
           }
 
+          // The plant: active and unacknowledged alarms by area (one summary query).
+          if (al) {
+            const sum = await getJSON<{ alarms: { area: string; priority: number; active: boolean; acked: boolean }[] }>(
+              '/api/v1/alarms?state=active,unack&limit=5000').catch(() => null);
+            if (sum) {
+              const by = new Map<string, { active: number; unacked: number; top: number }>();
+              for (const a of sum.alarms) {
+                const k = a.area || '(no area)';
+                const e = by.get(k) ?? { active: 0, unacked: 0, top: Infinity };
+                if (a.active) e.active++;
+                if (!a.acked) e.unacked++;
+                e.top = Math.min(e.top, a.priority);
+                by.set(k, e);
+              }
+              const list = [...by].sort((x, y) => x[1].top - y[1].top || y[1].unacked - x[1].unacked || (x[0] < y[0] ? -1 : 1));
+              areaCard.hidden = false;
+              areaTable.replaceChildren(...(list.length ? list.slice(0, AREAS_MAX).map(([area, e]) =>
+                h('tr', { 'data-area': area, 'data-p': String(Math.min(e.top, 4)) },
+                  h('td', {}, h('a', { href: `#/alarms?area=${encodeURIComponent(area)}` }, area)),
+                  h('td', { class: 'num' }, String(e.active)), h('td', { class: 'num' }, String(e.unacked)),
+                  h('td', { class: 'num prio' }, `P${e.top}`))) : [h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No alarm needs attention.'))]));
+            }
+          }
+
           driverTable.replaceChildren(
             ...(st.drivers ?? []).map((d) =>
               h('tr', {}, h('td', {}, d.name), h('td', {}, d.type), h('td', { class: 'num' }, String(d.points)), h('td', { class: 'num' }, d.samples === undefined ? '—' : String(d.samples))),
@@ -181,11 +236,14 @@ export function overviewPage(): Page {
             const dt = (t - prev.t) / 1000;
             const pi = sumMetric(prev.m, 'opsd_point_updates_total');
             const pf = sumMetric(prev.m, 'opsd_stream_values_sent_total');
-            hist[0].push(Date.now() / 1000);
+            hist[0].push(Date.now());
             hist[1].push(ingest !== undefined && pi !== undefined ? Math.max(0, (ingest - pi) / dt) : NaN);
             hist[2].push(fan !== undefined && pf !== undefined ? Math.max(0, (fan - pf) / dt) : NaN);
-            for (const a of hist) if (a.length > KEEP) a.splice(0, a.length - KEEP);
+            let cut = 0;
+            while (cut < hist[0].length && hist[0][cut] < Date.now() - WINDOW_MS) cut++;
+            if (cut) for (const a of hist) a.splice(0, cut);
             plot?.setData(hist as uPlot.AlignedData);
+            chartBox.dataset.rows = String(hist[0].length);
           }
           prev = { t, m };
         } catch (e) {
@@ -201,6 +259,7 @@ export function overviewPage(): Page {
       stopped = true;
       clearTimeout(timer);
       ro?.disconnect();
+      if (onTheme) window.removeEventListener('opsd-theme', onTheme);
       plot?.destroy();
       plot = null;
     },

@@ -13,9 +13,11 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { ApiError, getJSON, stream, type Point, type PointPage, type StreamValue } from '../api';
-import { debounce, download, fmtTime, fmtValue, h, type Page } from '../util';
+import { axisTheme, debounce, download, fmtTime, fmtValue, h, timeAxisValues, type Page } from '../util';
 
 const SUB_ID = 'trend';
+const LAST_KEY = 'opsd.trend.last';  /* the pens and range last shown, for the next visit */
+const SETS_KEY = 'opsd.trend.sets';  /* named pen sets: {name: "points=..&span=.."} */
 const MAX_PENS = 32;
 const DRAW_MS = 200;
 const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf',
@@ -32,6 +34,7 @@ interface Pen {
   color: string;
   dash?: number[];
   cur: HTMLElement;
+  at: HTMLElement;
 }
 
 interface HistSeries {
@@ -46,7 +49,9 @@ function numeric(v: unknown): number | null {
 }
 
 function fmtSpan(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
   const s = ms / 1000;
+  if (s < 10) return `${+s.toFixed(1)} s`;
   if (s < 120) return `${Math.round(s)} s`;
   if (s < 7200) return `${Math.round(s / 60)} min`;
   if (s < 172800) return `${+(s / 3600).toFixed(1)} h`;
@@ -85,6 +90,7 @@ export function trendPage(): Page {
   let liveBox: HTMLInputElement;
   let rangeLabel: HTMLElement;
   let err: HTMLElement;
+  let cursorLabel: HTMLElement;
 
   const penIndex = new Map<string, number>();
 
@@ -100,6 +106,11 @@ export function trendPage(): Page {
     if (!live) q.set('to', String(Math.round(end)));
     if (axisMode !== 'unit') q.set('axes', axisMode);
     history.replaceState(null, '', `#/trend?${q}`);
+    if (pens.length) {
+      const last = new URLSearchParams(q);
+      last.delete('to');
+      localStorage.setItem(LAST_KEY, last.toString());
+    }
   };
 
   const plotWidth = () => Math.max(200, chartBox.clientWidth);
@@ -209,7 +220,7 @@ export function trendPage(): Page {
       const pi = penIndex.get(name);
       if (pi === undefined) continue;
       const pen = pens[pi];
-      pen.cur.textContent = `${fmtValue(value, pen.unit)}${quality !== 'good' ? ` (${quality})` : ''}`;
+      pen.cur.textContent = `${fmtValue(value, pen.unit, name)}${quality !== 'good' ? ` (${quality})` : ''}`;
       pen.cur.dataset.q = quality;
       if (!live) continue;
       const v = numeric(value);
@@ -312,7 +323,14 @@ export function trendPage(): Page {
     chartBox.replaceChildren();
     const scaleOf = (p: Pen) => (axisMode === 'unit' ? `u:${p.unit || '-'}` : axisMode === 'shared' ? 'y' : 'n');
     const scales: uPlot.Scales = { x: { time: true } };
-    const axes: uPlot.Axis[] = [{}];
+    const th = axisTheme();
+    /* the time labels drawn are kept in data-x-ticks too (the canvas has no text to read) */
+    const xValues = (u: uPlot, splits: number[], ax: number, space: number, incr: number) => {
+      const v = timeAxisValues(u, splits, ax, space, incr);
+      chartBox.dataset.xTicks = v.join('|');
+      return v;
+    };
+    const axes: uPlot.Axis[] = [{ ...th, values: xValues, space: 90, size: 46 }];
     const seen: string[] = [];
     for (const p of pens) {
       const k = scaleOf(p);
@@ -322,14 +340,15 @@ export function trendPage(): Page {
       axes.push({
         scale: k,
         side: seen.length % 2 ? 3 : 1,
-        grid: { show: seen.length === 1 },
+        ...th,
+        grid: { ...th.grid, show: seen.length === 1 },
         size: 60,
         label: axisMode === 'normalised' ? '% of range' : axisMode === 'shared' ? '' : p.unit || '(no unit)',
         labelSize: 18,
       });
     }
-    const series: uPlot.Series[] = [{ value: (_u, v) => (v === null ? '—' : fmtTime(v)) }];
-    pens.forEach((p, pi) =>
+    const series: uPlot.Series[] = [{}];
+    pens.forEach((p) =>
       series.push({
         label: p.name,
         scale: scaleOf(p),
@@ -338,7 +357,6 @@ export function trendPage(): Page {
         width: 1.5,
         spanGaps: true,
         points: { show: false },
-        value: (_u, _v, _si, idx) => (idx === null || idx === undefined ? '—' : fmtValue(raw[pi]?.[idx] ?? null, p.unit)),
       }),
     );
     plot = new uPlot({
@@ -348,9 +366,10 @@ export function trendPage(): Page {
       scales,
       axes,
       series,
-      legend: { live: true },
+      legend: { show: false },
       cursor: { drag: { x: true, y: false, setScale: false } },
       hooks: {
+        setCursor: [(u) => showCursor(u.cursor.idx)],
         setSelect: [
           (u) => {
             if (u.select.width > 4) {
@@ -421,6 +440,7 @@ export function trendPage(): Page {
         h('li', { 'data-name': p.name },
           h('span', { class: 'swatch', style: `background:${p.color}`, 'aria-hidden': 'true' }),
           h('span', { class: 'pen-name' }, p.name),
+          p.at,
           p.cur,
           h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${p.name}`, onclick: () => removePen(p.name) }, '✕'),
         ),
@@ -434,6 +454,15 @@ export function trendPage(): Page {
     buildPlot();
     subscribe();
     void loadHistory();
+  };
+
+  /** The values at the cursor beside each pen (the current value stays on the right). */
+  const showCursor = (idx: number | null | undefined) => {
+    const at = idx === null || idx === undefined ? null : idx;
+    cursorLabel.textContent = at === null || xs[at] === undefined ? '' : fmtTime(xs[at]);
+    pens.forEach((p, pi) => {
+      p.at.textContent = at === null ? '' : fmtValue(raw[pi]?.[at] ?? null, p.unit, p.name);
+    });
   };
 
   const addPens = async (names: string[]) => {
@@ -458,7 +487,8 @@ export function trendPage(): Page {
           unit: pt.unit ?? '',
           color: PALETTE[n % PALETTE.length],
           dash: n >= PALETTE.length ? [6, 3] : undefined,
-          cur: h('span', { class: 'pen-value num' }, fmtValue(pt.value, pt.unit)),
+          cur: h('span', { class: 'pen-value num', title: 'current value' }, fmtValue(pt.value, pt.unit, name)),
+          at: h('span', { class: 'pen-at num', title: 'value at the cursor' }),
         });
       } catch (e) {
         problems.push((e as Error).message);
@@ -466,11 +496,20 @@ export function trendPage(): Page {
     }
     err.textContent = problems.join('; ');
     if (unmounted || !add.length) return;
+    /* keep one column of rows per pen: the chart is rebuilt before history comes */
+    for (let i = 0; i < add.length; i++) {
+      raw.push(new Array<number | null>(xs.length).fill(null));
+      cnt.push(new Array<number>(xs.length).fill(0));
+    }
     pens = pens.concat(add);
     pensChanged();
   };
 
   const removePen = (name: string) => {
+    const gone = pens.findIndex((p) => p.name === name);
+    if (gone < 0) return;
+    raw.splice(gone, 1);
+    cnt.splice(gone, 1);
     pens = pens.filter((p) => p.name !== name);
     pens.forEach((p, i) => {
       p.color = PALETTE[i % PALETTE.length];
@@ -495,6 +534,8 @@ export function trendPage(): Page {
   return {
     title: 'Trend',
     mount(root, params) {
+      /* no pens asked for: the ones last used on this device */
+      if (!params.get('points') && localStorage.getItem(LAST_KEY)) params = new URLSearchParams(localStorage.getItem(LAST_KEY)!);
       const q = Number(params.get('span'));
       if (q > 0) span = q;
       const t = Number(params.get('to'));
@@ -507,7 +548,7 @@ export function trendPage(): Page {
 
       const pick = h('input', { id: 'tr-pick', list: 'tr-options', placeholder: 'point name (prefix lists matches)', autocomplete: 'off', 'aria-label': 'Point to add' });
       const options = h('datalist', { id: 'tr-options' });
-      const addForm = h('form', { class: 'toolbar' }, pick, options, h('button', { type: 'submit' }, 'Add'));
+      const addForm = h('form', { class: 'toolbar inline', id: 'tr-add' }, pick, options, h('button', { type: 'submit' }, 'Add'));
       addForm.addEventListener('submit', (ev) => {
         ev.preventDefault();
         const names = pick.value.split(/[\s,]+/).filter(Boolean);
@@ -564,13 +605,52 @@ export function trendPage(): Page {
       status = h('p', { class: 'muted', id: 'tr-status', 'aria-live': 'polite' });
       err = h('p', { class: 'msg', role: 'alert' });
       penList = h('ul', { class: 'pens', id: 'tr-pens', 'aria-label': 'Pens' });
+      cursorLabel = h('p', { class: 'muted cursor-at', id: 'tr-cursor', 'aria-live': 'off' });
+
+      // Named pen sets, kept on this device.
+      const sets = (): Record<string, string> => {
+        try {
+          return JSON.parse(localStorage.getItem(SETS_KEY) ?? '{}') as Record<string, string>;
+        } catch {
+          return {};
+        }
+      };
+      const setSel = h('select', { id: 'tr-sets', 'aria-label': 'Open a saved pen set' });
+      const fillSets = () => {
+        const all = sets();
+        setSel.replaceChildren(h('option', { value: '' }, Object.keys(all).length ? 'Pen sets…' : 'No saved pen sets'),
+          ...Object.keys(all).sort().map((n) => h('option', { value: n }, n)));
+      };
+      fillSets();
+      setSel.addEventListener('change', () => {
+        const q = sets()[setSel.value];
+        if (q) location.hash = `#/trend?${q}&set=${encodeURIComponent(setSel.value)}`;
+      });
+      const setName = h('input', { id: 'tr-set-name', placeholder: 'name of this pen set', size: 18, 'aria-label': 'Name of the pen set', value: params.get('set') ?? '' });
+      const setMsg = h('span', { class: 'wmsg', role: 'status' });
+      const saveSet = h('form', { class: 'toolbar inline' }, setName, h('button', { type: 'submit', id: 'tr-set-save' }, 'Save pens'), setSel, setMsg);
+      saveSet.addEventListener('submit', (ev) => {
+        ev.preventDefault();
+        const n = setName.value.trim();
+        if (!n || !pens.length) {
+          setMsg.textContent = !pens.length ? 'add pens first' : 'give it a name';
+          setMsg.dataset.state = 'bad';
+          return;
+        }
+        const q = new URLSearchParams({ points: pens.map((p) => p.name).join(','), span: String(Math.round(span)) });
+        if (axisMode !== 'unit') q.set('axes', axisMode);
+        localStorage.setItem(SETS_KEY, JSON.stringify({ ...sets(), [n]: q.toString() }));
+        fillSets();
+        setMsg.textContent = `saved as "${n}"`;
+        setMsg.dataset.state = 'good';
+      });
 
       root.append(
         h('div', { class: 'title' }, h('h1', {}, 'Trend')),
-        addForm,
+        h('div', { class: 'toolbar' }, addForm, saveSet),
         presetBar,
         err,
-        h('div', { class: 'trend' }, chartBox, h('aside', {}, h('h2', {}, 'Pens'), penList)),
+        h('div', { class: 'trend' }, chartBox, h('aside', {}, h('h2', {}, 'Pens'), cursorLabel, penList)),
         status,
       );
 
@@ -583,6 +663,7 @@ export function trendPage(): Page {
         if (lastWidth && Math.abs(plotWidth() - lastWidth) > lastWidth * 0.2) reloadSoon();
       });
       ro.observe(chartBox);
+      window.addEventListener('opsd-theme', buildPlot);
       tick = window.setInterval(() => {
         if (!live) return;
         trim();
@@ -598,6 +679,7 @@ export function trendPage(): Page {
       clearInterval(tick);
       cancelAnimationFrame(raf);
       ro?.disconnect();
+      window.removeEventListener('opsd-theme', buildPlot);
       stream.unsubscribe(SUB_ID);
       plot?.destroy();
       plot = null;
