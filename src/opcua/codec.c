@@ -658,8 +658,8 @@ static void enc_nodeid_flags(struct buf *b, const struct ua_nodeid *id, uint8_t 
 {
     switch (id->type) {
     case UA_ID_NUMERIC:
-        if (id->ns == 0 && id->num <= 0xFF && !flags) {
-            ua_enc_u8(b, 0);
+        if (id->ns == 0 && id->num <= 0xFF) {
+            ua_enc_u8(b, flags);
             ua_enc_u8(b, (uint8_t)id->num);
         } else if (id->ns <= 0xFF && id->num <= 0xFFFF) {
             ua_enc_u8(b, (uint8_t)(1 | flags));
@@ -692,14 +692,7 @@ void ua_enc_nodeid(struct buf *b, const struct ua_nodeid *id)
 void ua_enc_xnodeid(struct buf *b, const struct ua_xnodeid *x)
 {
     uint8_t flags = (uint8_t)((x->uri.len >= 0 ? 0x80 : 0) | (x->server ? 0x40 : 0));
-    if (flags && x->id.type == UA_ID_NUMERIC && x->id.ns == 0 && x->id.num <= 0xFF) {
-        /* the two byte form has no room for flags: use the four byte one */
-        ua_enc_u8(b, (uint8_t)(1 | flags));
-        ua_enc_u8(b, 0);
-        ua_enc_u16(b, (uint16_t)x->id.num);
-    } else {
-        enc_nodeid_flags(b, &x->id, flags);
-    }
+    enc_nodeid_flags(b, &x->id, flags); /* the flags share the encoding byte */
     if (x->uri.len >= 0)
         ua_enc_string(b, x->uri);
     if (x->server)
