@@ -275,6 +275,9 @@ static void reload(struct daemon *d)
         reg_reconfigure(d->reg, &next.registry);
     else if (!d->reg != !next.registry.present)
         log_warn("config", "adding or removing the registry: section takes effect after a restart");
+    if (next.opcua.present != d->cfg.opcua.present || next.opcua.port != d->cfg.opcua.port ||
+        strcmp(next.opcua.host, d->cfg.opcua.host) != 0 || next.opcua.anonymous != d->cfg.opcua.anonymous)
+        log_warn("config", "changes to the opcua: section take effect after a restart");
     /* Keep the running server settings; take everything else from the new file. */
     struct opsd_config old = d->cfg;
     d->cfg = next;
