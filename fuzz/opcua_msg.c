@@ -225,6 +225,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         off += n;
     }
     free(in);
+    ua_subs_tick(&srv, INT64_MAX / 2); /* whatever subscriptions the input made publish now */
+    check_out(&k);
     buf_release(&b);
     ua_conn_release(&k);
     ua_srv_release(&srv);

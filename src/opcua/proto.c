@@ -73,6 +73,10 @@ void ua_srv_init(struct ua_srv *s, const struct opcua_config *cfg, struct live *
     s->next_channel = 1;
     s->next_token = 1;
     s->next_session = 1;
+    s->next_sub = 1;
+    s->next_item = 1;
+    s->nsub_slots = (cfg->max_sessions ? cfg->max_sessions : 1) * UA_SUBS_PER_SESSION;
+    s->subs = xnew(struct ua_sub, s->nsub_slots);
     s->start_ms = now_ms();
     s->lim = ua_default_limits;
     s->lim.max_string = cfg->max_message;
@@ -84,6 +88,12 @@ void ua_srv_init(struct ua_srv *s, const struct opcua_config *cfg, struct live *
 void ua_srv_release(struct ua_srv *s)
 {
     ua_space_release(&s->space);
+    for (uint32_t i = 0; i < s->nsub_slots; i++)
+        free(s->subs[i].items);
+    free(s->subs);
+    free(s->point_head);
+    s->subs = NULL;
+    s->point_head = NULL;
     free(s->sessions);
     s->sessions = NULL;
 }

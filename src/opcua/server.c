@@ -20,6 +20,7 @@ struct opcua {
     struct ua_srv srv;
     uv_tcp_t listener;
     uv_timer_t tick;
+    uv_timer_t pub;                /* 50 ms: subscriptions due */
     uint32_t nconns;
     bool stopping;
 };
@@ -188,6 +189,12 @@ static void on_connection(uv_stream_t *l, int status)
     k->reading = true;
 }
 
+static void on_pub(uv_timer_t *t)
+{
+    struct opcua *ua = t->data;
+    ua_subs_tick(&ua->srv, now_ms());
+}
+
 static void on_tick(uv_timer_t *t)
 {
     struct opcua *ua = t->data;
@@ -228,6 +235,10 @@ int opcua_open(struct opcua **out, const struct opcua_config *cfg, uv_loop_t *lo
     uv_timer_init(loop, &ua->tick);
     ua->tick.data = ua;
     uv_timer_start(&ua->tick, on_tick, 1000, 1000);
+    uv_timer_init(loop, &ua->pub);
+    ua->pub.data = ua;
+    uv_timer_start(&ua->pub, on_pub, 50, 50);
+    live_listen(live, ua_subs_on_changes, &ua->srv);
     log_info("opcua", "listening on %s (security policy None)", ua->srv.endpoint_url);
     *out = ua;
     return 0;
@@ -240,6 +251,7 @@ void opcua_stop(struct opcua *ua)
     ua->stopping = true;
     uv_close((uv_handle_t *)&ua->listener, NULL);
     uv_close((uv_handle_t *)&ua->tick, NULL);
+    uv_close((uv_handle_t *)&ua->pub, NULL);
     for (struct ua_conn *c = ua->srv.conns; c; c = c->next)
         conn_close(c->io);
 }

@@ -1,6 +1,6 @@
 /* services.c - the OPC UA services (OPC 10000-4 v1.04) on a secure channel: discovery
  * (GetEndpoints, FindServers), sessions (CreateSession, ActivateSession, CloseSession),
- * view (Browse, BrowseNext) and attributes (Read, Write).
+ * view (Browse, BrowseNext), attributes (Read, Write) and subscriptions (subs.c).
  *
  * Every request body is: type NodeId (the binary encoding id), RequestHeader
  * (NodeId authenticationToken, DateTime timestamp, UInt32 requestHandle, UInt32
@@ -37,6 +37,10 @@ enum {
     ID_READ = 631, ID_READ_R = 634,
     ID_WRITE = 673, ID_WRITE_R = 676,
     ID_ANONYMOUS_TOKEN = 321, ID_USERNAME_TOKEN = 324,
+    ID_CREATE_ITEMS = 751, ID_CREATE_ITEMS_R = 754,
+    ID_CREATE_SUB = 787, ID_CREATE_SUB_R = 790,
+    ID_PUBLISH = 826,
+    ID_DELETE_SUBS = 847, ID_DELETE_SUBS_R = 850,
 };
 
 struct req {
@@ -210,8 +214,17 @@ static void random_bytes(uint8_t *p, size_t n)
     }
 }
 
+struct ua_session *ua_session_by_id(struct ua_srv *s, uint32_t id)
+{
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+        if (s->sessions[i].used && s->sessions[i].id == id)
+            return &s->sessions[i];
+    return NULL;
+}
+
 static void session_close(struct ua_srv *s, struct ua_session *ss)
 {
+    ua_subs_session_closed(s, ss->id);
     memset(ss, 0, sizeof *ss);
     s->nsessions--;
 }
@@ -838,6 +851,32 @@ static void write_service(struct req *r, struct ua_dec *d)
     write_finish(w);
 }
 
+/* ---- subscriptions (subs.c) ---- */
+
+typedef void (*sub_service_fn)(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
+                               uint32_t *status);
+
+static void sub_service(struct req *r, struct ua_dec *d, uint32_t resp_type, sub_service_fn fn)
+{
+    struct buf b;
+    resp_init(r, &b, resp_type);
+    uint32_t status = UA_GOOD;
+    fn(r->c->srv, r->sess, d, &b, &status);
+    if (status != UA_GOOD) {
+        buf_release(&b);
+        return fault(r, status);
+    }
+    reply(r, &b);
+}
+
+static void publish(struct req *r, struct ua_dec *d)
+{
+    uint32_t status = UA_GOOD;
+    ua_publish(r->c->srv, r->sess, r->c, r->req_id, r->handle, d, &status);
+    if (status != UA_GOOD)
+        fault(r, status);
+}
+
 /* ---- dispatch ---- */
 
 void ua_service(struct ua_conn *c, uint32_t req_id, const uint8_t *body, size_t n)
@@ -885,6 +924,10 @@ void ua_service(struct ua_conn *c, uint32_t req_id, const uint8_t *body, size_t 
     case ID_BROWSE_NEXT: return browse_next(&r, &d);
     case ID_READ: return read_service(&r, &d);
     case ID_WRITE: return write_service(&r, &d);
+    case ID_CREATE_SUB: return sub_service(&r, &d, ID_CREATE_SUB_R, ua_create_subscription);
+    case ID_CREATE_ITEMS: return sub_service(&r, &d, ID_CREATE_ITEMS_R, ua_create_items);
+    case ID_DELETE_SUBS: return sub_service(&r, &d, ID_DELETE_SUBS_R, ua_delete_subscriptions);
+    case ID_PUBLISH: return publish(&r, &d);
     default:
         log_debug("opcua", "service %u not supported", type.num);
         return fault(&r, UA_BAD_SERVICE_UNSUPPORTED);

@@ -28,6 +28,8 @@
 #define UA_MIN_BUFFER      8192u
 #define UA_URL_MAX         4096
 #define UA_MAX_CONT        8          /* browse continuation points per session */
+#define UA_SUBS_PER_SESSION 4
+#define UA_PUBLISH_QUEUE   8          /* Publish requests a session may have waiting */
 
 /* ---- security policy slot ---- */
 struct ua_conn;
@@ -81,6 +83,26 @@ struct ua_cont {               /* a browse continuation point */
     uint64_t gen;              /* the space's generation it was made in */
 };
 
+struct ua_pubreq {             /* a Publish request waiting for a notification */
+    uint64_t conn_id;
+    uint32_t req_id, handle, nacks;
+};
+
+struct ua_item {               /* a monitored item: the Value of one point */
+    uint32_t point, client_handle, id;
+    uint32_t next;             /* the next item watching the same point (slot << 16 | index) */
+    bool dirty;
+};
+
+struct ua_sub {
+    bool used, enabled;
+    uint32_t id, session;
+    int64_t interval_ms, last_ms;
+    uint32_t keepalive, idle, max_notifs, next_seq, ts_ret;
+    struct ua_item *items;
+    uint32_t nitems, capitems, ndirty;
+};
+
 struct ua_session {
     bool used, activated;
     uint32_t id;
@@ -90,6 +112,8 @@ struct ua_session {
     int64_t timeout_ms, last_ms;
     struct ua_cont cont[UA_MAX_CONT];
     uint32_t next_cont;
+    struct ua_pubreq pub[UA_PUBLISH_QUEUE];
+    uint32_t npub;
 };
 
 struct ua_stats {
@@ -110,6 +134,10 @@ struct ua_srv {
     struct ua_conn *conns;       /* every open connection (async answers find theirs by id) */
     uint64_t next_conn_id;
     uint32_t pending_writes;
+    struct ua_sub *subs;         /* UA_SUBS_PER_SESSION * max_sessions slots */
+    uint32_t nsub_slots, next_sub, next_item;
+    uint32_t *point_head;        /* first item watching each point (NO_ITEM: none) */
+    uint32_t npoint_head;
     struct ua_stats st;
     struct ua_limits lim;
     /* Called when a connection has new output outside ua_conn_input (async answers). */
@@ -160,6 +188,21 @@ struct ua_conn *ua_srv_conn(struct ua_srv *s, uint64_t id);
 void ua_service(struct ua_conn *c, uint32_t req_id, const uint8_t *body, size_t n);
 void ua_response_header(struct buf *b, uint32_t handle, uint32_t result);
 void ua_sessions_tick(struct ua_srv *s, int64_t now_ms);
+struct ua_session *ua_session_by_id(struct ua_srv *s, uint32_t id);
+
+/* subs.c: answers append their fields to b; a failure sets *status (a ServiceFault). */
+void ua_create_subscription(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
+                            uint32_t *status);
+void ua_create_items(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b, uint32_t *status);
+void ua_delete_subscriptions(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
+                             uint32_t *status);
+/* Queues a Publish request (answered by ua_subs_tick). */
+void ua_publish(struct ua_srv *s, struct ua_session *ss, struct ua_conn *c, uint32_t req_id, uint32_t handle,
+                struct ua_dec *d, uint32_t *status);
+void ua_subs_tick(struct ua_srv *s, int64_t now_ms);
+void ua_subs_session_closed(struct ua_srv *s, uint32_t session_id);
+/* The live listener: marks the items of changed points. */
+void ua_subs_on_changes(void *ud, struct live *l, const uint32_t *changed, size_t n);
 
 /* space.c */
 void ua_space_init(struct ua_space *sp, const char *seps);

@@ -13,6 +13,7 @@ import { test, finish, assert, assertEq, sleep, failTest } from './lib/harness.m
 import { workDir, startOpsd, standardConfig, http, freePort } from './lib/opsd.mjs';
 import {
   OPCUAClient, AttributeIds, DataType, MessageSecurityMode, SecurityPolicy, StatusCodes, UserTokenType,
+  ClientSubscription, ClientMonitoredItem, TimestampsToReturn,
 } from 'node-opcua-client';
 
 const work = workDir('t_opcua');
@@ -138,6 +139,40 @@ await test('opcua: Read matches REST (value, source time, quality) and the attri
   assertEq(attrs[5].value.value.toString(), 'ns=0;i=8', 'Int64 data type');
   assertEq(attrs[6].statusCode.value, StatusCodes.BadNodeIdUnknown.value, 'unknown node');
   assertEq(attrs[7].statusCode.value, StatusCodes.BadWaitingForInitialData.value, 'no value yet');
+});
+
+await test('opcua: a subscription gets the first value, then every change with its source time', async () => {
+  const sub = ClientSubscription.create(anon.session, {
+    requestedPublishingInterval: 100, requestedLifetimeCount: 100, requestedMaxKeepAliveCount: 10,
+    maxNotificationsPerPublish: 0, publishingEnabled: true, priority: 1,
+  });
+  await new Promise((resolve, reject) => { sub.on('started', resolve); sub.on('internal_error', reject); });
+  const seen = [];
+  const item = ClientMonitoredItem.create(sub, { nodeId: 'ns=1;s=ext-005', attributeId: AttributeIds.Value },
+    { samplingInterval: 100, discardOldest: true, queueSize: 1 }, TimestampsToReturn.Both);
+  item.on('changed', (dv) => seen.push(dv));
+  const t0 = Date.now();
+  while (seen.length < 1 && Date.now() - t0 < 5000) await sleep(50);
+  assertEq(seen.length, 1, 'the first notification');
+  assertEq(seen[0].statusCode.value, StatusCodes.BadWaitingForInitialData.value, 'no value yet');
+  for (let i = 1; i <= 5; i++) {
+    const ts = 1764460800000 + i * 1000;
+    const r = await http(d, 'POST', '/api/v1/samples', { samples: [{ point: 'ext-005', ts, value: i * 1.5 }] }, OP);
+    assertEq(r.status, 200, `samples (${r.text})`);
+    const t1 = Date.now();
+    while (seen.length < i + 1 && Date.now() - t1 < 5000) await sleep(20);
+    assertEq(seen.length, i + 1, `notification ${i}`);
+    assertEq(seen[i].value.value, i * 1.5, `value ${i}`);
+    assertEq(seen[i].sourceTimestamp.getTime(), ts, `source time ${i}`);
+  }
+  // a tank point changes on its own every 200 ms: several notifications arrive
+  const many = [];
+  const tank = ClientMonitoredItem.create(sub, { nodeId: 'ns=1;s=tank1-0007', attributeId: AttributeIds.Value },
+    { samplingInterval: 100, discardOldest: true, queueSize: 1 }, TimestampsToReturn.Both);
+  tank.on('changed', (dv) => many.push(dv));
+  await sleep(1500);
+  assert(many.length >= 4, `tank notifications: ${many.length}`);
+  await sub.terminate();
 });
 
 await test('opcua: a viewer cannot write', async () => {

@@ -6,7 +6,7 @@
  * connection, or in a ServiceFault on a channel that stays open: wrong first message, small
  * buffers, long URL, oversized and undersized chunks, bad chunk types, chunk floods, wrong
  * channel, token and sequence numbers, requests that do not decode, requests without a
- * session. The integration test (t_opcua.mjs) checks the same server against node-opcua. */
+ * session; and the bounds of subscriptions (per session, Publish requests queued). The integration test (t_opcua.mjs) checks the same server against node-opcua. */
 #include <string.h>
 
 #include "unit.h"
@@ -739,6 +739,101 @@ static void test_channel_errors(void **st)
     buf_release(&body);
 }
 
+static void create_sub(struct fx *f, struct buf *body)
+{
+    buf_reset(body);
+    req_header(body, 787, &f->auth);
+    ua_enc_double(body, 100);
+    ua_enc_u32(body, 100);
+    ua_enc_u32(body, 10);
+    ua_enc_u32(body, 0);
+    ua_enc_bool(body, true);
+    ua_enc_u8(body, 0);
+}
+
+static void test_subscription_bounds(void **st)
+{
+    struct fx *f = *st;
+    handshake(f);
+    session(f);
+    struct buf body, r;
+    buf_init(&body, 1 << 20);
+    buf_init(&r, 1 << 21);
+    uint32_t status;
+    struct ua_dec d;
+    /* Publish without a subscription */
+    req_header(&body, 826, &f->auth);
+    ua_enc_i32(&body, 0);
+    call(f, &body, &r);
+    assert_int_equal(resp_type(&r, &status, &d), 397);
+    assert_int_equal(status, UA_BAD_NO_SUBSCRIPTION);
+    /* four subscriptions per session, then BadTooManySubscriptions */
+    uint32_t sid = 0;
+    for (int i = 0; i < 4; i++) {
+        create_sub(f, &body);
+        call(f, &body, &r);
+        assert_int_equal(resp_type(&r, &status, &d), 790);
+        ua_dec_u32(&d, &sid);
+        assert_true(sid > 0);
+    }
+    create_sub(f, &body);
+    call(f, &body, &r);
+    resp_type(&r, &status, &d);
+    assert_int_equal(status, UA_BAD_TOO_MANY_SUBSCRIPTIONS);
+    /* items: a point's Value, an unknown node, a folder */
+    buf_reset(&body);
+    req_header(&body, 751, &f->auth);
+    ua_enc_u32(&body, sid);
+    ua_enc_i32(&body, 0);
+    ua_enc_i32(&body, 2);
+    struct ua_nodeid p1 = {1, UA_ID_STRING, 0, ua_str("plant/area/p01"), {0, 0, 0, {0}}};
+    struct ua_nodeid fo = {2, UA_ID_STRING, 0, ua_str("plant"), {0, 0, 0, {0}}};
+    const struct ua_nodeid *ids[2] = {&p1, &fo};
+    for (int i = 0; i < 2; i++) {
+        ua_enc_nodeid(&body, ids[i]);
+        ua_enc_u32(&body, 13);
+        ua_enc_string(&body, UA_STR_NULL);
+        ua_enc_u16(&body, 0);
+        ua_enc_string(&body, UA_STR_NULL);
+        ua_enc_i32(&body, 2);
+        ua_enc_u32(&body, 77 + (uint32_t)i);
+        ua_enc_double(&body, 100);
+        ua_enc_u8(&body, 0);
+        ua_enc_u8(&body, 0);
+        ua_enc_u8(&body, 0);
+        ua_enc_u32(&body, 1);
+        ua_enc_bool(&body, true);
+    }
+    call(f, &body, &r);
+    assert_int_equal(resp_type(&r, &status, &d), 754);
+    int32_t n;
+    uint32_t st0, x;
+    ua_dec_array_len(&d, &n);
+    ua_dec_u32(&d, &st0);
+    ua_dec_u32(&d, &x);
+    assert_int_equal(st0, UA_GOOD);
+    /* Publish requests are bounded per session */
+    for (int i = 0; i < UA_PUBLISH_QUEUE; i++) {
+        buf_reset(&body);
+        req_header(&body, 826, &f->auth);
+        ua_enc_i32(&body, 0);
+        call(f, &body, &r);
+        assert_int_equal(r.len, 0); /* queued: no answer yet */
+    }
+    buf_reset(&body);
+    req_header(&body, 826, &f->auth);
+    ua_enc_i32(&body, 0);
+    call(f, &body, &r);
+    resp_type(&r, &status, &d);
+    assert_int_equal(status, UA_BAD_TOO_MANY_PUBLISH_REQUESTS);
+    /* a tick after the interval answers one with the first value of p01 */
+    ua_subs_tick(&f->srv, now_ms() + 1000);
+    assert_true(f->c.out.len > 0);
+    buf_reset(&f->c.out);
+    buf_release(&body);
+    buf_release(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -749,6 +844,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_hello, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_channel_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_subscription_bounds, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
