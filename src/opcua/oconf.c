@@ -92,7 +92,7 @@ int opcua_config_parse(struct yconf *y, const ynode *n, struct opcua_config *out
             out->folder_separators = xstrdup(s);
     }
     get_u32(y, n, "max_connections", 1, 100000, &out->max_connections);
-    get_u32(y, n, "max_sessions", 1, 100000, &out->max_sessions);
+    get_u32(y, n, "max_sessions", 1, 10000, &out->max_sessions); /* subs.c: 4 per session in 16 bits */
     get_u32(y, n, "max_message", 65536, 256u << 20, &out->max_message);
     get_u32(y, n, "max_operations", 1, 1000000, &out->max_ops);
     out->present = enabled && y->nerrors == errs;

@@ -796,7 +796,7 @@ static void opcua_section(void **state)
                   "@:5: opcua: listen must be HOST:PORT (e.g. 0.0.0.0:4840)",
                   "@:2: opcua: anonymous must be none, viewer, operator or admin",
                   "@:3: opcua: folders must be up to 15 of the characters / . : - _ (or \"\" for no folders)",
-                  "@:4: opcua: max_sessions must be 1 to 100000");
+                  "@:4: opcua: max_sessions must be 1 to 10000");
 }
 
 int main(void)
