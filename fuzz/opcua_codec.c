@@ -26,9 +26,9 @@ static void check(int ok, const char *what)
 
 static void inside(struct ua_str s)
 {
-    if (s.len <= 0)
-        return;
-    check((const uint8_t *)s.p >= g_p && (const uint8_t *)s.p + s.len <= g_p + g_n, "a view points outside the input");
+    if (s.len <= 0) return;
+    check((const uint8_t *)s.p >= g_p && (const uint8_t *)s.p + s.len <= g_p + g_n,
+          "a view points outside the input");
 }
 
 static void after(const struct ua_dec *d, int rc)
@@ -51,15 +51,15 @@ static void roundtrip_variant(const struct ua_variant *v, const struct ua_limits
     int rc = ua_dec_variant(&d, &w);
     check(rc == 0 && d.off == a.len, "an encoded Variant does not decode");
     ua_enc_variant(&b, &w);
-    check(a.len == b.len && memcmp(a.data, b.data, a.len) == 0, "Variant encoding is not a fixed point");
+    check(a.len == b.len && memcmp(a.data, b.data, a.len) == 0,
+          "Variant encoding is not a fixed point");
     buf_release(&a);
     buf_release(&b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
+    if (size < 1) return 0;
     static const struct ua_limits tight = {64, 16, 4};
     const struct ua_limits *lim = (data[0] & 1) ? &tight : &ua_default_limits;
     g_p = data + 1;
@@ -80,8 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ua_dec_init(&d, g_p, g_n, lim);
     rc = ua_dec_string(&d, &u.s);
     after(&d, rc);
-    if (rc == 0)
-        inside(u.s);
+    if (rc == 0) inside(u.s);
     ua_dec_init(&d, g_p, g_n, lim);
     after(&d, ua_dec_guid(&d, &u.g));
     ua_dec_init(&d, g_p, g_n, lim);
@@ -112,8 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ua_dec_init(&d, g_p, g_n, lim);
     rc = ua_dec_xobj(&d, &u.o);
     after(&d, rc);
-    if (rc == 0)
-        inside(u.o.body);
+    if (rc == 0) inside(u.o.body);
     ua_dec_init(&d, g_p, g_n, lim);
     after(&d, ua_dec_diag(&d, &u.dg));
 
@@ -127,7 +125,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (v.is_array) {
             for (int32_t i = 0; i < v.count && i < 64; i++) {
                 struct ua_variant e;
-                check(ua_variant_element(&v, i, lim, &e) == 0, "an element of a checked array does not decode");
+                check(ua_variant_element(&v, i, lim, &e) == 0,
+                      "an element of a checked array does not decode");
             }
         }
         roundtrip_variant(&v, lim);
@@ -143,8 +142,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct ua_dec e;
         struct ua_datavalue dv2;
         ua_dec_init(&e, a.data, a.len, lim);
-        check(ua_dec_datavalue(&e, &dv2) == 0 && e.off == a.len, "an encoded DataValue does not decode");
-        check(dv2.mask == dv.mask && dv2.status == dv.status && dv2.src_ts == dv.src_ts, "DataValue fields change");
+        check(ua_dec_datavalue(&e, &dv2) == 0 && e.off == a.len,
+              "an encoded DataValue does not decode");
+        check(dv2.mask == dv.mask && dv2.status == dv.status && dv2.src_ts == dv.src_ts,
+              "DataValue fields change");
         buf_release(&a);
     }
     for (uint8_t t = 0; t <= UA_T_MAX + 1; t++) {
@@ -155,8 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ua_dec_init(&d, g_p, g_n, lim);
         rc = ua_dec_array(&d, t, &n, &raw);
         after(&d, rc);
-        if (rc == 0)
-            inside(raw);
+        if (rc == 0) inside(raw);
     }
     return 0;
 }

@@ -34,11 +34,10 @@ static void check_out(const struct ua_conn *c)
         uint32_t size;
         memcpy(&size, p + off + 4, 4);
         check(size >= 8 && size <= c->out.len - off, "a chunk size that does not add up");
-        check(!memcmp(p + off, "ACK", 3) || !memcmp(p + off, "ERR", 3) || !memcmp(p + off, "OPN", 3) ||
-                  !memcmp(p + off, "MSG", 3),
+        check(!memcmp(p + off, "ACK", 3) || !memcmp(p + off, "ERR", 3) ||
+                  !memcmp(p + off, "OPN", 3) || !memcmp(p + off, "MSG", 3),
               "an unknown chunk type in the output");
-        if (!memcmp(p + off, "ERR", 3))
-            check(c->close, "an Error message without closing");
+        if (!memcmp(p + off, "ERR", 3)) check(c->close, "an Error message without closing");
         off += size;
     }
 }
@@ -195,11 +194,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ua_enc_string(&b, UA_STR_NULL);
     put32(&b, 1);
     put32(&b, 1);
-    static const uint8_t opn_body[] = {0x01, 0x00, 0xBE, 0x01, /* type 446 */
-                                       0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                       0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0, 0x00, 0x00, 0x00,
-                                       0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF,
-                                       0x60, 0xEA, 0, 0};
+    static const uint8_t opn_body[] = {
+        0x01, 0x00, 0xBE, 0x01, /* type 446 */
+        0x00, 0x00, 0,    0,    0,    0, 0, 0,    0,    0,    0,    0,    0,    0, 0, 0, 0,
+        0,    0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0,    0,    0x00, 0x00, 0x00, 0,    0, 0, 0, 0,
+        0,    0,    0,    1,    0,    0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0x60, 0xEA, 0, 0};
     buf_append(&b, opn_body, sizeof opn_body);
     fin(&b, s);
     ua_conn_input(&k, (const uint8_t *)b.data, b.len);
@@ -214,8 +213,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const uint8_t mark[16] = {0xAA, 0xAA, 0xAA, 0xAA, 0xAA, 0xAA, 0xAA, 0xAA,
                                      0xAA, 0xAA, 0xAA, 0xAA, 0xAA, 0xAA, 0xAA, 0xAA};
     for (size_t i = 0; i + 16 <= size; i++)
-        if (memcmp(in + i, mark, 16) == 0)
-            memcpy(in + i, token, 16);
+        if (memcmp(in + i, mark, 16) == 0) memcpy(in + i, token, 16);
     size_t chunk = size ? 16 + (size_t)data[0] * 32 : 16;
     for (size_t off = size ? 1 : 0; off < size && !k.close;) {
         size_t n = size - off < chunk ? size - off : chunk;

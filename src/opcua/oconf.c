@@ -32,7 +32,8 @@ static int role_parse(const char *s, enum opcua_role *out)
     return -1;
 }
 
-static void get_u32(struct yconf *y, const ynode *n, const char *key, uint32_t lo, uint32_t hi, uint32_t *out)
+static void get_u32(struct yconf *y, const ynode *n, const char *key, uint32_t lo, uint32_t hi,
+                    uint32_t *out)
 {
     int64_t v = *out;
     if (yn_get_int(y, n, key, "opcua", false, &v) == 0 && (v < lo || v > hi))
@@ -43,8 +44,9 @@ static void get_u32(struct yconf *y, const ynode *n, const char *key, uint32_t l
 
 int opcua_config_parse(struct yconf *y, const ynode *n, struct opcua_config *out)
 {
-    static const char *const keys[] = {"listen", "endpoint_host", "anonymous", "folders", "max_connections",
-                                       "max_sessions", "max_message", "max_operations", "enabled", NULL};
+    static const char *const keys[] = {
+        "listen",       "endpoint_host", "anonymous",      "folders", "max_connections",
+        "max_sessions", "max_message",   "max_operations", "enabled", NULL};
     memset(out, 0, sizeof *out);
     snprintf(out->host, sizeof out->host, "127.0.0.1");
     out->port = 4840;
@@ -56,8 +58,7 @@ int opcua_config_parse(struct yconf *y, const ynode *n, struct opcua_config *out
     out->max_ops = 10000;
     out->hello_timeout_ms = 10000;
     out->max_session_timeout_ms = 3600000;
-    if (!n)
-        return 0;
+    if (!n) return 0;
     int errs = y->nerrors;
     if (!yn_is_map(n)) {
         yconf_error(y, n, "opcua", "must be a mapping (listen, anonymous, folders, ...)");
@@ -69,16 +70,19 @@ int opcua_config_parse(struct yconf *y, const ynode *n, struct opcua_config *out
     const char *s = NULL;
     if (yn_get_str(y, n, "listen", "opcua", false, &s) == 0 &&
         split_host_port(s, out->host, sizeof out->host, &out->port) < 0)
-        yconf_error(y, yn_get(y, n, "listen"), "opcua", "listen must be HOST:PORT (e.g. 0.0.0.0:4840)");
+        yconf_error(y, yn_get(y, n, "listen"), "opcua",
+                    "listen must be HOST:PORT (e.g. 0.0.0.0:4840)");
     if (yn_get_str(y, n, "endpoint_host", "opcua", false, &s) == 0) {
         if (!*s || strlen(s) > 200 || strpbrk(s, " /:"))
-            yconf_error(y, yn_get(y, n, "endpoint_host"), "opcua", "endpoint_host must be a host name");
+            yconf_error(y, yn_get(y, n, "endpoint_host"), "opcua",
+                        "endpoint_host must be a host name");
         else
             out->endpoint_host = xstrdup(s);
     }
     if (yn_get_str(y, n, "anonymous", "opcua", false, &s) == 0) {
         if (role_parse(s, &out->anonymous) < 0)
-            yconf_error(y, yn_get(y, n, "anonymous"), "opcua", "anonymous must be none, viewer, operator or admin");
+            yconf_error(y, yn_get(y, n, "anonymous"), "opcua",
+                        "anonymous must be none, viewer, operator or admin");
         out->anonymous_set = true;
     }
     if (yn_get_str(y, n, "folders", "opcua", false, &s) == 0) {
@@ -86,13 +90,15 @@ int opcua_config_parse(struct yconf *y, const ynode *n, struct opcua_config *out
         for (const char *p = s; *p && ok; p++)
             ok = strchr("/.:-_", *p) != NULL;
         if (!ok)
-            yconf_error(y, yn_get(y, n, "folders"), "opcua",
-                        "folders must be up to 15 of the characters / . : - _ (or \"\" for no folders)");
+            yconf_error(
+                y, yn_get(y, n, "folders"), "opcua",
+                "folders must be up to 15 of the characters / . : - _ (or \"\" for no folders)");
         else
             out->folder_separators = xstrdup(s);
     }
     get_u32(y, n, "max_connections", 1, 100000, &out->max_connections);
-    get_u32(y, n, "max_sessions", 1, 10000, &out->max_sessions); /* subs.c: 4 per session in 16 bits */
+    get_u32(y, n, "max_sessions", 1, 10000,
+            &out->max_sessions); /* subs.c: 4 per session in 16 bits */
     get_u32(y, n, "max_message", 65536, 256u << 20, &out->max_message);
     get_u32(y, n, "max_operations", 1, 1000000, &out->max_ops);
     out->present = enabled && y->nerrors == errs;

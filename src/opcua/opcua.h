@@ -22,20 +22,20 @@
 enum opcua_role { OPCUA_ROLE_NONE, OPCUA_ROLE_VIEWER, OPCUA_ROLE_OPERATOR, OPCUA_ROLE_ADMIN };
 
 struct opcua_config {
-    bool present;                 /* an opcua: section is there (and enabled) */
+    bool present; /* an opcua: section is there (and enabled) */
     char host[128];
-    int port;                     /* default 4840 */
-    char *endpoint_host;          /* host name in the endpoint URL (default: host) */
-    enum opcua_role anonymous;    /* role of an anonymous session; NONE: refused */
+    int port;                  /* default 4840 */
+    char *endpoint_host;       /* host name in the endpoint URL (default: host) */
+    enum opcua_role anonymous; /* role of an anonymous session; NONE: refused */
     bool anonymous_set;
-    char *folder_separators;      /* characters that split a point name into folders ("/") */
-    uint32_t max_connections;     /* 64 */
-    uint32_t max_sessions;        /* 100 */
-    uint32_t max_message;         /* bytes of one request or response (4 MiB) */
-    uint32_t max_chunks;          /* chunks of one message (4096) */
-    uint32_t buffer_size;         /* our receive and send buffer (65,536) */
-    uint32_t max_ops;             /* nodes of one Read, Write or Browse (10,000) */
-    int64_t hello_timeout_ms;     /* time a connection has to say Hello (10 s) */
+    char *folder_separators;        /* characters that split a point name into folders ("/") */
+    uint32_t max_connections;       /* 64 */
+    uint32_t max_sessions;          /* 100 */
+    uint32_t max_message;           /* bytes of one request or response (4 MiB) */
+    uint32_t max_chunks;            /* chunks of one message (4096) */
+    uint32_t buffer_size;           /* our receive and send buffer (65,536) */
+    uint32_t max_ops;               /* nodes of one Read, Write or Browse (10,000) */
+    int64_t hello_timeout_ms;       /* time a connection has to say Hello (10 s) */
     int64_t max_session_timeout_ms; /* cap on the timeout a client asks for (1 h) */
 };
 
@@ -50,9 +50,9 @@ typedef int (*opcua_write_fn)(void *ud, uint32_t idx, const struct pt_value *v, 
 
 struct opcua_hooks {
     void *ud;
-    opcua_auth_fn auth;           /* NULL: only anonymous */
-    opcua_write_fn write_point;   /* NULL: points fed from outside only */
-    bool have_tokens;             /* the api has tokens: anonymous defaults to refused */
+    opcua_auth_fn auth;         /* NULL: only anonymous */
+    opcua_write_fn write_point; /* NULL: points fed from outside only */
+    bool have_tokens;           /* the api has tokens: anonymous defaults to refused */
 };
 
 struct opcua;

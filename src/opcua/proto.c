@@ -31,12 +31,12 @@
 #include "core/util.h"
 #include "opcua/ua_int.h"
 
-#define HDR            8
-#define SYM_HDR        (HDR + 8 + 8)   /* header, channel id and token id, sequence header */
-#define OPN_REQ        446
-#define OPN_RESP       449
-#define CLO_REQ        452
-#define SERVICE_FAULT  397
+#define HDR           8
+#define SYM_HDR       (HDR + 8 + 8) /* header, channel id and token id, sequence header */
+#define OPN_REQ       446
+#define OPN_RESP      449
+#define CLO_REQ       452
+#define SERVICE_FAULT 397
 
 /* ---- the None policy: chunks go as they are ---- */
 static size_t none_overhead(const struct ua_conn *c, size_t n)
@@ -49,7 +49,8 @@ static int none_seal(struct ua_conn *c, uint8_t *chunk, size_t len)
     return 0;
 }
 
-static int none_open(struct ua_conn *c, uint8_t *chunk, size_t len, size_t body_off, size_t *body_end)
+static int none_open(struct ua_conn *c, uint8_t *chunk, size_t len, size_t body_off,
+                     size_t *body_end)
 {
     *body_end = len;
     return 0;
@@ -67,8 +68,7 @@ void ua_srv_init(struct ua_srv *s, const struct opcua_config *cfg, struct live *
     s->cfg.endpoint_host = NULL;
     s->cfg.folder_separators = NULL;
     s->live = live;
-    if (hooks)
-        s->hooks = *hooks;
+    if (hooks) s->hooks = *hooks;
     s->sessions = xnew(struct ua_session, cfg->max_sessions ? cfg->max_sessions : 1);
     s->next_channel = 1;
     s->next_token = 1;
@@ -131,8 +131,7 @@ void ua_conn_release(struct ua_conn *c)
 struct ua_conn *ua_srv_conn(struct ua_srv *s, uint64_t id)
 {
     for (struct ua_conn *c = s->conns; c; c = c->next)
-        if (c->id == id)
-            return c;
+        if (c->id == id) return c;
     return NULL;
 }
 
@@ -144,8 +143,7 @@ void ua_srv_tick(struct ua_srv *s, int64_t now)
             log_info("opcua", "connection %llu: secure channel %u not renewed in time: closed",
                      (unsigned long long)c->id, c->channel_id);
             ua_conn_error(c, UA_BAD_SECURE_CHANNEL_CLOSED, "the secure channel's token expired");
-            if (s->kick)
-                s->kick(c);
+            if (s->kick) s->kick(c);
         }
     }
 }
@@ -174,11 +172,9 @@ static void patch_size(struct buf *b, size_t start)
 
 void ua_conn_error(struct ua_conn *c, uint32_t status, const char *reason)
 {
-    if (c->close)
-        return;
+    if (c->close) return;
     /* The Error message goes out even when the output is full: drop what waits. */
-    if (c->out.overflow)
-        buf_reset(&c->out);
+    if (c->out.overflow) buf_reset(&c->out);
     size_t start = c->out.len;
     uint8_t h[HDR];
     put_hdr(h, "ERR", 'F', 0);
@@ -222,8 +218,7 @@ static void put_sym_chunk(struct ua_conn *c, const char *type, char chunk, uint3
     }
     buf_append(&c->out, h, SYM_HDR);
     buf_append(&c->out, body, n);
-    if (total > SYM_HDR + n)
-        buf_reserve(&c->out, total - SYM_HDR - n);
+    if (total > SYM_HDR + n) buf_reserve(&c->out, total - SYM_HDR - n);
     if (!c->out.overflow) {
         c->out.len = start + total;
         c->policy->seal(c, (uint8_t *)c->out.data + start, total);
@@ -232,8 +227,7 @@ static void put_sym_chunk(struct ua_conn *c, const char *type, char chunk, uint3
 
 void ua_send_msg(struct ua_conn *c, uint32_t req_id, const struct buf *body)
 {
-    if (c->close || c->state != UA_C_OPEN)
-        return;
+    if (c->close || c->state != UA_C_OPEN) return;
     size_t room = c->send_buf - SYM_HDR - c->policy->overhead(c, c->send_buf);
     size_t n = body->len;
     size_t chunks = n ? (n + room - 1) / room : 1;
@@ -287,11 +281,12 @@ static void on_hello(struct ua_conn *c, const uint8_t *p, size_t n)
     ua_dec_u32(&d, &maxchunks);
     ua_dec_string(&d, &url);
     if (d.err == UA_BAD_ENCODING_LIMITS)
-        return ua_conn_error(c, UA_BAD_TCP_ENDPOINT_URL_INVALID, "the endpoint URL is longer than 4096 bytes");
-    if (d.err || ua_dec_left(&d))
-        return ua_conn_error(c, UA_BAD_DECODING, "malformed Hello");
+        return ua_conn_error(c, UA_BAD_TCP_ENDPOINT_URL_INVALID,
+                             "the endpoint URL is longer than 4096 bytes");
+    if (d.err || ua_dec_left(&d)) return ua_conn_error(c, UA_BAD_DECODING, "malformed Hello");
     if (rbuf < UA_MIN_BUFFER || sbuf < UA_MIN_BUFFER)
-        return ua_conn_error(c, UA_BAD_TCP_NOT_ENOUGH_RESOURCES, "buffer sizes must be at least 8192");
+        return ua_conn_error(c, UA_BAD_TCP_NOT_ENOUGH_RESOURCES,
+                             "buffer sizes must be at least 8192");
     /* Protocol version 0 is the only one; a later client speaks it too (7.1.2.3). */
     c->recv_buf = sbuf < s->cfg.buffer_size ? sbuf : s->cfg.buffer_size;
     c->send_buf = rbuf < s->cfg.buffer_size ? rbuf : s->cfg.buffer_size;
@@ -335,15 +330,15 @@ static void on_open(struct ua_conn *c, const uint8_t *p, size_t n)
     ua_dec_string(&d, &thumb);
     ua_dec_u32(&d, &seq);
     ua_dec_u32(&d, &req_id);
-    if (d.err)
-        return ua_conn_error(c, d.err, "malformed OpenSecureChannel header");
+    if (d.err) return ua_conn_error(c, d.err, "malformed OpenSecureChannel header");
     if (!ua_str_eq(uri, UA_POLICY_NONE_URI))
         return ua_conn_error(c, UA_BAD_SECURITY_POLICY_REJECTED,
                              "this server offers the security policy None only");
     if ((c->state == UA_C_OPEN && chan != c->channel_id) || !seq_ok(c, seq))
-        return ua_conn_error(c, c->state == UA_C_OPEN && chan != c->channel_id
-                                    ? UA_BAD_TCP_SECURE_CHANNEL_UNKNOWN
-                                    : UA_BAD_SEQUENCE_NUMBER_INVALID,
+        return ua_conn_error(c,
+                             c->state == UA_C_OPEN && chan != c->channel_id
+                                 ? UA_BAD_TCP_SECURE_CHANNEL_UNKNOWN
+                                 : UA_BAD_SEQUENCE_NUMBER_INVALID,
                              "wrong channel or sequence number");
     /* The body: the request's type NodeId, then OpenSecureChannelRequest. */
     struct ua_nodeid type, auth;
@@ -366,20 +361,20 @@ static void on_open(struct ua_conn *c, const uint8_t *p, size_t n)
     ua_dec_string(&d, &nonce);
     ua_dec_u32(&d, &lifetime);
     if (d.err || ua_dec_left(&d) || !ua_nodeid_is(&type, OPN_REQ))
-        return ua_conn_error(c, d.err ? d.err : UA_BAD_DECODING, "malformed OpenSecureChannelRequest");
+        return ua_conn_error(c, d.err ? d.err : UA_BAD_DECODING,
+                             "malformed OpenSecureChannelRequest");
     if (mode != 1)
-        return ua_conn_error(c, UA_BAD_SECURITY_MODE_REJECTED, "this server offers the security mode None only");
+        return ua_conn_error(c, UA_BAD_SECURITY_MODE_REJECTED,
+                             "this server offers the security mode None only");
     if ((reqtype == 0 && c->state == UA_C_OPEN) || (reqtype == 1 && c->state != UA_C_OPEN) ||
         (reqtype != 0 && reqtype != 1))
-        return ua_conn_error(c, UA_BAD_REQUEST_TYPE_INVALID, "Issue on an open channel or Renew on none");
-    if (reqtype == 0)
-        c->channel_id = s->next_channel++;
+        return ua_conn_error(c, UA_BAD_REQUEST_TYPE_INVALID,
+                             "Issue on an open channel or Renew on none");
+    if (reqtype == 0) c->channel_id = s->next_channel++;
     c->prev_token_id = c->token_id;
     c->token_id = s->next_token++;
-    if (lifetime < 10000)
-        lifetime = 10000;
-    if (lifetime > 3600000)
-        lifetime = 3600000;
+    if (lifetime < 10000) lifetime = 10000;
+    if (lifetime > 3600000) lifetime = 3600000;
     int64_t now = now_ms();
     c->token_expires_ms = now + lifetime + lifetime / 4;
     c->state = UA_C_OPEN;
@@ -405,8 +400,9 @@ static void on_open(struct ua_conn *c, const uint8_t *p, size_t n)
     ua_enc_u32(&c->out, lifetime);
     ua_enc_string(&c->out, UA_STR_NULL); /* no server nonce with None */
     patch_size(&c->out, start);
-    log_debug("opcua", "connection %llu: secure channel %u token %u (%s)", (unsigned long long)c->id,
-              c->channel_id, c->token_id, reqtype ? "renewed" : "issued");
+    log_debug("opcua", "connection %llu: secure channel %u token %u (%s)",
+              (unsigned long long)c->id, c->channel_id, c->token_id,
+              reqtype ? "renewed" : "issued");
 }
 
 /* A MSG or CLO chunk: checks its header, then collects its body into c->msg. */
@@ -415,8 +411,7 @@ static void on_sym(struct ua_conn *c, const char *type, uint8_t chunk, uint8_t *
     struct ua_srv *s = c->srv;
     if (c->state != UA_C_OPEN)
         return ua_conn_error(c, UA_BAD_TCP_SECURE_CHANNEL_UNKNOWN, "no secure channel is open");
-    if (n < SYM_HDR)
-        return ua_conn_error(c, UA_BAD_DECODING, "chunk shorter than its headers");
+    if (n < SYM_HDR) return ua_conn_error(c, UA_BAD_DECODING, "chunk shorter than its headers");
     uint32_t chan = rd32(p + 8), token = rd32(p + 12);
     if (chan != c->channel_id)
         return ua_conn_error(c, UA_BAD_TCP_SECURE_CHANNEL_UNKNOWN, "unknown secure channel id");
@@ -424,7 +419,8 @@ static void on_sym(struct ua_conn *c, const char *type, uint8_t chunk, uint8_t *
         return ua_conn_error(c, UA_BAD_SECURE_CHANNEL_TOKEN_UNKNOWN, "unknown security token");
     size_t body_end;
     if (c->policy->open(c, p, n, SYM_HDR, &body_end) < 0)
-        return ua_conn_error(c, UA_BAD_SECURITY_CHECKS_FAILED, "the chunk's signature does not verify");
+        return ua_conn_error(c, UA_BAD_SECURITY_CHECKS_FAILED,
+                             "the chunk's signature does not verify");
     uint32_t seq = rd32(p + 16), req_id = rd32(p + 20);
     if (!seq_ok(c, seq))
         return ua_conn_error(c, UA_BAD_SEQUENCE_NUMBER_INVALID, "sequence numbers out of order");
@@ -452,9 +448,9 @@ static void on_sym(struct ua_conn *c, const char *type, uint8_t chunk, uint8_t *
     if (++c->msg_chunks > s->cfg.max_chunks)
         return ua_conn_error(c, UA_BAD_TCP_MESSAGE_TOO_LARGE, "the message has too many chunks");
     if (buf_append(&c->msg, p + SYM_HDR, body_end - SYM_HDR) < 0)
-        return ua_conn_error(c, UA_BAD_TCP_MESSAGE_TOO_LARGE, "the message is larger than MaxMessageSize");
-    if (chunk == 'C')
-        return;
+        return ua_conn_error(c, UA_BAD_TCP_MESSAGE_TOO_LARGE,
+                             "the message is larger than MaxMessageSize");
+    if (chunk == 'C') return;
     c->in_msg = false;
     s->st.requests++;
     ua_service(c, req_id, (const uint8_t *)c->msg.data, c->msg.len);
@@ -478,8 +474,7 @@ static void on_chunk(struct ua_conn *c, uint8_t *p, size_t n)
     }
     if (c->state == UA_C_HELLO)
         return ua_conn_error(c, UA_BAD_TCP_MESSAGE_TYPE_INVALID, "the first message must be Hello");
-    if (strcmp(type, "OPN") == 0)
-        return on_open(c, p, n);
+    if (strcmp(type, "OPN") == 0) return on_open(c, p, n);
     on_sym(c, type, chunk, p, n);
 }
 
@@ -496,8 +491,7 @@ void ua_conn_input(struct ua_conn *c, const uint8_t *p, size_t n)
         buf_append(&c->rx, p, k);
         p += k;
         n -= k;
-        if (c->rx.len < want)
-            continue;
+        if (c->rx.len < want) continue;
         if (want == HDR) {
             uint32_t size = rd32((const uint8_t *)c->rx.data + 4);
             uint32_t limit = c->state == UA_C_HELLO ? UA_MIN_BUFFER : c->recv_buf;
@@ -506,8 +500,7 @@ void ua_conn_input(struct ua_conn *c, const uint8_t *p, size_t n)
             if (size > limit)
                 return ua_conn_error(c, UA_BAD_TCP_MESSAGE_TOO_LARGE,
                                      "chunk larger than the negotiated buffer size");
-            if (size > HDR)
-                continue;
+            if (size > HDR) continue;
         }
         on_chunk(c, (uint8_t *)c->rx.data, c->rx.len);
         buf_reset(&c->rx);

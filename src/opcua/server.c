@@ -20,7 +20,7 @@ struct opcua {
     struct ua_srv srv;
     uv_tcp_t listener;
     uv_timer_t tick;
-    uv_timer_t pub;                /* 50 ms: subscriptions due */
+    uv_timer_t pub; /* 50 ms: subscriptions due */
     uint32_t nconns;
     bool stopping;
 };
@@ -30,9 +30,9 @@ struct conn {
     struct ua_conn c;
     uv_tcp_t tcp;
     uv_timer_t hello;
-    size_t in_flight;       /* bytes handed to uv_write and not yet written */
+    size_t in_flight; /* bytes handed to uv_write and not yet written */
     bool reading, closing;
-    int handles;            /* handles still to close */
+    int handles; /* handles still to close */
 };
 
 struct wreq {
@@ -47,8 +47,7 @@ static void flush(struct conn *k);
 static void on_handle_closed(uv_handle_t *h)
 {
     struct conn *k = h->data;
-    if (--k->handles > 0)
-        return;
+    if (--k->handles > 0) return;
     ua_conn_release(&k->c);
     k->ua->nconns--;
     free(k);
@@ -56,8 +55,7 @@ static void on_handle_closed(uv_handle_t *h)
 
 static void conn_close(struct conn *k)
 {
-    if (k->closing)
-        return;
+    if (k->closing) return;
     k->closing = true;
     k->c.close = true;
     uv_close((uv_handle_t *)&k->tcp, on_handle_closed);
@@ -77,8 +75,7 @@ static void on_written(uv_write_t *req, int status)
     struct conn *k = w->k;
     k->in_flight -= w->len;
     free(w);
-    if (k->closing)
-        return;
+    if (k->closing) return;
     if (status < 0) {
         conn_close(k);
         return;
@@ -90,8 +87,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 
 static void flush(struct conn *k)
 {
-    if (k->closing)
-        return;
+    if (k->closing) return;
     struct buf *out = &k->c.out;
     if (out->len) {
         struct wreq *w = xmalloc(sizeof *w + out->len);
@@ -135,11 +131,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         conn_close(k);
         return;
     }
-    if (n == 0)
-        return;
+    if (n == 0) return;
     ua_conn_input(&k->c, (const uint8_t *)b->base, (size_t)n);
-    if (k->c.state != UA_C_HELLO)
-        uv_timer_stop(&k->hello);
+    if (k->c.state != UA_C_HELLO) uv_timer_stop(&k->hello);
     flush(k);
 }
 
@@ -161,8 +155,7 @@ static void kick(struct ua_conn *c)
 static void on_connection(uv_stream_t *l, int status)
 {
     struct opcua *ua = l->data;
-    if (status < 0 || ua->stopping)
-        return;
+    if (status < 0 || ua->stopping) return;
     struct conn *k = xzalloc(sizeof *k);
     k->ua = ua;
     uv_tcp_init(ua->loop, &k->tcp);
@@ -179,7 +172,8 @@ static void on_connection(uv_stream_t *l, int status)
     uv_tcp_nodelay(&k->tcp, 1);
     if (ua->nconns > ua->srv.cfg.max_connections) {
         ua->srv.st.refused++;
-        log_warn("opcua", "connection refused: %u open (max_connections)", ua->srv.cfg.max_connections);
+        log_warn("opcua", "connection refused: %u open (max_connections)",
+                 ua->srv.cfg.max_connections);
         ua_conn_error(&k->c, UA_BAD_TCP_SERVER_TOO_BUSY, "too many connections");
         flush(k);
         return;
@@ -211,8 +205,7 @@ int opcua_open(struct opcua **out, const struct opcua_config *cfg, uv_loop_t *lo
     ua->srv.kick = kick;
     struct sockaddr_storage sa;
     int rc = uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)&sa);
-    if (rc < 0)
-        rc = uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)&sa);
+    if (rc < 0) rc = uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)&sa);
     if (rc < 0) {
         log_error("opcua", "listen address %s is not an IP address", cfg->host);
         ua_srv_release(&ua->srv);
@@ -222,8 +215,7 @@ int opcua_open(struct opcua **out, const struct opcua_config *cfg, uv_loop_t *lo
     uv_tcp_init(loop, &ua->listener);
     ua->listener.data = ua;
     rc = uv_tcp_bind(&ua->listener, (const struct sockaddr *)&sa, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&ua->listener, 128, on_connection);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&ua->listener, 128, on_connection);
     if (rc < 0) {
         log_error("opcua", "cannot listen on %s:%d: %s", cfg->host, cfg->port, uv_strerror(rc));
         uv_close((uv_handle_t *)&ua->listener, NULL);
@@ -246,8 +238,7 @@ int opcua_open(struct opcua **out, const struct opcua_config *cfg, uv_loop_t *lo
 
 void opcua_stop(struct opcua *ua)
 {
-    if (!ua)
-        return;
+    if (!ua) return;
     ua->stopping = true;
     uv_close((uv_handle_t *)&ua->listener, NULL);
     uv_close((uv_handle_t *)&ua->tick, NULL);
@@ -258,45 +249,48 @@ void opcua_stop(struct opcua *ua)
 
 void opcua_free(struct opcua *ua)
 {
-    if (!ua)
-        return;
+    if (!ua) return;
     ua_srv_release(&ua->srv);
     free(ua);
 }
 
 void opcua_status_json(struct opcua *ua, struct buf *out)
 {
-    if (!ua)
-        return;
+    if (!ua) return;
     const struct ua_stats *st = &ua->srv.st;
-    buf_printf(out,
-               ",\"opcua\":{\"endpoint\":\"%s\",\"connections\":%u,\"sessions\":%u,\"requests\":%llu,"
-               "\"faults\":%llu,\"errors\":%llu}",
-               ua->srv.endpoint_url, ua->nconns, ua->srv.nsessions, (unsigned long long)st->requests,
-               (unsigned long long)st->faults, (unsigned long long)st->errors_sent);
+    buf_printf(
+        out,
+        ",\"opcua\":{\"endpoint\":\"%s\",\"connections\":%u,\"sessions\":%u,\"requests\":%llu,"
+        "\"faults\":%llu,\"errors\":%llu}",
+        ua->srv.endpoint_url, ua->nconns, ua->srv.nsessions, (unsigned long long)st->requests,
+        (unsigned long long)st->faults, (unsigned long long)st->errors_sent);
 }
 
 void opcua_metrics_text(struct opcua *ua, struct buf *out)
 {
-    if (!ua)
-        return;
+    if (!ua) return;
     const struct ua_stats *st = &ua->srv.st;
-    buf_printf(out,
-               "# HELP opsd_opcua_connections Open OPC UA connections.\n# TYPE opsd_opcua_connections gauge\n"
-               "opsd_opcua_connections %u\n"
-               "# HELP opsd_opcua_sessions Open OPC UA sessions.\n# TYPE opsd_opcua_sessions gauge\n"
-               "opsd_opcua_sessions %u\n"
-               "# HELP opsd_opcua_requests_total OPC UA service requests.\n# TYPE opsd_opcua_requests_total counter\n"
-               "opsd_opcua_requests_total %llu\n"
-               "# HELP opsd_opcua_faults_total Requests answered with a ServiceFault.\n"
-               "# TYPE opsd_opcua_faults_total counter\nopsd_opcua_faults_total %llu\n"
-               "# HELP opsd_opcua_errors_total Connections closed with an Error message.\n"
-               "# TYPE opsd_opcua_errors_total counter\nopsd_opcua_errors_total %llu\n"
-               "# HELP opsd_opcua_operations_total Nodes read, written and browsed.\n"
-               "# TYPE opsd_opcua_operations_total counter\n"
-               "opsd_opcua_operations_total{op=\"read\"} %llu\nopsd_opcua_operations_total{op=\"write\"} %llu\n"
-               "opsd_opcua_operations_total{op=\"browse\"} %llu\n",
-               ua->nconns, ua->srv.nsessions, (unsigned long long)st->requests, (unsigned long long)st->faults,
-               (unsigned long long)st->errors_sent, (unsigned long long)st->reads, (unsigned long long)st->writes,
-               (unsigned long long)st->browses);
+    buf_printf(
+        out,
+        "# HELP opsd_opcua_connections Open OPC UA connections.\n# TYPE opsd_opcua_connections "
+        "gauge\n"
+        "opsd_opcua_connections %u\n"
+        "# HELP opsd_opcua_sessions Open OPC UA sessions.\n# TYPE opsd_opcua_sessions gauge\n"
+        "opsd_opcua_sessions %u\n"
+        "# HELP opsd_opcua_requests_total OPC UA service requests.\n# TYPE "
+        "opsd_opcua_requests_total counter\n"
+        "opsd_opcua_requests_total %llu\n"
+        "# HELP opsd_opcua_faults_total Requests answered with a ServiceFault.\n"
+        "# TYPE opsd_opcua_faults_total counter\nopsd_opcua_faults_total %llu\n"
+        "# HELP opsd_opcua_errors_total Connections closed with an Error message.\n"
+        "# TYPE opsd_opcua_errors_total counter\nopsd_opcua_errors_total %llu\n"
+        "# HELP opsd_opcua_operations_total Nodes read, written and browsed.\n"
+        "# TYPE opsd_opcua_operations_total counter\n"
+        "opsd_opcua_operations_total{op=\"read\"} %llu\nopsd_opcua_operations_total{op=\"write\"} "
+        "%llu\n"
+        "opsd_opcua_operations_total{op=\"browse\"} %llu\n",
+        ua->nconns, ua->srv.nsessions, (unsigned long long)st->requests,
+        (unsigned long long)st->faults, (unsigned long long)st->errors_sent,
+        (unsigned long long)st->reads, (unsigned long long)st->writes,
+        (unsigned long long)st->browses);
 }

@@ -27,20 +27,33 @@
 /* Binary encoding ids of the requests and their responses (NodeIds.csv, ns 0). */
 enum {
     ID_SERVICE_FAULT = 397,
-    ID_FIND_SERVERS = 422, ID_FIND_SERVERS_R = 425,
-    ID_GET_ENDPOINTS = 428, ID_GET_ENDPOINTS_R = 431,
-    ID_CREATE_SESSION = 461, ID_CREATE_SESSION_R = 464,
-    ID_ACTIVATE_SESSION = 467, ID_ACTIVATE_SESSION_R = 470,
-    ID_CLOSE_SESSION = 473, ID_CLOSE_SESSION_R = 476,
-    ID_BROWSE = 527, ID_BROWSE_R = 530,
-    ID_BROWSE_NEXT = 533, ID_BROWSE_NEXT_R = 536,
-    ID_READ = 631, ID_READ_R = 634,
-    ID_WRITE = 673, ID_WRITE_R = 676,
-    ID_ANONYMOUS_TOKEN = 321, ID_USERNAME_TOKEN = 324,
-    ID_CREATE_ITEMS = 751, ID_CREATE_ITEMS_R = 754,
-    ID_CREATE_SUB = 787, ID_CREATE_SUB_R = 790,
+    ID_FIND_SERVERS = 422,
+    ID_FIND_SERVERS_R = 425,
+    ID_GET_ENDPOINTS = 428,
+    ID_GET_ENDPOINTS_R = 431,
+    ID_CREATE_SESSION = 461,
+    ID_CREATE_SESSION_R = 464,
+    ID_ACTIVATE_SESSION = 467,
+    ID_ACTIVATE_SESSION_R = 470,
+    ID_CLOSE_SESSION = 473,
+    ID_CLOSE_SESSION_R = 476,
+    ID_BROWSE = 527,
+    ID_BROWSE_R = 530,
+    ID_BROWSE_NEXT = 533,
+    ID_BROWSE_NEXT_R = 536,
+    ID_READ = 631,
+    ID_READ_R = 634,
+    ID_WRITE = 673,
+    ID_WRITE_R = 676,
+    ID_ANONYMOUS_TOKEN = 321,
+    ID_USERNAME_TOKEN = 324,
+    ID_CREATE_ITEMS = 751,
+    ID_CREATE_ITEMS_R = 754,
+    ID_CREATE_SUB = 787,
+    ID_CREATE_SUB_R = 790,
     ID_PUBLISH = 826,
-    ID_DELETE_SUBS = 847, ID_DELETE_SUBS_R = 850,
+    ID_DELETE_SUBS = 847,
+    ID_DELETE_SUBS_R = 850,
 };
 
 struct req {
@@ -56,9 +69,9 @@ void ua_response_header(struct buf *b, uint32_t handle, uint32_t result)
     ua_enc_i64(b, ua_time_from_ms(now_ms()));
     ua_enc_u32(b, handle);
     ua_enc_u32(b, result);
-    ua_enc_u8(b, 0);      /* DiagnosticInfo: empty */
-    ua_enc_i32(b, -1);    /* stringTable */
-    ua_enc_u8(b, 0);      /* additionalHeader: null NodeId, no body */
+    ua_enc_u8(b, 0);   /* DiagnosticInfo: empty */
+    ua_enc_i32(b, -1); /* stringTable */
+    ua_enc_u8(b, 0);   /* additionalHeader: null NodeId, no body */
     ua_enc_u8(b, 0);
     ua_enc_u8(b, 0);
 }
@@ -100,10 +113,10 @@ static void enc_app_description(struct ua_srv *s, struct buf *b)
     ua_enc_cstr(b, UA_PRODUCT_URI);
     struct ua_ltext name = {UA_STR_NULL, ua_str("opsd")};
     ua_enc_ltext(b, &name);
-    ua_enc_i32(b, 0);             /* ApplicationType: Server */
+    ua_enc_i32(b, 0);              /* ApplicationType: Server */
     ua_enc_string(b, UA_STR_NULL); /* GatewayServerUri */
     ua_enc_string(b, UA_STR_NULL); /* DiscoveryProfileUri */
-    ua_enc_i32(b, 1);             /* DiscoveryUrls */
+    ua_enc_i32(b, 1);              /* DiscoveryUrls */
     ua_enc_cstr(b, s->endpoint_url);
 }
 
@@ -118,8 +131,7 @@ static void enc_token_policy(struct buf *b, const char *id, int32_t type)
 
 static enum opcua_role anonymous_role(const struct ua_srv *s)
 {
-    if (s->cfg.anonymous_set)
-        return s->cfg.anonymous;
+    if (s->cfg.anonymous_set) return s->cfg.anonymous;
     return s->hooks.have_tokens ? OPCUA_ROLE_NONE : OPCUA_ROLE_ADMIN;
 }
 
@@ -129,16 +141,14 @@ static void enc_endpoints(struct ua_srv *s, struct buf *b)
     ua_enc_cstr(b, s->endpoint_url);
     enc_app_description(s, b);
     ua_enc_string(b, UA_STR_NULL); /* ServerCertificate */
-    ua_enc_i32(b, 1);             /* MessageSecurityMode: None */
+    ua_enc_i32(b, 1);              /* MessageSecurityMode: None */
     ua_enc_cstr(b, UA_POLICY_NONE_URI);
     bool anon = anonymous_role(s) != OPCUA_ROLE_NONE, user = s->hooks.auth != NULL;
     ua_enc_i32(b, (anon ? 1 : 0) + (user ? 1 : 0));
-    if (anon)
-        enc_token_policy(b, "anonymous", 0);
-    if (user)
-        enc_token_policy(b, "username", 1);
+    if (anon) enc_token_policy(b, "anonymous", 0);
+    if (user) enc_token_policy(b, "username", 1);
     ua_enc_cstr(b, UA_TRANSPORT_URI);
-    ua_enc_u8(b, 0);              /* SecurityLevel */
+    ua_enc_u8(b, 0); /* SecurityLevel */
 }
 
 static void get_endpoints(struct req *r, struct ua_dec *d)
@@ -148,8 +158,7 @@ static void get_endpoints(struct req *r, struct ua_dec *d)
     ua_dec_string(d, &url);
     ua_dec_array(d, UA_T_STRING, &nloc, &x);
     ua_dec_array(d, UA_T_STRING, &nprof, &x);
-    if (d->err)
-        return fault(r, d->err);
+    if (d->err) return fault(r, d->err);
     struct buf b;
     resp_init(r, &b, ID_GET_ENDPOINTS_R);
     enc_endpoints(r->c->srv, &b);
@@ -163,8 +172,7 @@ static void find_servers(struct req *r, struct ua_dec *d)
     ua_dec_string(d, &url);
     ua_dec_array(d, UA_T_STRING, &nloc, &x);
     ua_dec_array(d, UA_T_STRING, &nuris, &x);
-    if (d->err)
-        return fault(r, d->err);
+    if (d->err) return fault(r, d->err);
     struct buf b;
     resp_init(r, &b, ID_FIND_SERVERS_R);
     ua_enc_i32(&b, 1);
@@ -176,16 +184,14 @@ static void find_servers(struct req *r, struct ua_dec *d)
 
 static struct ua_session *session_by_token(struct ua_srv *s, const struct ua_nodeid *auth)
 {
-    if (auth->type != UA_ID_GUID || auth->ns != 1)
-        return NULL;
+    if (auth->type != UA_ID_GUID || auth->ns != 1) return NULL;
     uint8_t t[16];
     memcpy(t, &auth->guid.d1, 4);
     memcpy(t + 4, &auth->guid.d2, 2);
     memcpy(t + 6, &auth->guid.d3, 2);
     memcpy(t + 8, auth->guid.d4, 8);
     for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
-        if (s->sessions[i].used && memcmp(s->sessions[i].token, t, 16) == 0)
-            return &s->sessions[i];
+        if (s->sessions[i].used && memcmp(s->sessions[i].token, t, 16) == 0) return &s->sessions[i];
     return NULL;
 }
 
@@ -217,8 +223,7 @@ static void random_bytes(uint8_t *p, size_t n)
 struct ua_session *ua_session_by_id(struct ua_srv *s, uint32_t id)
 {
     for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
-        if (s->sessions[i].used && s->sessions[i].id == id)
-            return &s->sessions[i];
+        if (s->sessions[i].used && s->sessions[i].id == id) return &s->sessions[i];
     return NULL;
 }
 
@@ -266,12 +271,10 @@ static void create_session(struct req *r, struct ua_dec *d)
     ua_dec_string(d, &x); /* ClientCertificate */
     ua_dec_double(d, &timeout);
     ua_dec_u32(d, &maxresp);
-    if (d->err)
-        return fault(r, d->err);
+    if (d->err) return fault(r, d->err);
     struct ua_session *ss = NULL;
     for (uint32_t i = 0; i < s->cfg.max_sessions && !ss; i++)
-        if (!s->sessions[i].used)
-            ss = &s->sessions[i];
+        if (!s->sessions[i].used) ss = &s->sessions[i];
     if (!ss) {
         log_warn("opcua", "session refused: %u sessions open (max_sessions)", s->cfg.max_sessions);
         return fault(r, UA_BAD_TOO_MANY_SESSIONS);
@@ -281,17 +284,15 @@ static void create_session(struct req *r, struct ua_dec *d)
     ss->id = s->next_session++;
     random_bytes(ss->token, sizeof ss->token);
     ss->channel_id = r->c->channel_id;
-    int64_t t = timeout == timeout && timeout > 0 ? (int64_t)(timeout < 1e12 ? timeout : 1e12) : 60000;
-    if (t < 10000)
-        t = 10000;
-    if (t > s->cfg.max_session_timeout_ms)
-        t = s->cfg.max_session_timeout_ms;
+    int64_t t =
+        timeout == timeout && timeout > 0 ? (int64_t)(timeout < 1e12 ? timeout : 1e12) : 60000;
+    if (t < 10000) t = 10000;
+    if (t > s->cfg.max_session_timeout_ms) t = s->cfg.max_session_timeout_ms;
     ss->timeout_ms = t;
     ss->last_ms = now_ms();
     s->nsessions++;
     s->st.sessions_created++;
-    if (maxresp && maxresp < r->c->peer_max_msg)
-        r->c->peer_max_msg = maxresp;
+    if (maxresp && maxresp < r->c->peer_max_msg) r->c->peer_max_msg = maxresp;
     log_info("opcua", "session %u created (%.*s), timeout %lld ms", ss->id,
              name.len > 0 ? (name.len < 64 ? name.len : 64) : 0, name.len > 0 ? name.p : "",
              (long long)t);
@@ -323,20 +324,19 @@ static void activate_session(struct req *r, struct ua_dec *d)
     struct ua_xobj tok;
     ua_dec_string(d, &x); /* ClientSignature */
     ua_dec_string(d, &x);
-    ua_dec_array_len(d, &n); /* ClientSoftwareCertificates: SignedSoftwareCertificate, two ByteStrings */
+    ua_dec_array_len(
+        d, &n); /* ClientSoftwareCertificates: SignedSoftwareCertificate, two ByteStrings */
     for (int32_t i = 0; i < n && !d->err; i++) {
         ua_dec_string(d, &x);
         ua_dec_string(d, &x);
     }
-    ua_dec_array(d, UA_T_STRING, &n, &x);          /* LocaleIds */
+    ua_dec_array(d, UA_T_STRING, &n, &x); /* LocaleIds */
     ua_dec_xobj(d, &tok);
     ua_dec_string(d, &x); /* UserTokenSignature */
     ua_dec_string(d, &x);
-    if (d->err)
-        return fault(r, d->err);
+    if (d->err) return fault(r, d->err);
     struct ua_session *ss = session_by_token(s, &r->auth);
-    if (!ss)
-        return fault(r, UA_BAD_SESSION_ID_INVALID);
+    if (!ss) return fault(r, UA_BAD_SESSION_ID_INVALID);
     enum opcua_role role = OPCUA_ROLE_NONE;
     const char *who = "anonymous";
     char user[128] = "";
@@ -350,7 +350,8 @@ static void activate_session(struct req *r, struct ua_dec *d)
         ua_dec_string(&t, &name);
         ua_dec_string(&t, &pass);
         ua_dec_string(&t, &alg);
-        if (t.err || alg.len > 0 || name.len <= 0 || name.len >= 128 || pass.len < 0 || pass.len >= 1024)
+        if (t.err || alg.len > 0 || name.len <= 0 || name.len >= 128 || pass.len < 0 ||
+            pass.len >= 1024)
             return fault(r, UA_BAD_IDENTITY_TOKEN_INVALID);
         char pw[1024];
         memcpy(user, name.p, (size_t)name.len);
@@ -385,8 +386,7 @@ static void close_session(struct req *r, struct ua_dec *d)
 {
     bool del;
     ua_dec_bool(d, &del);
-    if (d->err)
-        return fault(r, d->err);
+    if (d->err) return fault(r, d->err);
     log_info("opcua", "session %u closed", r->sess->id);
     session_close(r->c->srv, r->sess);
     struct buf b;
@@ -398,14 +398,10 @@ static void close_session(struct req *r, struct ua_dec *d)
 
 static bool ref_matches(struct ua_srv *s, const struct ua_cont *q, const struct ua_ref *ref)
 {
-    if (q->dir == 0 && !ref->forward)
-        return false;
-    if (q->dir == 1 && ref->forward)
-        return false;
-    if (q->reftype.num && !ua_reftype_is(ref->reftype, q->reftype.num, q->subtypes))
-        return false;
-    if (q->class_mask && !(q->class_mask & ua_node_class(s, &ref->target)))
-        return false;
+    if (q->dir == 0 && !ref->forward) return false;
+    if (q->dir == 1 && ref->forward) return false;
+    if (q->reftype.num && !ua_reftype_is(ref->reftype, q->reftype.num, q->subtypes)) return false;
+    if (q->class_mask && !(q->class_mask & ua_node_class(s, &ref->target))) return false;
     return true;
 }
 
@@ -418,8 +414,7 @@ static void enc_ref(struct ua_srv *s, struct buf *b, const struct ua_ref *ref, u
     ua_node_id(s, &ref->target, &target.id);
     ua_enc_xnodeid(b, &target);
     struct ua_qname qn = {0, UA_STR_NULL};
-    if (mask & 8)
-        ua_node_name(s, &ref->target, &qn);
+    if (mask & 8) ua_node_name(s, &ref->target, &qn);
     ua_enc_qname(b, &qn);
     struct ua_ltext lt = {UA_STR_NULL, UA_STR_NULL};
     if (mask & 16) {
@@ -440,8 +435,7 @@ static void browse_one(struct req *r, struct ua_cont *q, struct buf *b)
 {
     struct ua_srv *s = r->c->srv;
     uint32_t max = q->max ? q->max : UINT32_MAX;
-    if (max > s->cfg.max_ops)
-        max = s->cfg.max_ops;
+    if (max > s->cfg.max_ops) max = s->cfg.max_ops;
     struct buf refs;
     buf_init(&refs, s->cfg.max_message);
     uint32_t count = 0;
@@ -466,8 +460,7 @@ static void browse_one(struct req *r, struct ua_cont *q, struct buf *b)
     if (more) {
         struct ua_cont *slot = NULL;
         for (int i = 0; i < UA_MAX_CONT && !slot; i++)
-            if (!r->sess->cont[i].used)
-                slot = &r->sess->cont[i];
+            if (!r->sess->cont[i].used) slot = &r->sess->cont[i];
         if (!slot) {
             status = UA_BAD_NO_CONTINUATION_POINTS;
             count = 0;
@@ -488,8 +481,7 @@ static void browse_one(struct req *r, struct ua_cont *q, struct buf *b)
     ua_enc_string(b, cp);
     ua_enc_i32(b, (int32_t)count);
     buf_append(b, refs.data, refs.len);
-    if (refs.overflow)
-        b->overflow = true;
+    if (refs.overflow) b->overflow = true;
     buf_release(&refs);
 }
 
@@ -506,14 +498,10 @@ static void browse_real(struct req *r, struct ua_dec *d)
     ua_dec_u32(d, &vver);
     ua_dec_u32(d, &max);
     ua_dec_array_len(d, &n);
-    if (d->err)
-        return fault(r, d->err);
-    if (!ua_nodeid_is_null(&view))
-        return fault(r, UA_BAD_VIEW_ID_UNKNOWN);
-    if (n <= 0)
-        return fault(r, UA_BAD_NOTHING_TO_DO);
-    if ((uint32_t)n > s->cfg.max_ops)
-        return fault(r, UA_BAD_TOO_MANY_OPERATIONS);
+    if (d->err) return fault(r, d->err);
+    if (!ua_nodeid_is_null(&view)) return fault(r, UA_BAD_VIEW_ID_UNKNOWN);
+    if (n <= 0) return fault(r, UA_BAD_NOTHING_TO_DO);
+    if ((uint32_t)n > s->cfg.max_ops) return fault(r, UA_BAD_TOO_MANY_OPERATIONS);
     s->st.browses += (uint64_t)n;
     ua_space_refresh(&s->space, s->live);
     struct buf b;
@@ -540,7 +528,8 @@ static void browse_real(struct req *r, struct ua_dec *d)
         uint32_t status = UA_GOOD;
         if (dir < 0 || dir > 2)
             status = UA_BAD_BROWSE_DIRECTION_INVALID;
-        else if (!ua_nodeid_is_null(&rt) && (rt.ns != 0 || rt.type != UA_ID_NUMERIC || !ua_reftype_known(rt.num)))
+        else if (!ua_nodeid_is_null(&rt) &&
+                 (rt.ns != 0 || rt.type != UA_ID_NUMERIC || !ua_reftype_known(rt.num)))
             status = UA_BAD_REFERENCE_TYPE_ID_INVALID;
         else if (ua_space_resolve(s, &id, &q.node) < 0)
             status = UA_BAD_NODE_ID_UNKNOWN;
@@ -565,12 +554,9 @@ static void browse_next(struct req *r, struct ua_dec *d)
     struct ua_str raw;
     ua_dec_bool(d, &release);
     ua_dec_array(d, UA_T_BYTESTRING, &n, &raw);
-    if (d->err)
-        return fault(r, d->err);
-    if (n <= 0)
-        return fault(r, UA_BAD_NOTHING_TO_DO);
-    if ((uint32_t)n > s->cfg.max_ops)
-        return fault(r, UA_BAD_TOO_MANY_OPERATIONS);
+    if (d->err) return fault(r, d->err);
+    if (n <= 0) return fault(r, UA_BAD_NOTHING_TO_DO);
+    if ((uint32_t)n > s->cfg.max_ops) return fault(r, UA_BAD_TOO_MANY_OPERATIONS);
     ua_space_refresh(&s->space, s->live);
     struct buf b;
     resp_init(r, &b, ID_BROWSE_NEXT_R);
@@ -583,15 +569,14 @@ static void browse_next(struct req *r, struct ua_dec *d)
         struct ua_cont *q = NULL;
         if (cp.len == 4) {
             const uint8_t *p = (const uint8_t *)cp.p;
-            uint32_t id = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+            uint32_t id =
+                (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
             for (int k = 0; k < UA_MAX_CONT && !q; k++)
-                if (r->sess->cont[k].used && r->sess->cont[k].id == id)
-                    q = &r->sess->cont[k];
+                if (r->sess->cont[k].used && r->sess->cont[k].id == id) q = &r->sess->cont[k];
         }
         if (!q || q->gen != s->space.gen) {
             /* unknown, or the folders changed since: the position means nothing now */
-            if (q)
-                q->used = false;
+            if (q) q->used = false;
             ua_enc_u32(&b, UA_BAD_CONTINUATION_POINT_INVALID);
             ua_enc_string(&b, UA_STR_NULL);
             ua_enc_i32(&b, 0);
@@ -621,14 +606,10 @@ static void read_service(struct req *r, struct ua_dec *d)
     ua_dec_double(d, &max_age);
     ua_dec_i32(d, &ts_ret);
     ua_dec_array_len(d, &n);
-    if (d->err)
-        return fault(r, d->err);
-    if (ts_ret < 0 || ts_ret > 3)
-        return fault(r, UA_BAD_TIMESTAMPS_TO_RETURN_INVALID);
-    if (n <= 0)
-        return fault(r, UA_BAD_NOTHING_TO_DO);
-    if ((uint32_t)n > s->cfg.max_ops)
-        return fault(r, UA_BAD_TOO_MANY_OPERATIONS);
+    if (d->err) return fault(r, d->err);
+    if (ts_ret < 0 || ts_ret > 3) return fault(r, UA_BAD_TIMESTAMPS_TO_RETURN_INVALID);
+    if (n <= 0) return fault(r, UA_BAD_NOTHING_TO_DO);
+    if ((uint32_t)n > s->cfg.max_ops) return fault(r, UA_BAD_TOO_MANY_OPERATIONS);
     s->st.reads += (uint64_t)n;
     ua_space_refresh(&s->space, s->live);
     struct buf b;
@@ -682,8 +663,7 @@ struct witem {
 
 static void write_finish(struct wpending *w)
 {
-    if (--w->left > 0)
-        return;
+    if (--w->left > 0) return;
     struct ua_srv *s = w->srv;
     struct ua_conn *c = ua_srv_conn(s, w->conn_id);
     if (c) {
@@ -696,8 +676,7 @@ static void write_finish(struct wpending *w)
         ua_enc_i32(&b, 0);
         ua_send_msg(c, w->req_id, &b);
         buf_release(&b);
-        if (s->kick)
-            s->kick(c);
+        if (s->kick) s->kick(c);
     }
     s->pending_writes--;
     free(w->results);
@@ -709,8 +688,7 @@ static void write_done(void *ud, int status, const char *err)
     struct witem *it = ud;
     struct wpending *w = it->w;
     w->results[it->i] = status == 200 ? UA_GOOD : UA_BAD_NO_COMMUNICATION;
-    if (status != 200)
-        log_warn("opcua", "write failed: %s", err ? err : "driver error");
+    if (status != 200) log_warn("opcua", "write failed: %s", err ? err : "driver error");
     free(it);
     write_finish(w);
 }
@@ -719,8 +697,7 @@ static void write_done(void *ud, int status, const char *err)
 static uint32_t variant_to_value(const struct ua_variant *v, enum pt_type t, struct pt_value *out)
 {
     out->type = t;
-    if (v->is_array)
-        return UA_BAD_TYPE_MISMATCH;
+    if (v->is_array) return UA_BAD_TYPE_MISMATCH;
     switch (t) {
     case PT_DOUBLE:
         if (v->type == UA_T_DOUBLE)
@@ -731,7 +708,8 @@ static uint32_t variant_to_value(const struct ua_variant *v, enum pt_type t, str
             return UA_BAD_TYPE_MISMATCH;
         return UA_GOOD;
     case PT_INT:
-        if (v->type == UA_T_SBYTE || v->type == UA_T_INT16 || v->type == UA_T_INT32 || v->type == UA_T_INT64)
+        if (v->type == UA_T_SBYTE || v->type == UA_T_INT16 || v->type == UA_T_INT32 ||
+            v->type == UA_T_INT64)
             out->u.i = v->v.i;
         else if (v->type == UA_T_BYTE || v->type == UA_T_UINT16 || v->type == UA_T_UINT32)
             out->u.i = (int64_t)v->v.u;
@@ -741,15 +719,12 @@ static uint32_t variant_to_value(const struct ua_variant *v, enum pt_type t, str
             return v->type == UA_T_UINT64 ? UA_BAD_OUT_OF_RANGE : UA_BAD_TYPE_MISMATCH;
         return UA_GOOD;
     case PT_BOOL:
-        if (v->type != UA_T_BOOLEAN)
-            return UA_BAD_TYPE_MISMATCH;
+        if (v->type != UA_T_BOOLEAN) return UA_BAD_TYPE_MISMATCH;
         out->u.b = v->v.b;
         return UA_GOOD;
     case PT_STRING:
-        if (v->type != UA_T_STRING || v->v.s.len < 0)
-            return UA_BAD_TYPE_MISMATCH;
-        if (!live_valid_string(v->v.s.p, (size_t)v->v.s.len))
-            return UA_BAD_OUT_OF_RANGE;
+        if (v->type != UA_T_STRING || v->v.s.len < 0) return UA_BAD_TYPE_MISMATCH;
+        if (!live_valid_string(v->v.s.p, (size_t)v->v.s.len)) return UA_BAD_OUT_OF_RANGE;
         return UA_GOOD; /* the caller copies it with a terminator */
     }
     return UA_BAD_TYPE_MISMATCH;
@@ -760,12 +735,9 @@ static void write_service(struct req *r, struct ua_dec *d)
     struct ua_srv *s = r->c->srv;
     int32_t n;
     ua_dec_array_len(d, &n);
-    if (d->err)
-        return fault(r, d->err);
-    if (n <= 0)
-        return fault(r, UA_BAD_NOTHING_TO_DO);
-    if ((uint32_t)n > s->cfg.max_ops)
-        return fault(r, UA_BAD_TOO_MANY_OPERATIONS);
+    if (d->err) return fault(r, d->err);
+    if (n <= 0) return fault(r, UA_BAD_NOTHING_TO_DO);
+    if ((uint32_t)n > s->cfg.max_ops) return fault(r, UA_BAD_TOO_MANY_OPERATIONS);
     /* Check the whole request first: a malformed one changes nothing. */
     size_t start = d->off;
     for (int32_t i = 0; i < n; i++) {
@@ -778,8 +750,7 @@ static void write_service(struct req *r, struct ua_dec *d)
         ua_dec_string(d, &range);
         ua_dec_datavalue(d, &dv);
     }
-    if (d->err)
-        return fault(r, d->err);
+    if (d->err) return fault(r, d->err);
     d->off = start;
     ua_space_refresh(&s->space, s->live);
     struct wpending *w = xmalloc(sizeof *w);
@@ -814,8 +785,7 @@ static void write_service(struct req *r, struct ua_dec *d)
         else
             st = variant_to_value(&dv.value, pv.type, &val);
         w->results[i] = st;
-        if (st != UA_GOOD)
-            continue;
+        if (st != UA_GOOD) continue;
         char sbuf[LIVE_STRING_MAX + 1];
         if (pv.type == PT_STRING) {
             memcpy(sbuf, dv.value.v.s.p, (size_t)dv.value.v.s.len);
@@ -834,7 +804,8 @@ static void write_service(struct req *r, struct ua_dec *d)
             it = xmalloc(sizeof *it);
             *it = (struct witem){w, i};
             w->left++;
-            rc = s->hooks.write_point(s->hooks.ud, node.id, &val, ts, q, write_done, it, err, sizeof err);
+            rc = s->hooks.write_point(s->hooks.ud, node.id, &val, ts, q, write_done, it, err,
+                                      sizeof err);
             if (rc != 0) {
                 free(it);
                 w->left--;
@@ -853,8 +824,8 @@ static void write_service(struct req *r, struct ua_dec *d)
 
 /* ---- subscriptions (subs.c) ---- */
 
-typedef void (*sub_service_fn)(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
-                               uint32_t *status);
+typedef void (*sub_service_fn)(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d,
+                               struct buf *b, uint32_t *status);
 
 static void sub_service(struct req *r, struct ua_dec *d, uint32_t resp_type, sub_service_fn fn)
 {
@@ -873,8 +844,7 @@ static void publish(struct req *r, struct ua_dec *d)
 {
     uint32_t status = UA_GOOD;
     ua_publish(r->c->srv, r->sess, r->c, r->req_id, r->handle, d, &status);
-    if (status != UA_GOOD)
-        fault(r, status);
+    if (status != UA_GOOD) fault(r, status);
 }
 
 /* ---- dispatch ---- */
@@ -898,36 +868,45 @@ void ua_service(struct ua_conn *c, uint32_t req_id, const uint8_t *body, size_t 
     ua_dec_string(&d, &audit);
     ua_dec_u32(&d, &hint);
     ua_dec_xobj(&d, &addl);
-    if (d.err)
-        return fault(&r, d.err);
-    if (type.ns != 0 || type.type != UA_ID_NUMERIC)
-        return fault(&r, UA_BAD_SERVICE_UNSUPPORTED);
+    if (d.err) return fault(&r, d.err);
+    if (type.ns != 0 || type.type != UA_ID_NUMERIC) return fault(&r, UA_BAD_SERVICE_UNSUPPORTED);
     switch (type.num) {
-    case ID_GET_ENDPOINTS: return get_endpoints(&r, &d);
-    case ID_FIND_SERVERS: return find_servers(&r, &d);
-    case ID_CREATE_SESSION: return create_session(&r, &d);
-    case ID_ACTIVATE_SESSION: return activate_session(&r, &d);
-    default: break;
+    case ID_GET_ENDPOINTS:
+        return get_endpoints(&r, &d);
+    case ID_FIND_SERVERS:
+        return find_servers(&r, &d);
+    case ID_CREATE_SESSION:
+        return create_session(&r, &d);
+    case ID_ACTIVATE_SESSION:
+        return activate_session(&r, &d);
+    default:
+        break;
     }
     /* Everything else needs an activated session on this channel. */
     r.sess = session_by_token(s, &r.auth);
-    if (!r.sess)
-        return fault(&r, UA_BAD_SESSION_ID_INVALID);
-    if (!r.sess->activated)
-        return fault(&r, UA_BAD_SESSION_NOT_ACTIVATED);
-    if (r.sess->channel_id != c->channel_id)
-        return fault(&r, UA_BAD_SECURE_CHANNEL_ID_INVALID);
+    if (!r.sess) return fault(&r, UA_BAD_SESSION_ID_INVALID);
+    if (!r.sess->activated) return fault(&r, UA_BAD_SESSION_NOT_ACTIVATED);
+    if (r.sess->channel_id != c->channel_id) return fault(&r, UA_BAD_SECURE_CHANNEL_ID_INVALID);
     r.sess->last_ms = now_ms();
     switch (type.num) {
-    case ID_CLOSE_SESSION: return close_session(&r, &d);
-    case ID_BROWSE: return browse_real(&r, &d);
-    case ID_BROWSE_NEXT: return browse_next(&r, &d);
-    case ID_READ: return read_service(&r, &d);
-    case ID_WRITE: return write_service(&r, &d);
-    case ID_CREATE_SUB: return sub_service(&r, &d, ID_CREATE_SUB_R, ua_create_subscription);
-    case ID_CREATE_ITEMS: return sub_service(&r, &d, ID_CREATE_ITEMS_R, ua_create_items);
-    case ID_DELETE_SUBS: return sub_service(&r, &d, ID_DELETE_SUBS_R, ua_delete_subscriptions);
-    case ID_PUBLISH: return publish(&r, &d);
+    case ID_CLOSE_SESSION:
+        return close_session(&r, &d);
+    case ID_BROWSE:
+        return browse_real(&r, &d);
+    case ID_BROWSE_NEXT:
+        return browse_next(&r, &d);
+    case ID_READ:
+        return read_service(&r, &d);
+    case ID_WRITE:
+        return write_service(&r, &d);
+    case ID_CREATE_SUB:
+        return sub_service(&r, &d, ID_CREATE_SUB_R, ua_create_subscription);
+    case ID_CREATE_ITEMS:
+        return sub_service(&r, &d, ID_CREATE_ITEMS_R, ua_create_items);
+    case ID_DELETE_SUBS:
+        return sub_service(&r, &d, ID_DELETE_SUBS_R, ua_delete_subscriptions);
+    case ID_PUBLISH:
+        return publish(&r, &d);
     default:
         log_debug("opcua", "service %u not supported", type.num);
         return fault(&r, UA_BAD_SERVICE_UNSUPPORTED);

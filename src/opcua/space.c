@@ -22,19 +22,54 @@
 #include "opcua/ua_int.h"
 
 enum {
-    NC_OBJECT = 1, NC_VARIABLE = 2, NC_OBJECT_TYPE = 8, NC_VARIABLE_TYPE = 16,
-    R_REFERENCES = 31, R_NON_HIERARCHICAL = 32, R_HIERARCHICAL = 33, R_HAS_CHILD = 34,
-    R_ORGANIZES = 35, R_HAS_TYPE_DEFINITION = 40, R_AGGREGATES = 44, R_HAS_SUBTYPE = 45,
-    R_HAS_PROPERTY = 46, R_HAS_COMPONENT = 47,
-    T_FOLDER = 61, T_BASE_DATA_VARIABLE = 63, T_PROPERTY = 68, T_SERVER = 2004,
+    NC_OBJECT = 1,
+    NC_VARIABLE = 2,
+    NC_OBJECT_TYPE = 8,
+    NC_VARIABLE_TYPE = 16,
+    R_REFERENCES = 31,
+    R_NON_HIERARCHICAL = 32,
+    R_HIERARCHICAL = 33,
+    R_HAS_CHILD = 34,
+    R_ORGANIZES = 35,
+    R_HAS_TYPE_DEFINITION = 40,
+    R_AGGREGATES = 44,
+    R_HAS_SUBTYPE = 45,
+    R_HAS_PROPERTY = 46,
+    R_HAS_COMPONENT = 47,
+    T_FOLDER = 61,
+    T_BASE_DATA_VARIABLE = 63,
+    T_PROPERTY = 68,
+    T_SERVER = 2004,
     T_SERVER_STATUS = 2138,
-    DT_BOOLEAN = 1, DT_INT32 = 6, DT_INT64 = 8, DT_DOUBLE = 11, DT_STRING = 12, DT_UTC_TIME = 294,
-    DT_SERVER_STATE = 852, DT_SERVER_STATUS = 862, ENC_SERVER_STATUS = 864,
-    ATTR_NODE_ID = 1, ATTR_NODE_CLASS, ATTR_BROWSE_NAME, ATTR_DISPLAY_NAME, ATTR_DESCRIPTION,
-    ATTR_WRITE_MASK, ATTR_USER_WRITE_MASK, ATTR_IS_ABSTRACT, ATTR_SYMMETRIC, ATTR_INVERSE_NAME,
-    ATTR_CONTAINS_NO_LOOPS, ATTR_EVENT_NOTIFIER, ATTR_VALUE, ATTR_DATA_TYPE, ATTR_VALUE_RANK,
-    ATTR_ARRAY_DIMENSIONS, ATTR_ACCESS_LEVEL, ATTR_USER_ACCESS_LEVEL,
-    ATTR_MIN_SAMPLING_INTERVAL, ATTR_HISTORIZING,
+    DT_BOOLEAN = 1,
+    DT_INT32 = 6,
+    DT_INT64 = 8,
+    DT_DOUBLE = 11,
+    DT_STRING = 12,
+    DT_UTC_TIME = 294,
+    DT_SERVER_STATE = 852,
+    DT_SERVER_STATUS = 862,
+    ENC_SERVER_STATUS = 864,
+    ATTR_NODE_ID = 1,
+    ATTR_NODE_CLASS,
+    ATTR_BROWSE_NAME,
+    ATTR_DISPLAY_NAME,
+    ATTR_DESCRIPTION,
+    ATTR_WRITE_MASK,
+    ATTR_USER_WRITE_MASK,
+    ATTR_IS_ABSTRACT,
+    ATTR_SYMMETRIC,
+    ATTR_INVERSE_NAME,
+    ATTR_CONTAINS_NO_LOOPS,
+    ATTR_EVENT_NOTIFIER,
+    ATTR_VALUE,
+    ATTR_DATA_TYPE,
+    ATTR_VALUE_RANK,
+    ATTR_ARRAY_DIMENSIONS,
+    ATTR_ACCESS_LEVEL,
+    ATTR_USER_ACCESS_LEVEL,
+    ATTR_MIN_SAMPLING_INTERVAL,
+    ATTR_HISTORIZING,
 };
 
 struct std_node {
@@ -55,9 +90,11 @@ static const struct std_node std_nodes[] = {
     {2253, NC_OBJECT, "Server", T_SERVER, 85, R_ORGANIZES, 0, 0},
     {2254, NC_VARIABLE, "ServerArray", T_PROPERTY, 2253, R_HAS_PROPERTY, DT_STRING, 1},
     {2255, NC_VARIABLE, "NamespaceArray", T_PROPERTY, 2253, R_HAS_PROPERTY, DT_STRING, 1},
-    {2256, NC_VARIABLE, "ServerStatus", T_SERVER_STATUS, 2253, R_HAS_COMPONENT, DT_SERVER_STATUS, -1},
+    {2256, NC_VARIABLE, "ServerStatus", T_SERVER_STATUS, 2253, R_HAS_COMPONENT, DT_SERVER_STATUS,
+     -1},
     {2257, NC_VARIABLE, "StartTime", T_BASE_DATA_VARIABLE, 2256, R_HAS_COMPONENT, DT_UTC_TIME, -1},
-    {2258, NC_VARIABLE, "CurrentTime", T_BASE_DATA_VARIABLE, 2256, R_HAS_COMPONENT, DT_UTC_TIME, -1},
+    {2258, NC_VARIABLE, "CurrentTime", T_BASE_DATA_VARIABLE, 2256, R_HAS_COMPONENT, DT_UTC_TIME,
+     -1},
     {2259, NC_VARIABLE, "State", T_BASE_DATA_VARIABLE, 2256, R_HAS_COMPONENT, DT_SERVER_STATE, -1},
     /* type nodes that references point at (not browsable from Types here) */
     {T_FOLDER, NC_OBJECT_TYPE, "FolderType", 0, 0, 0, 0, 0},
@@ -71,8 +108,7 @@ static const struct std_node std_nodes[] = {
 static const struct std_node *std_find(uint32_t id)
 {
     for (size_t i = 0; i < NSTD; i++)
-        if (std_nodes[i].id == id)
-            return &std_nodes[i];
+        if (std_nodes[i].id == id) return &std_nodes[i];
     return NULL;
 }
 
@@ -81,15 +117,21 @@ static uint32_t ref_parent(uint32_t t)
 {
     switch (t) {
     case R_NON_HIERARCHICAL:
-    case R_HIERARCHICAL: return R_REFERENCES;
+    case R_HIERARCHICAL:
+        return R_REFERENCES;
     case R_HAS_CHILD:
-    case R_ORGANIZES: return R_HIERARCHICAL;
+    case R_ORGANIZES:
+        return R_HIERARCHICAL;
     case R_AGGREGATES:
-    case R_HAS_SUBTYPE: return R_HAS_CHILD;
+    case R_HAS_SUBTYPE:
+        return R_HAS_CHILD;
     case R_HAS_PROPERTY:
-    case R_HAS_COMPONENT: return R_AGGREGATES;
-    case R_HAS_TYPE_DEFINITION: return R_NON_HIERARCHICAL;
-    default: return 0;
+    case R_HAS_COMPONENT:
+        return R_AGGREGATES;
+    case R_HAS_TYPE_DEFINITION:
+        return R_NON_HIERARCHICAL;
+    default:
+        return 0;
     }
 }
 
@@ -100,13 +142,10 @@ bool ua_reftype_known(uint32_t t)
 
 bool ua_reftype_is(uint32_t t, uint32_t of, bool subtypes)
 {
-    if (t == of)
-        return true;
-    if (!subtypes)
-        return false;
+    if (t == of) return true;
+    if (!subtypes) return false;
     for (uint32_t p = ref_parent(t); p; p = ref_parent(p))
-        if (p == of)
-            return true;
+        if (p == of) return true;
     return false;
 }
 
@@ -150,10 +189,8 @@ static size_t folder_len(const struct ua_space *sp, const char *name, size_t len
     size_t last = 0;
     bool any = false;
     for (size_t i = 0; i < len; i++) {
-        if (!is_sep(sp, name[i]))
-            continue;
-        if (i == 0 || i + 1 == len || is_sep(sp, name[i - 1]))
-            return 0; /* an empty segment */
+        if (!is_sep(sp, name[i])) continue;
+        if (i == 0 || i + 1 == len || is_sep(sp, name[i - 1])) return 0; /* an empty segment */
         last = i;
         any = true;
     }
@@ -162,18 +199,14 @@ static size_t folder_len(const struct ua_space *sp, const char *name, size_t len
 
 static uint32_t folder_find(const struct ua_space *sp, const char *path, size_t len)
 {
-    if (len == 0)
-        return 0;
-    if (!sp->hash)
-        return UINT32_MAX;
+    if (len == 0) return 0;
+    if (!sp->hash) return UINT32_MAX;
     uint32_t i = (uint32_t)hash_bytes(path, len) & sp->hmask;
     for (;;) {
         uint32_t h = sp->hash[i];
-        if (!h)
-            return UINT32_MAX;
+        if (!h) return UINT32_MAX;
         const char *fp = sp->f[h - 1].path;
-        if (strlen(fp) == len && memcmp(fp, path, len) == 0)
-            return h - 1;
+        if (strlen(fp) == len && memcmp(fp, path, len) == 0) return h - 1;
         i = (i + 1) & sp->hmask;
     }
 }
@@ -234,8 +267,7 @@ static uint32_t folder_add(struct ua_space *sp, uint32_t parent, const char *pat
 void ua_space_refresh(struct ua_space *sp, struct live *l)
 {
     uint64_t gen = live_decl_generation(l);
-    if (sp->built && gen == sp->gen)
-        return;
+    if (sp->built && gen == sp->gen) return;
     clear_tree(sp);
     folder_add(sp, 0, "", 0); /* 0: Objects */
     hash_grow(sp);
@@ -248,8 +280,7 @@ void ua_space_refresh(struct ua_space *sp, struct live *l)
         size_t len = strlen(name), flen = folder_len(sp, name, len);
         uint32_t parent = 0;
         for (size_t i = 0; i < flen + 1 && flen; i++) {
-            if (i < flen && !is_sep(sp, name[i]))
-                continue;
+            if (i < flen && !is_sep(sp, name[i])) continue;
             uint32_t f = folder_find(sp, name, i);
             parent = f != UINT32_MAX ? f : folder_add(sp, parent, name, i);
         }
@@ -271,23 +302,19 @@ int ua_space_resolve(struct ua_srv *s, const struct ua_nodeid *id, struct ua_nod
         out->id = id->num;
         return 0;
     }
-    if (id->type != UA_ID_STRING || id->str.len <= 0)
-        return -1;
+    if (id->type != UA_ID_STRING || id->str.len <= 0) return -1;
     if (id->ns == 1) {
-        if (id->str.len > LIVE_NAME_MAX)
-            return -1;
+        if (id->str.len > LIVE_NAME_MAX) return -1;
         uint32_t idx = live_findn(s->live, id->str.p, (size_t)id->str.len);
         struct pt_view pv;
-        if (idx == LIVE_NONE || live_view(s->live, idx, &pv) < 0)
-            return -1;
+        if (idx == LIVE_NONE || live_view(s->live, idx, &pv) < 0) return -1;
         out->kind = UA_N_POINT;
         out->id = idx;
         return 0;
     }
     if (id->ns == 2) {
         uint32_t f = folder_find(&s->space, id->str.p, (size_t)id->str.len);
-        if (f == UINT32_MAX || f == 0)
-            return -1;
+        if (f == UINT32_MAX || f == 0) return -1;
         out->kind = UA_N_FOLDER;
         out->id = f;
         return 0;
@@ -312,8 +339,7 @@ static uint32_t point_folder(struct ua_srv *s, uint32_t idx)
 
 static bool children(struct ua_srv *s, uint32_t f, uint32_t j, struct ua_ref *out)
 {
-    if (f >= s->space.nf)
-        return false;
+    if (f >= s->space.nf) return false;
     const struct ua_folder *fo = &s->space.f[f];
     out->reftype = R_ORGANIZES;
     out->forward = true;
@@ -335,8 +361,7 @@ bool ua_space_ref(struct ua_srv *s, const struct ua_node *n, uint32_t i, struct 
     switch (n->kind) {
     case UA_N_STD: {
         const struct std_node *sn = std_find(n->id);
-        if (!sn)
-            return false;
+        if (!sn) return false;
         uint32_t k = 0;
         if (sn->typedef_ && i == k++) {
             *out = (struct ua_ref){R_HAS_TYPE_DEFINITION, true, {UA_N_STD, sn->typedef_}};
@@ -374,7 +399,8 @@ bool ua_space_ref(struct ua_srv *s, const struct ua_node *n, uint32_t i, struct 
             return true;
         }
         return false;
-    default: return false;
+    default:
+        return false;
     }
 }
 
@@ -382,7 +408,9 @@ void ua_node_id(struct ua_srv *s, const struct ua_node *n, struct ua_nodeid *out
 {
     *out = UA_NODEID_NUM(0, 0);
     switch (n->kind) {
-    case UA_N_STD: out->num = n->id; break;
+    case UA_N_STD:
+        out->num = n->id;
+        break;
     case UA_N_FOLDER:
         out->ns = 2;
         out->type = UA_ID_STRING;
@@ -393,7 +421,8 @@ void ua_node_id(struct ua_srv *s, const struct ua_node *n, struct ua_nodeid *out
         out->type = UA_ID_STRING;
         out->str = ua_str(live_name(s->live, n->id));
         break;
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -418,7 +447,8 @@ void ua_node_name(struct ua_srv *s, const struct ua_node *n, struct ua_qname *ou
         out->name = ua_str(flen ? name + flen + 1 : name);
         break;
     }
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -429,9 +459,12 @@ uint32_t ua_node_class(struct ua_srv *s, const struct ua_node *n)
         const struct std_node *sn = std_find(n->id);
         return sn ? sn->cls : 0;
     }
-    case UA_N_FOLDER: return NC_OBJECT;
-    case UA_N_POINT: return NC_VARIABLE;
-    default: return 0;
+    case UA_N_FOLDER:
+        return NC_OBJECT;
+    case UA_N_POINT:
+        return NC_VARIABLE;
+    default:
+        return 0;
     }
 }
 
@@ -442,9 +475,12 @@ uint32_t ua_node_typedef(struct ua_srv *s, const struct ua_node *n)
         const struct std_node *sn = std_find(n->id);
         return sn ? sn->typedef_ : 0;
     }
-    case UA_N_FOLDER: return T_FOLDER;
-    case UA_N_POINT: return T_BASE_DATA_VARIABLE;
-    default: return 0;
+    case UA_N_FOLDER:
+        return T_FOLDER;
+    case UA_N_POINT:
+        return T_BASE_DATA_VARIABLE;
+    default:
+        return 0;
     }
 }
 
@@ -496,19 +532,13 @@ static void dv_value(struct buf *out, const struct ua_variant *v, uint32_t statu
                      uint32_t ts_ret)
 {
     uint8_t m = (uint8_t)((v ? UA_DV_VALUE : 0) | (status ? UA_DV_STATUS : 0));
-    if ((ts_ret == 0 || ts_ret == 2) && src_ms)
-        m |= UA_DV_SRC_TS;
-    if (ts_ret == 1 || ts_ret == 2)
-        m |= UA_DV_SRV_TS;
+    if ((ts_ret == 0 || ts_ret == 2) && src_ms) m |= UA_DV_SRC_TS;
+    if (ts_ret == 1 || ts_ret == 2) m |= UA_DV_SRV_TS;
     ua_enc_u8(out, m);
-    if (v)
-        ua_enc_variant(out, v);
-    if (m & UA_DV_STATUS)
-        ua_enc_u32(out, status);
-    if (m & UA_DV_SRC_TS)
-        ua_enc_i64(out, ua_time_from_ms(src_ms));
-    if (m & UA_DV_SRV_TS)
-        ua_enc_i64(out, ua_time_from_ms(now_ms()));
+    if (v) ua_enc_variant(out, v);
+    if (m & UA_DV_STATUS) ua_enc_u32(out, status);
+    if (m & UA_DV_SRC_TS) ua_enc_i64(out, ua_time_from_ms(src_ms));
+    if (m & UA_DV_SRV_TS) ua_enc_i64(out, ua_time_from_ms(now_ms()));
 }
 
 static void string_array(struct buf *out, const char *const *s, int32_t n, uint32_t ts_ret)
@@ -553,9 +583,12 @@ static void std_value(struct ua_srv *s, uint32_t id, uint32_t ts_ret, struct buf
     static const char *const servers[] = {UA_APP_URI};
     struct ua_variant v = {.type = UA_T_DATETIME};
     switch (id) {
-    case 2254: return string_array(out, servers, 1, ts_ret);
-    case 2255: return string_array(out, ns, 3, ts_ret);
-    case 2256: return server_status(s, out, ts_ret);
+    case 2254:
+        return string_array(out, servers, 1, ts_ret);
+    case 2255:
+        return string_array(out, ns, 3, ts_ret);
+    case 2256:
+        return server_status(s, out, ts_ret);
     case 2257:
         v.v.i = ua_time_from_ms(s->start_ms);
         return dv_value(out, &v, 0, 0, ts_ret);
@@ -566,7 +599,8 @@ static void std_value(struct ua_srv *s, uint32_t id, uint32_t ts_ret, struct buf
         v.type = UA_T_INT32;
         v.v.i = 0;
         return dv_value(out, &v, 0, 0, ts_ret);
-    default: dv_status(out, UA_BAD_ATTRIBUTE_ID_INVALID);
+    default:
+        dv_status(out, UA_BAD_ATTRIBUTE_ID_INVALID);
     }
 }
 
@@ -574,8 +608,7 @@ static void point_value(struct ua_srv *s, uint32_t idx, uint32_t ts_ret, struct 
 {
     struct pt_view pv;
     live_view(s->live, idx, &pv);
-    if (!pv.has_value)
-        return dv_value(out, NULL, UA_BAD_WAITING_FOR_INITIAL_DATA, 0, ts_ret);
+    if (!pv.has_value) return dv_value(out, NULL, UA_BAD_WAITING_FOR_INITIAL_DATA, 0, ts_ret);
     struct ua_variant v = {0};
     switch (pv.type) {
     case PT_DOUBLE:
@@ -595,17 +628,23 @@ static void point_value(struct ua_srv *s, uint32_t idx, uint32_t ts_ret, struct 
         v.v.s = ua_str(pv.value.u.s);
         break;
     }
-    uint32_t status = pv.quality == Q_GOOD ? UA_GOOD : pv.quality == Q_UNCERTAIN ? UA_UNCERTAIN : UA_BAD;
+    uint32_t status = pv.quality == Q_GOOD        ? UA_GOOD
+                      : pv.quality == Q_UNCERTAIN ? UA_UNCERTAIN
+                                                  : UA_BAD;
     dv_value(out, &v, status, pv.ts, ts_ret);
 }
 
 static uint32_t point_dtype(enum pt_type t)
 {
     switch (t) {
-    case PT_DOUBLE: return DT_DOUBLE;
-    case PT_INT: return DT_INT64;
-    case PT_BOOL: return DT_BOOLEAN;
-    default: return DT_STRING;
+    case PT_DOUBLE:
+        return DT_DOUBLE;
+    case PT_INT:
+        return DT_INT64;
+    case PT_BOOL:
+        return DT_BOOLEAN;
+    default:
+        return DT_STRING;
     }
 }
 
@@ -619,7 +658,8 @@ void ua_space_read(struct ua_srv *s, const struct ua_node *n, uint32_t attr, uin
     case ATTR_NODE_ID:
         ua_node_id(s, n, &id);
         return dv_nodeid(out, &id);
-    case ATTR_NODE_CLASS: return dv_i(out, UA_T_INT32, cls);
+    case ATTR_NODE_CLASS:
+        return dv_i(out, UA_T_INT32, cls);
     case ATTR_BROWSE_NAME: {
         ua_node_name(s, n, &qn);
         struct ua_variant v = {.type = UA_T_QUALIFIEDNAME};
@@ -640,8 +680,10 @@ void ua_space_read(struct ua_srv *s, const struct ua_node *n, uint32_t attr, uin
         return dv_text(out, NULL);
     }
     case ATTR_WRITE_MASK:
-    case ATTR_USER_WRITE_MASK: return dv_u(out, UA_T_UINT32, 0);
-    default: break;
+    case ATTR_USER_WRITE_MASK:
+        return dv_u(out, UA_T_UINT32, 0);
+    default:
+        break;
     }
     if (cls == NC_OBJECT_TYPE || cls == NC_VARIABLE_TYPE) {
         if (attr == ATTR_IS_ABSTRACT) {
@@ -652,26 +694,25 @@ void ua_space_read(struct ua_srv *s, const struct ua_node *n, uint32_t attr, uin
         return dv_status(out, UA_BAD_ATTRIBUTE_ID_INVALID);
     }
     if (cls == NC_OBJECT)
-        return attr == ATTR_EVENT_NOTIFIER ? dv_u(out, UA_T_BYTE, 0) : dv_status(out, UA_BAD_ATTRIBUTE_ID_INVALID);
+        return attr == ATTR_EVENT_NOTIFIER ? dv_u(out, UA_T_BYTE, 0)
+                                           : dv_status(out, UA_BAD_ATTRIBUTE_ID_INVALID);
     /* Variables. */
     const struct std_node *sn = n->kind == UA_N_STD ? std_find(n->id) : NULL;
     struct pt_view pv = {0};
-    if (!sn)
-        live_view(s->live, n->id, &pv);
+    if (!sn) live_view(s->live, n->id, &pv);
     bool writable = !sn && pv.writable;
     switch (attr) {
     case ATTR_VALUE:
-        if (sn)
-            return std_value(s, n->id, ts_ret, out);
+        if (sn) return std_value(s, n->id, ts_ret, out);
         return point_value(s, n->id, ts_ret, out);
     case ATTR_DATA_TYPE: {
         struct ua_nodeid dt = UA_NODEID_NUM(0, sn ? sn->dtype : point_dtype(pv.type));
         return dv_nodeid(out, &dt);
     }
-    case ATTR_VALUE_RANK: return dv_i(out, UA_T_INT32, sn ? sn->vrank : -1);
+    case ATTR_VALUE_RANK:
+        return dv_i(out, UA_T_INT32, sn ? sn->vrank : -1);
     case ATTR_ARRAY_DIMENSIONS: {
-        if (!sn || sn->vrank < 1)
-        {
+        if (!sn || sn->vrank < 1) {
             ua_enc_u8(out, 0); /* an empty DataValue: a scalar has none */
             return;
         }
@@ -680,7 +721,8 @@ void ua_space_read(struct ua_srv *s, const struct ua_node *n, uint32_t attr, uin
         v.raw = (struct ua_str){(const char *)zero, 4};
         return dv_variant(out, &v);
     }
-    case ATTR_ACCESS_LEVEL: return dv_u(out, UA_T_BYTE, writable ? 3 : 1);
+    case ATTR_ACCESS_LEVEL:
+        return dv_u(out, UA_T_BYTE, writable ? 3 : 1);
     case ATTR_USER_ACCESS_LEVEL:
         return dv_u(out, UA_T_BYTE, writable && role >= OPCUA_ROLE_OPERATOR ? 3 : 1);
     case ATTR_MIN_SAMPLING_INTERVAL: {
@@ -693,6 +735,7 @@ void ua_space_read(struct ua_srv *s, const struct ua_node *n, uint32_t attr, uin
         v.v.b = false;
         return dv_variant(out, &v);
     }
-    default: return dv_status(out, UA_BAD_ATTRIBUTE_ID_INVALID);
+    default:
+        return dv_status(out, UA_BAD_ATTRIBUTE_ID_INVALID);
     }
 }

@@ -21,7 +21,7 @@
 #include "opcua/ua_int.h"
 
 #define ID_DATA_CHANGE 811
-#define NO_ITEM UINT32_MAX
+#define NO_ITEM        UINT32_MAX
 
 static struct ua_sub *sub_find(struct ua_srv *s, const struct ua_session *ss, uint32_t id)
 {
@@ -41,8 +41,7 @@ static void sub_free(struct ua_srv *s, struct ua_sub *sub)
     uint32_t slot = (uint32_t)(sub - s->subs);
     for (uint32_t i = 0; i < sub->nitems; i++) {
         uint32_t p = sub->items[i].point, ref = slot << 16 | i;
-        if (p >= s->npoint_head)
-            continue;
+        if (p >= s->npoint_head) continue;
         for (uint32_t *pp = &s->point_head[p]; *pp != NO_ITEM; pp = item_next(s, *pp)) {
             if (*pp == ref) {
                 *pp = sub->items[i].next;
@@ -57,16 +56,14 @@ static void sub_free(struct ua_srv *s, struct ua_sub *sub)
 void ua_subs_session_closed(struct ua_srv *s, uint32_t session_id)
 {
     for (uint32_t i = 0; i < s->nsub_slots; i++)
-        if (s->subs[i].used && s->subs[i].session == session_id)
-            sub_free(s, &s->subs[i]);
+        if (s->subs[i].used && s->subs[i].session == session_id) sub_free(s, &s->subs[i]);
 }
 
 void ua_subs_on_changes(void *ud, struct live *l, const uint32_t *changed, size_t n)
 {
     struct ua_srv *s = ud;
     for (size_t k = 0; k < n; k++) {
-        if (changed[k] >= s->npoint_head)
-            continue;
+        if (changed[k] >= s->npoint_head) continue;
         for (uint32_t ref = s->point_head[changed[k]]; ref != NO_ITEM; ref = *item_next(s, ref)) {
             struct ua_sub *sub = &s->subs[ref >> 16];
             struct ua_item *it = &sub->items[ref & 0xFFFF];
@@ -78,8 +75,8 @@ void ua_subs_on_changes(void *ud, struct live *l, const uint32_t *changed, size_
     }
 }
 
-void ua_create_subscription(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
-                            uint32_t *status)
+void ua_create_subscription(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d,
+                            struct buf *b, uint32_t *status)
 {
     double interval;
     uint32_t lifetime, keepalive, maxn;
@@ -111,7 +108,9 @@ void ua_create_subscription(struct ua_srv *s, struct ua_session *ss, struct ua_d
     sub->used = true;
     sub->id = s->next_sub++;
     sub->session = ss->id;
-    int64_t iv = interval == interval && interval > 0 ? (int64_t)(interval < 3.6e6 ? interval : 3.6e6) : 1000;
+    int64_t iv = interval == interval && interval > 0
+                     ? (int64_t)(interval < 3.6e6 ? interval : 3.6e6)
+                     : 1000;
     sub->interval_ms = iv < 50 ? 50 : iv;
     sub->keepalive = keepalive ? (keepalive < 10000 ? keepalive : 10000) : 10;
     sub->max_notifs = maxn && maxn < s->cfg.max_ops ? maxn : s->cfg.max_ops;
@@ -122,10 +121,12 @@ void ua_create_subscription(struct ua_srv *s, struct ua_session *ss, struct ua_d
     ua_enc_double(b, (double)sub->interval_ms);
     ua_enc_u32(b, lifetime < sub->keepalive * 3 ? sub->keepalive * 3 : lifetime);
     ua_enc_u32(b, sub->keepalive);
-    log_info("opcua", "session %u: subscription %u, every %lld ms", ss->id, sub->id, (long long)sub->interval_ms);
+    log_info("opcua", "session %u: subscription %u, every %lld ms", ss->id, sub->id,
+             (long long)sub->interval_ms);
 }
 
-void ua_create_items(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b, uint32_t *status)
+void ua_create_items(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
+                     uint32_t *status)
 {
     uint32_t sid;
     int32_t ts_ret, n;
@@ -217,8 +218,7 @@ void ua_create_items(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, 
         struct ua_item *it = &sub->items[k];
         /* the first notification carries the current value (5.12.1.2) */
         *it = (struct ua_item){node.id, handle, s->next_item++, s->point_head[node.id], mode == 2};
-        if (mode == 2)
-            sub->ndirty++;
+        if (mode == 2) sub->ndirty++;
         s->point_head[node.id] = slot << 16 | k;
         ua_enc_u32(b, it->id);
         ua_enc_double(b, sampling > 0 ? sampling : 0);
@@ -230,8 +230,8 @@ void ua_create_items(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, 
     ua_enc_i32(b, 0);
 }
 
-void ua_delete_subscriptions(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
-                             uint32_t *status)
+void ua_delete_subscriptions(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d,
+                             struct buf *b, uint32_t *status)
 {
     int32_t n;
     struct ua_str raw;
@@ -247,10 +247,10 @@ void ua_delete_subscriptions(struct ua_srv *s, struct ua_session *ss, struct ua_
     ua_enc_i32(b, n);
     for (int32_t i = 0; i < n; i++) {
         const uint8_t *p = (const uint8_t *)raw.p + 4 * (size_t)i;
-        uint32_t id = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        uint32_t id =
+            (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
         struct ua_sub *sub = sub_find(s, ss, id);
-        if (sub)
-            sub_free(s, sub);
+        if (sub) sub_free(s, sub);
         ua_enc_u32(b, sub ? UA_GOOD : UA_BAD_SUBSCRIPTION_ID_INVALID);
     }
     ua_enc_i32(b, 0);
@@ -287,8 +287,7 @@ static bool publish_one(struct ua_srv *s, struct ua_session *ss, struct ua_sub *
             uint32_t count = 0;
             for (uint32_t i = 0; i < sub->nitems && count < sub->max_notifs && sub->ndirty; i++) {
                 struct ua_item *it = &sub->items[i];
-                if (!it->dirty)
-                    continue;
+                if (!it->dirty) continue;
                 it->dirty = false;
                 sub->ndirty--;
                 ua_enc_u32(&body, it->client_handle);
@@ -297,14 +296,15 @@ static bool publish_one(struct ua_srv *s, struct ua_session *ss, struct ua_sub *
                 count++;
             }
             ua_enc_i32(&body, 0); /* DiagnosticInfos */
-            uint8_t cnt[4] = {(uint8_t)count, (uint8_t)(count >> 8), (uint8_t)(count >> 16), (uint8_t)(count >> 24)};
+            uint8_t cnt[4] = {(uint8_t)count, (uint8_t)(count >> 8), (uint8_t)(count >> 16),
+                              (uint8_t)(count >> 24)};
             memcpy(body.data, cnt, 4);
             ua_enc_i32(&b, 1);
-            struct ua_xobj x = {UA_NODEID_NUM(0, ID_DATA_CHANGE), 1, {body.data, (int32_t)body.len}};
+            struct ua_xobj x = {
+                UA_NODEID_NUM(0, ID_DATA_CHANGE), 1, {body.data, (int32_t)body.len}};
             ua_enc_xobj(&b, &x);
             buf_release(&body);
-            if (sub->ndirty)
-                b.data[more_at] = 1; /* MoreNotifications */
+            if (sub->ndirty) b.data[more_at] = 1; /* MoreNotifications */
         }
         ua_enc_i32(&b, pr.nacks);
         for (uint32_t i = 0; i < pr.nacks; i++)
@@ -312,8 +312,7 @@ static bool publish_one(struct ua_srv *s, struct ua_session *ss, struct ua_sub *
         ua_enc_i32(&b, 0);
         ua_send_msg(c, pr.req_id, &b);
         buf_release(&b);
-        if (s->kick)
-            s->kick(c);
+        if (s->kick) s->kick(c);
         return true;
     }
     return false;
@@ -323,8 +322,7 @@ void ua_subs_tick(struct ua_srv *s, int64_t now)
 {
     for (uint32_t i = 0; i < s->nsub_slots; i++) {
         struct ua_sub *sub = &s->subs[i];
-        if (!sub->used || now - sub->last_ms < sub->interval_ms)
-            continue;
+        if (!sub->used || now - sub->last_ms < sub->interval_ms) continue;
         struct ua_session *ss = ua_session_by_id(s, sub->session);
         if (!ss) {
             sub_free(s, sub);
@@ -332,17 +330,15 @@ void ua_subs_tick(struct ua_srv *s, int64_t now)
         }
         sub->last_ms = now;
         if (sub->enabled && sub->ndirty) {
-            if (publish_one(s, ss, sub, false))
-                sub->idle = 0;
+            if (publish_one(s, ss, sub, false)) sub->idle = 0;
         } else if (++sub->idle >= sub->keepalive) {
-            if (publish_one(s, ss, sub, true))
-                sub->idle = 0;
+            if (publish_one(s, ss, sub, true)) sub->idle = 0;
         }
     }
 }
 
-void ua_publish(struct ua_srv *s, struct ua_session *ss, struct ua_conn *c, uint32_t req_id, uint32_t handle,
-                struct ua_dec *d, uint32_t *status)
+void ua_publish(struct ua_srv *s, struct ua_session *ss, struct ua_conn *c, uint32_t req_id,
+                uint32_t handle, struct ua_dec *d, uint32_t *status)
 {
     int32_t n;
     ua_dec_array_len(d, &n);

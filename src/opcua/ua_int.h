@@ -19,17 +19,17 @@
 #include "opcua/codec.h"
 #include "opcua/opcua.h"
 
-#define UA_POLICY_NONE_URI "http://opcfoundation.org/UA/SecurityPolicy#None"
-#define UA_TRANSPORT_URI   "http://opcfoundation.org/UA-Profile/Transport/uatcp-uasc-uabinary"
-#define UA_NS_POINTS       "urn:opsd:points"
-#define UA_NS_FOLDERS      "urn:opsd:folders"
-#define UA_APP_URI         "urn:opsd:server"
-#define UA_PRODUCT_URI     "https://github.com/opsd/opsd"
-#define UA_MIN_BUFFER      8192u
-#define UA_URL_MAX         4096
-#define UA_MAX_CONT        8          /* browse continuation points per session */
+#define UA_POLICY_NONE_URI  "http://opcfoundation.org/UA/SecurityPolicy#None"
+#define UA_TRANSPORT_URI    "http://opcfoundation.org/UA-Profile/Transport/uatcp-uasc-uabinary"
+#define UA_NS_POINTS        "urn:opsd:points"
+#define UA_NS_FOLDERS       "urn:opsd:folders"
+#define UA_APP_URI          "urn:opsd:server"
+#define UA_PRODUCT_URI      "https://github.com/opsd/opsd"
+#define UA_MIN_BUFFER       8192u
+#define UA_URL_MAX          4096
+#define UA_MAX_CONT         8 /* browse continuation points per session */
 #define UA_SUBS_PER_SESSION 4
-#define UA_PUBLISH_QUEUE   8          /* Publish requests a session may have waiting */
+#define UA_PUBLISH_QUEUE    8 /* Publish requests a session may have waiting */
 
 /* ---- security policy slot ---- */
 struct ua_conn;
@@ -46,9 +46,9 @@ extern const struct ua_policy ua_policy_none;
 
 /* ---- address space ---- */
 struct ua_folder {
-    char *path;                /* full path of the folder ("" for Objects) */
-    uint32_t name_off;         /* its own segment: path + name_off */
-    uint32_t parent;           /* folder index (0: Objects) */
+    char *path;        /* full path of the folder ("" for Objects) */
+    uint32_t name_off; /* its own segment: path + name_off */
+    uint32_t parent;   /* folder index (0: Objects) */
     uint32_t *sub, nsub, capsub;
     uint32_t *pts, npts, cappts;
 };
@@ -56,7 +56,7 @@ struct ua_folder {
 struct ua_space {
     struct ua_folder *f;
     uint32_t nf, capf;
-    uint32_t *hash;            /* folder index + 1 by path hash; 0 empty */
+    uint32_t *hash; /* folder index + 1 by path hash; 0 empty */
     uint32_t hmask;
     uint64_t gen;
     bool built;
@@ -66,31 +66,31 @@ struct ua_space {
 enum ua_node_kind { UA_N_NONE, UA_N_STD, UA_N_FOLDER, UA_N_POINT };
 struct ua_node {
     enum ua_node_kind kind;
-    uint32_t id;               /* STD: ns 0 numeric id; FOLDER: folder index; POINT: point */
+    uint32_t id; /* STD: ns 0 numeric id; FOLDER: folder index; POINT: point */
 };
 
 /* ---- sessions ---- */
-struct ua_cont {               /* a browse continuation point */
+struct ua_cont { /* a browse continuation point */
     bool used;
     uint32_t id;
     struct ua_node node;
-    uint32_t pos;              /* the next reference to look at */
+    uint32_t pos; /* the next reference to look at */
     uint32_t max;
     uint8_t dir;
-    struct ua_nodeid reftype;  /* numeric only (0: all) */
+    struct ua_nodeid reftype; /* numeric only (0: all) */
     bool subtypes;
     uint32_t class_mask, result_mask;
-    uint64_t gen;              /* the space's generation it was made in */
+    uint64_t gen; /* the space's generation it was made in */
 };
 
-struct ua_pubreq {             /* a Publish request waiting for a notification */
+struct ua_pubreq { /* a Publish request waiting for a notification */
     uint64_t conn_id;
     uint32_t req_id, handle, nacks;
 };
 
-struct ua_item {               /* a monitored item: the Value of one point */
+struct ua_item { /* a monitored item: the Value of one point */
     uint32_t point, client_handle, id;
-    uint32_t next;             /* the next item watching the same point (slot << 16 | index) */
+    uint32_t next; /* the next item watching the same point (slot << 16 | index) */
     bool dirty;
 };
 
@@ -106,7 +106,7 @@ struct ua_sub {
 struct ua_session {
     bool used, activated;
     uint32_t id;
-    uint8_t token[16];         /* the authentication token (a Guid NodeId) */
+    uint8_t token[16]; /* the authentication token (a Guid NodeId) */
     uint32_t channel_id;
     enum opcua_role role;
     int64_t timeout_ms, last_ms;
@@ -131,12 +131,12 @@ struct ua_srv {
     uint32_t next_channel, next_token, next_session;
     char endpoint_url[300];
     int64_t start_ms;
-    struct ua_conn *conns;       /* every open connection (async answers find theirs by id) */
+    struct ua_conn *conns; /* every open connection (async answers find theirs by id) */
     uint64_t next_conn_id;
     uint32_t pending_writes;
-    struct ua_sub *subs;         /* UA_SUBS_PER_SESSION * max_sessions slots */
+    struct ua_sub *subs; /* UA_SUBS_PER_SESSION * max_sessions slots */
     uint32_t nsub_slots, next_sub, next_item;
-    uint32_t *point_head;        /* first item watching each point (NO_ITEM: none) */
+    uint32_t *point_head; /* first item watching each point (NO_ITEM: none) */
     uint32_t npoint_head;
     struct ua_stats st;
     struct ua_limits lim;
@@ -150,10 +150,10 @@ struct ua_conn {
     struct ua_srv *srv;
     uint64_t id;
     enum ua_conn_state state;
-    uint32_t recv_buf, send_buf;         /* negotiated chunk sizes */
+    uint32_t recv_buf, send_buf;            /* negotiated chunk sizes */
     uint32_t peer_max_msg, peer_max_chunks; /* 0: no limit */
-    struct buf rx;                       /* bytes of the chunk being received */
-    struct buf msg;                      /* body of the message being assembled */
+    struct buf rx;                          /* bytes of the chunk being received */
+    struct buf msg;                         /* body of the message being assembled */
     uint32_t msg_chunks, msg_req_id;
     bool in_msg;
     uint32_t channel_id, token_id, prev_token_id;
@@ -161,9 +161,9 @@ struct ua_conn {
     uint32_t send_seq, recv_seq;
     bool seq_seen;
     const struct ua_policy *policy;
-    struct buf out;                      /* bytes to send */
-    bool close;                          /* close once out is sent */
-    void *io;                            /* server.c's handle */
+    struct buf out; /* bytes to send */
+    bool close;     /* close once out is sent */
+    void *io;       /* server.c's handle */
     struct ua_conn *next;
 };
 
@@ -191,14 +191,15 @@ void ua_sessions_tick(struct ua_srv *s, int64_t now_ms);
 struct ua_session *ua_session_by_id(struct ua_srv *s, uint32_t id);
 
 /* subs.c: answers append their fields to b; a failure sets *status (a ServiceFault). */
-void ua_create_subscription(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
-                            uint32_t *status);
-void ua_create_items(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b, uint32_t *status);
-void ua_delete_subscriptions(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
-                             uint32_t *status);
+void ua_create_subscription(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d,
+                            struct buf *b, uint32_t *status);
+void ua_create_items(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d, struct buf *b,
+                     uint32_t *status);
+void ua_delete_subscriptions(struct ua_srv *s, struct ua_session *ss, struct ua_dec *d,
+                             struct buf *b, uint32_t *status);
 /* Queues a Publish request (answered by ua_subs_tick). */
-void ua_publish(struct ua_srv *s, struct ua_session *ss, struct ua_conn *c, uint32_t req_id, uint32_t handle,
-                struct ua_dec *d, uint32_t *status);
+void ua_publish(struct ua_srv *s, struct ua_session *ss, struct ua_conn *c, uint32_t req_id,
+                uint32_t handle, struct ua_dec *d, uint32_t *status);
 void ua_subs_tick(struct ua_srv *s, int64_t now_ms);
 void ua_subs_session_closed(struct ua_srv *s, uint32_t session_id);
 /* The live listener: marks the items of changed points. */
@@ -211,7 +212,7 @@ void ua_space_refresh(struct ua_space *sp, struct live *l);
 int ua_space_resolve(struct ua_srv *s, const struct ua_nodeid *id, struct ua_node *out);
 /* The i-th reference of node (both directions, unfiltered); false past the last. */
 struct ua_ref {
-    uint32_t reftype;          /* ns 0 numeric */
+    uint32_t reftype; /* ns 0 numeric */
     bool forward;
     struct ua_node target;
 };

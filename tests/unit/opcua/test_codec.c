@@ -30,14 +30,16 @@ static void test_spec_string_and_guid(void **st)
     /* 5.2.2.4: "水Boy" is 06 00 00 00 E6 B0 B4 42 6F 79 */
     static const uint8_t s[] = {0x06, 0, 0, 0, 0xE6, 0xB0, 0xB4, 0x42, 0x6F, 0x79};
     struct buf b = enc();
-    ua_enc_cstr(&b, "\xE6\xB0\xB4" "Boy");
+    ua_enc_cstr(&b, "\xE6\xB0\xB4"
+                    "Boy");
     same(&b, s, sizeof s);
     struct ua_dec d;
     struct ua_str out;
     ua_dec_init(&d, s, sizeof s, NULL);
     assert_int_equal(ua_dec_string(&d, &out), 0);
     assert_int_equal(out.len, 6);
-    assert_true(ua_str_eq(out, "\xE6\xB0\xB4" "Boy"));
+    assert_true(ua_str_eq(out, "\xE6\xB0\xB4"
+                               "Boy"));
     /* 5.2.2.6: {72962B91-FA75-4AE6-8D28-B404DC7DAF63} */
     static const uint8_t g[] = {0x91, 0x2B, 0x96, 0x72, 0x75, 0xFA, 0xE6, 0x4A,
                                 0x8D, 0x28, 0xB4, 0x04, 0xDC, 0x7D, 0xAF, 0x63};
@@ -69,7 +71,8 @@ static void test_spec_nodeids(void **st)
     /* 5.2.2.9: two byte i=72; four byte ns=5;i=1025; string ns=1;s="Hot水" */
     static const uint8_t two[] = {0x00, 0x48};
     static const uint8_t four[] = {0x01, 0x05, 0x01, 0x04};
-    static const uint8_t str[] = {0x03, 0x01, 0x00, 0x06, 0, 0, 0, 0x48, 0x6F, 0x74, 0xE6, 0xB0, 0xB4};
+    static const uint8_t str[] = {0x03, 0x01, 0x00, 0x06, 0,    0,   0,
+                                  0x48, 0x6F, 0x74, 0xE6, 0xB0, 0xB4};
     struct ua_nodeid n72 = UA_NODEID_NUM(0, 72), n1025 = UA_NODEID_NUM(5, 1025);
     ua_enc_nodeid(&b, &n72);
     same(&b, two, sizeof two);
@@ -85,8 +88,8 @@ static void test_spec_nodeids(void **st)
     ua_enc_nodeid(&b, &id);
     same(&b, str, sizeof str);
     /* a guid NodeId: 04, ns, the Guid */
-    static const uint8_t gid[] = {0x04, 0x01, 0x00, 0x91, 0x2B, 0x96, 0x72, 0x75, 0xFA, 0xE6, 0x4A,
-                                  0x8D, 0x28, 0xB4, 0x04, 0xDC, 0x7D, 0xAF, 0x63};
+    static const uint8_t gid[] = {0x04, 0x01, 0x00, 0x91, 0x2B, 0x96, 0x72, 0x75, 0xFA, 0xE6,
+                                  0x4A, 0x8D, 0x28, 0xB4, 0x04, 0xDC, 0x7D, 0xAF, 0x63};
     ua_dec_init(&d, gid, sizeof gid, NULL);
     assert_int_equal(ua_dec_nodeid(&d, &id), 0);
     assert_int_equal(id.type, UA_ID_GUID);
@@ -181,14 +184,16 @@ static void test_open62541_variant_array(void **st)
     ua_dec_init(&d, a, 4, NULL);
     assert_int_equal(ua_dec_variant(&d, &v), -1);
     /* with dimensions [2]: 0xC6; dimensions whose product is not the count are refused */
-    static const uint8_t dims[] = {0xC6, 0x02, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0x01, 0, 0, 0, 0x02, 0, 0, 0};
+    static const uint8_t dims[] = {0xC6, 0x02, 0,    0, 0, 1, 0,    0, 0, 2, 0,
+                                   0,    0,    0x01, 0, 0, 0, 0x02, 0, 0, 0};
     ua_dec_init(&d, dims, sizeof dims, NULL);
     assert_int_equal(ua_dec_variant(&d, &v), 0);
     assert_int_equal(v.ndims, 1);
     buf_reset(&b);
     ua_enc_variant(&b, &v);
     same(&b, dims, sizeof dims);
-    static const uint8_t baddims[] = {0xC6, 0x02, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0x01, 0, 0, 0, 0x03, 0, 0, 0};
+    static const uint8_t baddims[] = {0xC6, 0x02, 0,    0, 0, 1, 0,    0, 0, 2, 0,
+                                      0,    0,    0x01, 0, 0, 0, 0x03, 0, 0, 0};
     ua_dec_init(&d, baddims, sizeof baddims, NULL);
     assert_int_equal(ua_dec_variant(&d, &v), -1);
     /* dimensions without the array flag, and type ids past 25, are refused */
@@ -219,7 +224,8 @@ static void test_open62541_variant_array(void **st)
 
 static void test_open62541_xnodeid_datavalue(void **st)
 {
-    /* check_types_builtin.c: ExpandedNodeId ns=0;i=15 with the URI "testUri": 13 bytes, 0x80 first */
+    /* check_types_builtin.c: ExpandedNodeId ns=0;i=15 with the URI "testUri": 13 bytes, 0x80 first
+     */
     struct ua_xnodeid x = {UA_NODEID_NUM(0, 15), ua_str("testUri"), 0}, y;
     struct buf b = enc();
     ua_enc_xnodeid(&b, &x);
@@ -245,8 +251,12 @@ static void test_open62541_xnodeid_datavalue(void **st)
     static const uint8_t want[] = {0x08, 80, 0, 0, 0, 0, 0, 0, 0};
     same(&b, want, sizeof want);
     /* a full one round-trips */
-    dv = (struct ua_datavalue){.mask = 0x3F, .status = UA_BAD_NO_COMMUNICATION, .src_ts = 1, .srv_ts = 2,
-                               .src_ps = 3, .srv_ps = 4};
+    dv = (struct ua_datavalue){.mask = 0x3F,
+                               .status = UA_BAD_NO_COMMUNICATION,
+                               .src_ts = 1,
+                               .srv_ts = 2,
+                               .src_ps = 3,
+                               .srv_ps = 4};
     dv.value.type = UA_T_DOUBLE;
     dv.value.v.d = 1.5;
     buf_reset(&b);
@@ -270,8 +280,14 @@ static void test_qname_ltext_xobj_diag(void **st)
     struct ua_qname q = {2, ua_str("pump")}, q2;
     struct ua_ltext t = {ua_str("en"), ua_str("Pump")}, t2;
     struct ua_xobj o = {UA_NODEID_NUM(0, 864), 1, {"\x01\x02\x03", 3}}, o2;
-    struct ua_diag g = {.mask = 0x3F, .symbolic_id = 1, .ns_uri = 2, .locale = 3, .ltext = 4,
-                        .additional = ua_str("more"), .inner_status = UA_BAD_TIMEOUT}, g2;
+    struct ua_diag g = {.mask = 0x3F,
+                        .symbolic_id = 1,
+                        .ns_uri = 2,
+                        .locale = 3,
+                        .ltext = 4,
+                        .additional = ua_str("more"),
+                        .inner_status = UA_BAD_TIMEOUT},
+                   g2;
     ua_enc_qname(&b, &q);
     ua_enc_ltext(&b, &t);
     ua_enc_xobj(&b, &o);

@@ -6,7 +6,8 @@
  * connection, or in a ServiceFault on a channel that stays open: wrong first message, small
  * buffers, long URL, oversized and undersized chunks, bad chunk types, chunk floods, wrong
  * channel, token and sequence numbers, requests that do not decode, requests without a
- * session; and the bounds of subscriptions (per session, Publish requests queued). The integration test (t_opcua.mjs) checks the same server against node-opcua. */
+ * session; and the bounds of subscriptions (per session, Publish requests queued). The integration
+ * test (t_opcua.mjs) checks the same server against node-opcua. */
 #include <string.h>
 
 #include "unit.h"
@@ -162,8 +163,7 @@ static uint32_t err_status(struct fx *f)
             memcpy(&st, p + off + 8, 4);
             return st;
         }
-        if (size < 8)
-            break;
+        if (size < 8) break;
         off += size;
     }
     return 0;
@@ -364,7 +364,8 @@ static void test_handshake_session_read_write(void **st)
     buf_release(&r);
 }
 
-static void browse_req(struct buf *body, const struct ua_nodeid *auth, const struct ua_nodeid *node, uint32_t max)
+static void browse_req(struct buf *body, const struct ua_nodeid *auth, const struct ua_nodeid *node,
+                       uint32_t max)
 {
     req_header(body, 527, auth);
     ua_enc_u8(body, 0); /* view: null NodeId */
@@ -404,8 +405,7 @@ static int32_t browse_result(struct ua_dec *d, struct ua_str *cp, char names[][6
         ua_dec_ltext(d, &t);
         ua_dec_i32(d, &cls);
         ua_dec_xnodeid(d, &x);
-        if (names)
-            snprintf(names[i], 64, "%.*s", q.name.len, q.name.p);
+        if (names) snprintf(names[i], 64, "%.*s", q.name.len, q.name.p);
     }
     assert_int_equal(d->err, UA_GOOD);
     return n;
@@ -458,8 +458,7 @@ static void test_browse_and_continuation(void **st)
         ua_dec_array_len(&d, &n);
         int32_t k = browse_result(&d, &cp, names);
         total += k;
-        if (cp.len != 4)
-            break;
+        if (cp.len != 4) break;
         memcpy(cpb, cp.p, 4);
     }
     assert_int_equal(total, 25);
