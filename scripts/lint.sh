@@ -24,15 +24,16 @@ check_layer() { # folder, forbidden include prefixes...
     done
   done
 }
-layer_out=$( check_layer core live history alarm registry journal cluster drivers api cli
-             check_layer live history alarm registry journal cluster drivers api cli
-             check_layer history alarm registry journal cluster drivers api cli
-             check_layer alarm history registry journal cluster drivers api cli
-             check_layer registry history alarm journal cluster drivers api cli
-             check_layer journal history alarm registry cluster drivers api cli
-             check_layer cluster history alarm registry journal drivers api cli
-             check_layer drivers history alarm registry journal cluster api cli
-             check_layer api drivers cluster cli )
+layer_out=$( check_layer core live history alarm registry journal cluster drivers api opcua cli
+             check_layer live history alarm registry journal cluster drivers api opcua cli
+             check_layer history alarm registry journal cluster drivers api opcua cli
+             check_layer alarm history registry journal cluster drivers api opcua cli
+             check_layer registry history alarm journal cluster drivers api opcua cli
+             check_layer journal history alarm registry cluster drivers api opcua cli
+             check_layer cluster history alarm registry journal drivers api opcua cli
+             check_layer drivers history alarm registry journal cluster api opcua cli
+             check_layer api drivers cluster opcua cli
+             check_layer opcua api drivers cluster history alarm registry journal cli )
 [ -n "$layer_out" ] && { echo "$layer_out"; bad=1; }
 
 # Every C file starts with a comment saying what it does.

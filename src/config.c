@@ -325,7 +325,7 @@ static int config_from_doc(struct yconf y, const char *path, struct opsd_config 
         yconf_error(&y, root, NULL, "the configuration must be a mapping of sections (server, drivers, points, ...)");
     if (y.nerrors == 0) {
         static const char *const keys[] = {"server", "drivers", "points", "history", "alarms",
-                                           "deployment", "journal", "registry", "cluster", NULL};
+                                           "deployment", "journal", "registry", "cluster", "opcua", NULL};
         yn_check_keys(&y, root, NULL, keys);
         const ynode *s = yn_get(&y, root, "server");
         if (s)
@@ -334,6 +334,7 @@ static int config_from_doc(struct yconf y, const char *path, struct opsd_config 
         cluster_config_parse(&y, yn_get(&y, root, "cluster"), &c->cluster);
         jnl_config_parse(&y, yn_get(&y, root, "journal"), &c->journal);
         reg_config_parse(&y, yn_get(&y, root, "registry"), &c->registry);
+        opcua_config_parse(&y, yn_get(&y, root, "opcua"), &c->opcua);
         alarm_config_parse(&y, yn_get(&y, root, "alarms"), yn_get(&y, root, "deployment"), &c->alarms);
         const ynode *pts = yn_get(&y, root, "points");
         if (pts && !yn_is_seq(pts)) {
@@ -437,6 +438,13 @@ int opsd_config_finish(struct opsd_config *c, const char *listen, const char *da
                    c->path, c->listen);
         return -1;
     }
+    if (c->opcua.present && c->api.ntokens == 0 && !c->opcua.anonymous_set && !addr_is_loopback(c->opcua.host)) {
+        buf_printf(errors,
+                   "%s: refusing to serve OPC UA on %s without authentication: add server.auth.tokens, "
+                   "set opcua.anonymous, or listen on a loopback address such as 127.0.0.1\n",
+                   c->path, c->opcua.host);
+        return -1;
+    }
     if (c->api.ntokens == 0 && !addr_is_loopback(c->api.host)) {
         buf_printf(errors,
                    "%s: refusing to listen on %s without authentication: add server.auth.tokens "
@@ -467,6 +475,7 @@ void opsd_config_release(struct opsd_config *c)
     hist_config_release(&c->history);
     alarm_config_release(&c->alarms);
     jnl_config_release(&c->journal);
+    opcua_config_release(&c->opcua);
     cluster_config_release(&c->cluster);
     free(c->driver_nodes);
     if (c->doc) {

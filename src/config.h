@@ -20,6 +20,7 @@
 #include "journal/journal.h"
 #include "registry/registry.h"
 #include "live/decl.h"
+#include "opcua/opcua.h"
 
 struct opsd_config {
     char *path;
@@ -39,6 +40,7 @@ struct opsd_config {
     struct alarm_config alarms;   /* the alarms: and deployment: sections */
     char *ignored_sections;       /* names of sections this build ignores, or NULL */
     struct cluster_config cluster; /* cluster.present: the section is there */
+    struct opcua_config opcua;    /* opcua.present: the section is there and enabled */
     /* With a cluster: the parsed document and each driver's entry, kept so that a driver
      * this node stops (its lease lost) can be made again (opsd_config_driver_again). */
     struct yconf *doc;

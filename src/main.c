@@ -29,6 +29,7 @@
 #include "drivers/driver.h"
 #include "history/history.h"
 #include "journal/journal.h"
+#include "opcua/opcua.h"
 #include "registry/registry.h"
 #include "live/calc.h"
 #include "live/live.h"
@@ -49,6 +50,7 @@ struct daemon {
     struct driver **drivers;      /* running (in a cluster: every driver; running[i] says) */
     size_t ndrivers;
     struct cluster *cl;           /* NULL without a cluster: section */
+    struct opcua *ua;             /* NULL without an opcua: section */
     bool *running;                /* in a cluster: drivers[i] is started (this node owns it) */
     uint32_t next_driver_id;
     uv_prepare_t flush_before_poll;   /* changes made by timers (drivers) */
@@ -296,6 +298,9 @@ static int reload(struct daemon *d)
         reg_reconfigure(d->reg, &next.registry);
     else if (!d->reg != !next.registry.present)
         log_warn("config", "adding or removing the registry: section takes effect after a restart");
+    if (next.opcua.present != d->cfg.opcua.present || next.opcua.port != d->cfg.opcua.port ||
+        strcmp(next.opcua.host, d->cfg.opcua.host) != 0 || next.opcua.anonymous != d->cfg.opcua.anonymous)
+        log_warn("config", "changes to the opcua: section take effect after a restart");
     /* Keep the running server settings; take everything else from the new file. */
     struct opsd_config old = d->cfg;
     d->cfg = next;
@@ -391,6 +396,7 @@ static void status_json(void *ud, struct buf *out)
         reg_status_json(d->reg, out);
     if (d->jnl)
         jnl_status_json(d->jnl, out);
+    opcua_status_json(d->ua, out);
     if (d->hist) {
         struct hist_stats hs;
         hist_stats(d->hist, &hs);
@@ -441,6 +447,7 @@ static void metrics_text(void *ud, struct buf *out)
         reg_metrics_text(d->reg, out);
     if (d->jnl)
         jnl_metrics_text(d->jnl, out);
+    opcua_metrics_text(d->ua, out);
     if (!d->hist)
         return;
     struct hist_stats hs;
@@ -740,6 +747,20 @@ static int cluster_json(void *ud, struct buf *out)
     return 0;
 }
 
+/* ---- hooks for the OPC UA server ---- */
+
+/* A user name and password are a token's name and its secret; the role is the token's. */
+static enum opcua_role opcua_auth(void *ud, const char *user, const char *password)
+{
+    struct daemon *d = ud;
+    for (size_t i = 0; i < d->cfg.api.ntokens; i++) {
+        const struct api_token *t = &d->cfg.api.tokens[i];
+        if (strcmp(t->name, user) == 0 && strcmp(t->token, password) == 0)
+            return (enum opcua_role)t->role; /* the same order: none < viewer < operator < admin */
+    }
+    return OPCUA_ROLE_NONE;
+}
+
 /* ---- loop plumbing ---- */
 
 /* The change list is handed to listeners twice per loop iteration: before the loop blocks in
@@ -930,6 +951,14 @@ int main(int argc, char **argv)
     api_set_journal(d.api, d.jnl);
     api_set_alarms(d.api, d.alarms);
     api_set_registry(d.api, d.reg);
+    if (d.cfg.opcua.present) {
+        struct opcua_hooks uh = {&d, d.cfg.api.ntokens ? opcua_auth : NULL, write_point, d.cfg.api.ntokens > 0};
+        if (opcua_open(&d.ua, &d.cfg.opcua, d.loop, d.live, &uh) < 0) {
+            log_error("main", "the OPC UA server could not start (see above)");
+            rc = 2;
+            goto shutdown;
+        }
+    }
 
     uv_prepare_init(d.loop, &d.flush_before_poll);
     d.flush_before_poll.data = &d;
@@ -977,8 +1006,10 @@ shutdown:
     jnl_stop(d.jnl);   /* consumers stop (the broker keeps what was not acked); queued batches commit */
     reg_stop(d.reg);   /* queued registry changes are committed; syncs resume at the next start */
     alarm_stop(d.alarms); /* every queued event becomes durable; waiting acks are answered */
+    opcua_stop(d.ua); /* after the drivers: every write they were given is answered */
     api_stop(d.api);
     uv_run(d.loop, UV_RUN_DEFAULT); /* let every handle finish closing */
+    opcua_free(d.ua);
     api_free(d.api);
     hist_free(d.hist);
     cluster_free(d.cl);

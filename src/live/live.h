@@ -104,6 +104,9 @@ bool live_sample(const struct live *l, uint32_t idx, struct pt_value *v, int64_t
 const char *live_name(const struct live *l, uint32_t idx);
 enum pt_type live_type(const struct live *l, uint32_t idx);
 void live_stats(const struct live *l, struct live_stats *out);
+/* A number that changes whenever a point is added, revived or removed (not on value changes):
+ * a view built from the names (the OPC UA address space) is rebuilt when it moves. */
+uint64_t live_decl_generation(const struct live *l);
 
 /* Writes a value. The value's type must match the point's, and a string must pass
  * live_valid_string (callers validate first, to say why; a mismatch returns -1 and changes

@@ -61,6 +61,7 @@ struct live {
     uint32_t *sorted;      /* indices of live points in name order */
     uint32_t nsorted;
     bool sorted_stale;
+    uint64_t decl_gen;     /* bumped when a point is added, revived or removed */
     uint32_t *changed;
     uint32_t nchanged, changed_cap;
     struct listener listeners[8];

@@ -187,6 +187,7 @@ uint32_t live_declare(struct live *l, const char *name, const struct pt_meta *me
             p->flags &= (uint8_t)~PF_REMOVED;
             l->nlive++;
             l->sorted_stale = true;
+            l->decl_gen++;
             free(p->reason);
             p->reason = NULL; /* "no value yet", see live_view */
             point_clear_value(p);
@@ -219,6 +220,7 @@ uint32_t live_declare(struct live *l, const char *name, const struct pt_meta *me
         *slot = idx + 1;
         l->nlive++;
         l->sorted_stale = true;
+        l->decl_gen++;
         if ((uint64_t)l->n * 2 > l->hmask)
             hash_grow(l);
     }
@@ -246,6 +248,7 @@ size_t live_sweep(struct live *l)
         p->flags |= PF_REMOVED;
         l->nlive--;
         l->sorted_stale = true;
+        l->decl_gen++;
         point_clear_value(p);
         p->quality = Q_BAD;
         p->ts = now;
@@ -309,6 +312,11 @@ bool live_sample(const struct live *l, uint32_t idx, struct pt_value *v, int64_t
 
 const char *live_name(const struct live *l, uint32_t idx) { return l->pts[idx].name; }
 enum pt_type live_type(const struct live *l, uint32_t idx) { return (enum pt_type)l->pts[idx].type; }
+
+uint64_t live_decl_generation(const struct live *l)
+{
+    return l->decl_gen;
+}
 
 void live_stats(const struct live *l, struct live_stats *out)
 {

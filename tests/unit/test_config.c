@@ -339,7 +339,7 @@ static void unknown_keys(void **state)
     (void)state;
     EXPECT_ERRORS("serer:\n  listen: x\n",
                   "@:1: unknown key 'serer' (known: server, drivers, points, history, alarms, deployment, "
-                  "journal, registry, cluster)");
+                  "journal, registry, cluster, opcua)");
     EXPECT_ERRORS("server:\n  listen: 127.0.0.1:1\n  lisen: 127.0.0.1:2\n",
                   "@:3: server: unknown key 'lisen' (known: listen, data_dir, log_level, tls, auth, limits, ui_dir, displays_dir)");
     EXPECT_ERRORS("server:\n  limits:\n    max_client: 5\n",
@@ -630,7 +630,7 @@ static void all_errors_at_once(void **state)
                   "  - {type: simulator, name: p, points: [{name: c, pattern: saw}]}\n"
                   "extra: 1\n",
                   "@:9: unknown key 'extra' (known: server, drivers, points, history, alarms, deployment, "
-                  "journal, registry, cluster)",
+                  "journal, registry, cluster, opcua)",
                   "@:2: server: unknown log_level 'loud' (debug, info, warn, error)",
                   "@:3: server.limits: max_clients must be 1 to 100000",
                   "@:5: points[0]: name 'a{2..1}': range {2..1} ends before it starts",
@@ -761,10 +761,49 @@ static void cluster_errors(void **state)
                   "@:2: drivers[0]: 'nodes' must be a list, like [a, b]");
 }
 
+static void opcua_section(void **state)
+{
+    (void)state;
+    struct opsd_config c;
+    struct buf errors;
+    assert_int_equal(load_text("ua.yaml", "opcua:\n  listen: 127.0.0.1:4841\n  anonymous: operator\n"
+                                          "  folders: \"/.\"\n  max_sessions: 5\n", &c, &errors), 0);
+    assert_true(c.opcua.present);
+    assert_string_equal(c.opcua.host, "127.0.0.1");
+    assert_int_equal(c.opcua.port, 4841);
+    assert_int_equal(c.opcua.anonymous, OPCUA_ROLE_OPERATOR);
+    assert_string_equal(c.opcua.folder_separators, "/.");
+    assert_int_equal(c.opcua.max_sessions, 5);
+    opsd_config_release(&c);
+    buf_release(&errors);
+    assert_int_equal(load_text("ua.yaml", "points: [{name: x}]\n", &c, &errors), 0);
+    assert_false(c.opcua.present); /* off unless the section is there */
+    opsd_config_release(&c);
+    buf_release(&errors);
+    assert_int_equal(load_text("ua.yaml", "opcua: {enabled: false}\n", &c, &errors), 0);
+    assert_false(c.opcua.present);
+    opsd_config_release(&c);
+    buf_release(&errors);
+    /* without tokens and without an anonymous role, only a loopback endpoint */
+    assert_int_equal(load_text("ua.yaml", "opcua: {listen: 0.0.0.0:4840}\n", &c, &errors), 0);
+    assert_int_equal(opsd_config_finish(&c, NULL, NULL, &errors), -1);
+    assert_non_null(strstr(errors.data, "refusing to serve OPC UA on 0.0.0.0"));
+    opsd_config_release(&c);
+    buf_release(&errors);
+    EXPECT_ERRORS("opcua:\n  anonymous: root\n  folders: \"#\"\n  max_sessions: 0\n  listen: nope\n  port: 1\n",
+                  "@:6: opcua: unknown key 'port' (known: listen, endpoint_host, anonymous, folders, max_connections, "
+                  "max_sessions, max_message, max_operations, enabled)",
+                  "@:5: opcua: listen must be HOST:PORT (e.g. 0.0.0.0:4840)",
+                  "@:2: opcua: anonymous must be none, viewer, operator or admin",
+                  "@:3: opcua: folders must be up to 15 of the characters / . : - _ (or \"\" for no folders)",
+                  "@:4: opcua: max_sessions must be 1 to 10000");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(good_full_config),
+        cmocka_unit_test(opcua_section),
         cmocka_unit_test(defaults),
         cmocka_unit_test(finish_overrides),
         cmocka_unit_test(finish_refuses_open_listen_without_tokens),
