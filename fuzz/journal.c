@@ -7,7 +7,8 @@
  *   1  jnl_parse_wire_time (NServiceBus and RFC 3339 times)
  *   2  jnl_base64_decode
  * Checks beyond the sanitizers: derivation always yields an id (36 characters when derived);
- * durations are -1 or not negative; the body is not hashed yet (jstore_prepare does that,
+ * a duration is JNL_DUR_UNKNOWN or the difference of two known times (negative ones, clock
+ * skew, are kept as ServiceControl keeps them); the body is not hashed yet (jstore_prepare does that,
  * off the loop); a header set that passes the check gives a headers JSON text that jansson
  * reads back with the same values; a decoded time is formatted back by
  * the wire format and parses to the same value; base64 output fits its bound and re-encodes
@@ -56,7 +57,11 @@ static void headers(const uint8_t *p, size_t n)
     check(m.id != NULL, "an id");
     if (m.id_derived)
         check(strlen(m.id) == 36, "a derived id is a UUID");
-    check(m.processing_ms >= -1 && m.critical_ms >= -1 && m.delivery_ms >= -1, "durations");
+    check(m.processing_ms == JNL_DUR_UNKNOWN ||
+              (m.processing_started >= 0 && m.processing_ms == m.processed_at - m.processing_started),
+          "durations: processing is ended - started when both are known");
+    check(m.delivery_ms == JNL_DUR_UNKNOWN || m.processing_started >= 0,
+          "durations: delivery needs the processing start");
     check(m.body_hash[0] == '\0', "derivation leaves the body hash to jstore_prepare (off the loop)");
     if (ok == 0) {
         struct buf b;
