@@ -20,7 +20,7 @@ import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Daemon, workDir, port, request, sleep, check, diag, finish, parseArgs, summary, fmt } from './lib.mjs';
+import { Daemon, workDir, port, request, sleep, check, diag, finish, parseArgs, summary, fmt, pollStatus } from './lib.mjs';
 import { Client } from '../../tests/integration/lib/opsd.mjs';
 
 const args = parseArgs();
@@ -108,22 +108,8 @@ function gaps(c, from, to) {
 
 // GET /api/v1/status every 50 ms on a new connection, for ms: latencies and failures.
 async function measure(ms) {
-  const lat = [];
-  const fails = [];
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const t = Date.now();
-    try {
-      const r = await request(d, 'GET', '/api/v1/status', undefined, VIEW, 5000);
-      if (r.status === 200) lat.push(r.ms);
-      else fails.push(`HTTP ${r.status}`);
-    } catch (e) {
-      fails.push(e.message);
-    }
-    const left = 50 - (Date.now() - t);
-    if (left > 0) await sleep(left);
-  }
-  return { ...summary(lat), fails };
+  const r = await pollStatus(d, VIEW, ms);
+  return { ...summary(r.lat), fails: r.fails };
 }
 
 // The same client in a process of its own (probe.mjs), for ms.

@@ -218,6 +218,27 @@ export function request(d, method, path, body, headers = {}, ms = 15000) {
   });
 }
 
+// GET /api/v1/status every `interval` ms, each on a new connection, for ms: the latencies of
+// the answers (ms) and the reasons of the failures.
+export async function pollStatus(d, headers, ms, interval = 50) {
+  const lat = [];
+  const fails = [];
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const t = Date.now();
+    try {
+      const r = await request(d, 'GET', '/api/v1/status', undefined, headers, 5000);
+      if (r.status === 200) lat.push(r.ms);
+      else fails.push(`HTTP ${r.status}`);
+    } catch (e) {
+      fails.push(e.message);
+    }
+    const left = interval - (Date.now() - t);
+    if (left > 0) await sleep(left);
+  }
+  return { lat, fails };
+}
+
 export function percentile(sorted, p) {
   if (!sorted.length) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];

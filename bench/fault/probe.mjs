@@ -4,23 +4,8 @@
 // JSON line {lat: [ms...], fails: [reason...]} at the end.
 //
 //   node bench/fault/probe.mjs PORT TOKEN MS [INTERVAL]
-import { request, sleep } from './lib.mjs';
+import { pollStatus } from './lib.mjs';
 
 const [port, token, ms, interval = '50'] = process.argv.slice(2);
-const d = { port: Number(port) };
-const lat = [];
-const fails = [];
-const end = Date.now() + Number(ms);
-while (Date.now() < end) {
-  const t = Date.now();
-  try {
-    const r = await request(d, 'GET', '/api/v1/status', undefined, { Authorization: `Bearer ${token}` }, 5000);
-    if (r.status === 200) lat.push(r.ms);
-    else fails.push(`HTTP ${r.status}`);
-  } catch (e) {
-    fails.push(e.message);
-  }
-  const left = Number(interval) - (Date.now() - t);
-  if (left > 0) await sleep(left);
-}
-process.stdout.write(`${JSON.stringify({ lat, fails })}\n`);
+const r = await pollStatus({ port: Number(port) }, { Authorization: `Bearer ${token}` }, Number(ms), Number(interval));
+process.stdout.write(`${JSON.stringify(r)}\n`);

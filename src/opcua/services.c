@@ -151,14 +151,21 @@ static void enc_endpoints(struct ua_srv *s, struct buf *b)
     ua_enc_u8(b, 0); /* SecurityLevel */
 }
 
-static void get_endpoints(struct req *r, struct ua_dec *d)
+/* The body shared by GetEndpoints and FindServers: endpointUrl, localeIds, then profileUris
+ * or serverUris; opsd has one endpoint and one server, so none of them selects anything. */
+static uint32_t dec_discovery(struct ua_dec *d)
 {
     struct ua_str url, x;
-    int32_t nloc, nprof;
+    int32_t nloc, nuris;
     ua_dec_string(d, &url);
     ua_dec_array(d, UA_T_STRING, &nloc, &x);
-    ua_dec_array(d, UA_T_STRING, &nprof, &x);
-    if (d->err) return fault(r, d->err);
+    ua_dec_array(d, UA_T_STRING, &nuris, &x);
+    return d->err;
+}
+
+static void get_endpoints(struct req *r, struct ua_dec *d)
+{
+    if (dec_discovery(d)) return fault(r, d->err);
     struct buf b;
     resp_init(r, &b, ID_GET_ENDPOINTS_R);
     enc_endpoints(r->c->srv, &b);
@@ -167,12 +174,7 @@ static void get_endpoints(struct req *r, struct ua_dec *d)
 
 static void find_servers(struct req *r, struct ua_dec *d)
 {
-    struct ua_str url, x;
-    int32_t nloc, nuris;
-    ua_dec_string(d, &url);
-    ua_dec_array(d, UA_T_STRING, &nloc, &x);
-    ua_dec_array(d, UA_T_STRING, &nuris, &x);
-    if (d->err) return fault(r, d->err);
+    if (dec_discovery(d)) return fault(r, d->err);
     struct buf b;
     resp_init(r, &b, ID_FIND_SERVERS_R);
     ua_enc_i32(&b, 1);

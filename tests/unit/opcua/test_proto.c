@@ -568,6 +568,14 @@ static void reset_conn(struct fx *f)
     ua_conn_init(&f->c, &f->srv);
 }
 
+/* A new connection with an open channel, and an empty buffer for the next frames. */
+static void fresh_channel(struct fx *f, struct buf *b)
+{
+    reset_conn(f);
+    handshake(f);
+    buf_reset(b);
+}
+
 static void test_bad_hello(void **st)
 {
     struct fx *f = *st;
@@ -650,18 +658,14 @@ static void test_channel_errors(void **st)
     msg(f, &b, 'F', &body, 1);
     expect_error(f, &b, UA_BAD_TCP_MESSAGE_TOO_LARGE);
     /* a chunk flood: more chunks than max_chunks (16) */
-    reset_conn(f);
-    handshake(f);
-    buf_reset(&b);
+    fresh_channel(f, &b);
     buf_reset(&body);
     ua_enc_u32(&body, 0);
     for (int i = 0; i < 20; i++)
         msg(f, &b, 'C', &body, 1);
     expect_error(f, &b, UA_BAD_TCP_MESSAGE_TOO_LARGE);
     /* an abort chunk drops what was collected; the channel goes on */
-    reset_conn(f);
-    handshake(f);
-    buf_reset(&b);
+    fresh_channel(f, &b);
     for (int i = 0; i < 10; i++)
         msg(f, &b, 'C', &body, 1);
     msg(f, &b, 'A', &body, 1);
@@ -674,22 +678,16 @@ static void test_channel_errors(void **st)
     msg(f, &b, 'C', &body, 3);
     expect_error(f, &b, UA_BAD_DECODING);
     /* a wrong sequence number */
-    reset_conn(f);
-    handshake(f);
-    buf_reset(&b);
+    fresh_channel(f, &b);
     f->seq += 5;
     msg(f, &b, 'F', &body, 1);
     expect_error(f, &b, UA_BAD_SEQUENCE_NUMBER_INVALID);
     /* a wrong channel, a wrong token */
-    reset_conn(f);
-    handshake(f);
-    buf_reset(&b);
+    fresh_channel(f, &b);
     f->chan++;
     msg(f, &b, 'F', &body, 1);
     expect_error(f, &b, UA_BAD_TCP_SECURE_CHANNEL_UNKNOWN);
-    reset_conn(f);
-    handshake(f);
-    buf_reset(&b);
+    fresh_channel(f, &b);
     f->token += 100;
     msg(f, &b, 'F', &body, 1);
     expect_error(f, &b, UA_BAD_SECURE_CHANNEL_TOKEN_UNKNOWN);
@@ -712,9 +710,7 @@ static void test_channel_errors(void **st)
     memcpy(b.data + 16 + 40, "Basic", 5); /* inside the policy URI */
     expect_error(f, &b, UA_BAD_SECURITY_POLICY_REJECTED);
     /* renew on a fresh channel is refused; renew on an open one gives a new token */
-    reset_conn(f);
-    handshake(f);
-    buf_reset(&b);
+    fresh_channel(f, &b);
     open_channel(&b, f->chan, 1, ++f->seq);
     feed(f, &b);
     assert_false(f->c.close);
